@@ -1,0 +1,98 @@
+// tunebox device tile library v1: bounded 2-D tile loads and stores over row-major arrays.
+//
+// Elements are moved as raw bits (E is an unsigned integer of the element's width), so no CUDA
+// headers are needed and padding values are exact bit patterns chosen on the host.
+//
+// Coordinates are zero-based (row, column) into a logical (rows, cols) array with leading
+// dimension `cols`. A checked access tests validity *before* forming a pointer, so negative origins
+// and edge tiles never touch memory outside the array.
+#pragma once
+
+namespace tb {
+
+typedef unsigned char u8;
+typedef unsigned short u16;
+typedef unsigned int u32;
+typedef unsigned long long u64;
+typedef long long i64;
+
+// Bounds modes of a tile kernel.
+enum Bounds { CHECKED = 0, SPLIT = 1, UNCHECKED = 2 };
+// Shared-memory staging layouts of a transposing tile kernel.
+enum Staging { PLAIN = 1, PADDED = 2, SWIZZLED = 3 };
+
+// Raw<B>: an integer or vector type of exactly B bytes, loaded and stored in one access.
+template <int B> struct Raw;
+template <> struct Raw<1> { typedef u8 type; };
+template <> struct Raw<2> { typedef u16 type; };
+template <> struct Raw<4> { typedef u32 type; };
+template <> struct Raw<8> { typedef uint2 type; };
+template <> struct Raw<16> { typedef uint4 type; };
+
+// N elements of E that travel together as one N*sizeof(E)-byte access.
+template <typename E, int N> union Vec {
+  typename Raw<N * sizeof(E)>::type raw;
+  E e[N];
+};
+
+__device__ __forceinline__ bool in_range(i64 x, i64 extent) { return (u64)x < (u64)extent; }
+
+// Loads N consecutive elements of row r starting at column c into v. CHECK=false promises that
+// the whole vector is inside the array and its address is N*sizeof(E)-aligned. Otherwise the
+// vector is loaded in one access when it is entirely valid and aligned, else element by element,
+// with `pad` for every element outside the array (the bounded copy's mixed path).
+template <typename E, int N, bool CHECK>
+__device__ __forceinline__ void load_vec(const E* __restrict__ a, i64 rows, i64 cols, i64 r, i64 c,
+                                         E pad, Vec<E, N>& v) {
+  typedef typename Raw<N * sizeof(E)>::type R;
+  if (!CHECK) {
+    v.raw = __ldg(reinterpret_cast<const R*>(a + r * cols + c));
+    return;
+  }
+  const bool row_ok = in_range(r, rows);
+  const i64 off = r * cols + c;
+  if (row_ok && c >= 0 && c + N <= cols && (off % N) == 0) {
+    v.raw = __ldg(reinterpret_cast<const R*>(a + off));
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e) v.e[e] = (row_ok && in_range(c + e, cols)) ? a[off + e] : pad;
+}
+
+// Stores N consecutive elements to row r from column c (c >= 0), clipping every element outside
+// the array. CHECK=false promises a fully valid, aligned vector.
+template <typename E, int N, bool CHECK>
+__device__ __forceinline__ void store_vec(E* __restrict__ a, i64 rows, i64 cols, i64 r, i64 c,
+                                          const Vec<E, N>& v) {
+  typedef typename Raw<N * sizeof(E)>::type R;
+  if (!CHECK) {
+    *reinterpret_cast<R*>(a + r * cols + c) = v.raw;
+    return;
+  }
+  if (!in_range(r, rows)) return;
+  const i64 off = r * cols + c;
+  if (c + N <= cols && (off % N) == 0) {
+    *reinterpret_cast<R*>(a + off) = v.raw;
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e)
+    if (c + e < cols) a[off + e] = v.e[e];
+}
+
+// Element offset of (r, c) in a shared tile of `rows` x W elements staged with layout S.
+// PADDED adds one 32-bit bank word per row; SWIZZLED XORs the column with (r / G) mod min(W, 32),
+// G being the vector width in elements, so a vector-strided column read hits distinct banks.
+template <typename E, int W, int S, int G>
+__device__ __forceinline__ int staged_index(int r, int c) {
+  if (S == PADDED) return r * (W + (sizeof(E) >= 4 ? 1 : 4 / sizeof(E))) + c;
+  if (S == SWIZZLED) return r * W + (c ^ ((r / G) % (W < 32 ? W : 32)));
+  return r * W + c;
+}
+
+// True when every element of origin + [0,h) x [0,w) lies inside a (rows, cols) array.
+__device__ __forceinline__ bool box_inside(i64 r0, i64 c0, i64 h, i64 w, i64 rows, i64 cols) {
+  return r0 >= 0 && c0 >= 0 && r0 + h <= rows && c0 + w <= cols;
+}
+
+}  // namespace tb

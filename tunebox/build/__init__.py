@@ -1,0 +1,1 @@
+"""Compilation of rendered variants to CUBIN."""

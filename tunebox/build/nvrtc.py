@@ -1,0 +1,179 @@
+"""NVRTC compilation to CUBIN with an on-disk cache; needs no GPU and no driver.
+
+Compiles run in a thread pool (NVRTC releases the GIL). A compile error is a ``BuildResult`` with
+status ``compile_error`` and the log, never an exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from ..families.base import KernelSource
+from ..records import Status
+
+log = logging.getLogger(__name__)
+
+_REGS = re.compile(r"Used (\d+) registers")
+_SPILLS = re.compile(r"(\d+) bytes spill stores")
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    source: KernelSource
+    arch: str
+    status: Status  # OK or COMPILE_ERROR
+    cubin: bytes = b""
+    lowered_name: str = ""  # the mangled symbol of source.name_expression
+    log: str = ""
+    registers: int = 0  # as ptxas reported them
+    spill_bytes: int = 0
+    seconds: float = 0.0
+    cache_hit: bool = False
+
+    @property
+    def binary_hash(self) -> str:
+        """Identity of the compiled binary: identical binaries are evaluated once."""
+        return hashlib.sha256(self.cubin).hexdigest()[:16]
+
+
+@cache
+def nvrtc_version() -> str:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    if int(err) != 0:
+        raise RuntimeError(f"nvrtcVersion failed: {err!r}")
+    return f"{major}.{minor}"
+
+
+def _check(result: tuple) -> object:
+    err, *values = result
+    if int(err) != 0:
+        raise RuntimeError(repr(err))
+    return values[0] if len(values) == 1 else values
+
+
+def _headers_digest(include_dirs: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for root in include_dirs:
+        for path in sorted(Path(root).rglob("*")):
+            if path.is_file():
+                h.update(str(path.relative_to(root)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+class NvrtcBuilder:
+    """Compiles ``KernelSource`` to CUBIN for ``arch`` (e.g. "sm_90"), caching by content hash.
+
+    ``cache_dir`` None disables the disk cache. ``build`` and ``submit`` are thread-safe.
+    """
+
+    def __init__(self, arch: str = "sm_90", cache_dir: Path | None = None, workers: int | None = None):
+        self.arch = arch
+        self.cache_dir = cache_dir
+        self._pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2,
+                                        thread_name_prefix="nvrtc")
+
+    def options(self, source: KernelSource) -> list[str]:
+        return [f"--gpu-architecture={self.arch}", "--std=c++17", "--ptxas-options=-v",
+                "-default-device", *(f"-I{d}" for d in source.include_dirs)]
+
+    def cache_key(self, source: KernelSource) -> str:
+        h = hashlib.sha256()
+        for part in (source.code, source.name_expression, " ".join(self.options(source)),
+                     nvrtc_version(), _headers_digest(source.include_dirs)):
+            h.update(part.encode())
+            h.update(b"\0")
+        return h.hexdigest()
+
+    def submit(self, source: KernelSource) -> Future[BuildResult]:
+        return self._pool.submit(self.build_one, source)
+
+    def build(self, sources: list[KernelSource]) -> list[BuildResult]:
+        return [f.result() for f in [self.submit(s) for s in sources]]
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def build_one(self, source: KernelSource) -> BuildResult:
+        key = self.cache_key(source)
+        cached = self._load(key, source)
+        if cached is not None:
+            return cached
+        start = time.perf_counter()
+        result = self._compile(source)
+        result = BuildResult(**{**result.__dict__, "seconds": time.perf_counter() - start})
+        if result.status is Status.OK:
+            self._store(key, result)
+        return result
+
+    def _compile(self, source: KernelSource) -> BuildResult:
+        from cuda.bindings import nvrtc
+
+        prog = _check(nvrtc.nvrtcCreateProgram(source.code.encode(), b"variant.cu", 0, [], []))
+        try:
+            _check(nvrtc.nvrtcAddNameExpression(prog, source.name_expression.encode()))
+            opts = [o.encode() for o in self.options(source)]
+            (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+            size = _check(nvrtc.nvrtcGetProgramLogSize(prog))
+            buf = b" " * size
+            nvrtc.nvrtcGetProgramLog(prog, buf)
+            text = buf.rstrip(b"\0 ").decode(errors="replace")
+            if int(err) != 0:
+                return BuildResult(source, self.arch, Status.COMPILE_ERROR, log=text)
+            lowered = _check(nvrtc.nvrtcGetLoweredName(prog, source.name_expression.encode()))
+            size = _check(nvrtc.nvrtcGetCUBINSize(prog))
+            cubin = b" " * size
+            _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
+        finally:
+            nvrtc.nvrtcDestroyProgram(prog)
+        regs = _REGS.search(text)
+        spills = _SPILLS.search(text)
+        return BuildResult(source, self.arch, Status.OK, cubin=bytes(cubin),
+                           lowered_name=lowered.decode(), log=text,
+                           registers=int(regs.group(1)) if regs else 0,
+                           spill_bytes=int(spills.group(1)) if spills else 0)
+
+    def _paths(self, key: str) -> tuple[Path, Path] | None:
+        if self.cache_dir is None:
+            return None
+        base = self.cache_dir / key[:2] / key
+        return base.with_suffix(".cubin"), base.with_suffix(".json")
+
+    def _load(self, key: str, source: KernelSource) -> BuildResult | None:
+        paths = self._paths(key)
+        if paths is None or not paths[1].exists():
+            return None
+        try:
+            meta = json.loads(paths[1].read_text())
+            cubin = paths[0].read_bytes()
+            if hashlib.sha256(cubin).hexdigest() != meta["sha256"]:
+                raise ValueError("checksum mismatch")
+        except (OSError, ValueError, KeyError) as exc:
+            log.warning("ignoring damaged cache entry %s: %s", paths[1], exc)
+            return None
+        return BuildResult(source, self.arch, Status.OK, cubin=cubin,
+                           lowered_name=meta["lowered_name"], log=meta["log"],
+                           registers=meta["registers"], spill_bytes=meta["spill_bytes"], cache_hit=True)
+
+    def _store(self, key: str, result: BuildResult) -> None:
+        paths = self._paths(key)
+        if paths is None:
+            return
+        paths[0].parent.mkdir(parents=True, exist_ok=True)
+        meta = {"lowered_name": result.lowered_name, "log": result.log, "registers": result.registers,
+                "spill_bytes": result.spill_bytes, "sha256": hashlib.sha256(result.cubin).hexdigest()}
+        for path, data in ((paths[0], result.cubin), (paths[1], json.dumps(meta).encode())):
+            tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
+            tmp.write_bytes(data)
+            os.replace(tmp, path)

@@ -1,0 +1,75 @@
+"""Element types as raw bits: names, storage types, padding and poison bit patterns.
+
+Kernels move elements as unsigned integers of the element's width, so every value here is an exact
+bit pattern and verification compares bits (``-0.0`` and NaN payloads included).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import InvalidProblem
+
+PADDING_MODES = ("zero", "neg_zero", "nan", "pos_inf", "neg_inf", "value")
+
+
+@dataclass(frozen=True)
+class ElementType:
+    name: str
+    itemsize: int  # bytes
+    storage: type[np.unsignedinteger]  # numpy type carrying the bits
+    ctype: str  # C++ type carrying the bits in kernels
+    poison: int  # a NaN with a payload no valid output ever has: marks unwritten elements
+
+    def bits_of(self, value: float) -> int:
+        """Bits of ``value`` rounded to this type (round to nearest even)."""
+        return int(self.encode(np.array([value], dtype=np.float64))[0])
+
+    def encode(self, values: np.ndarray) -> np.ndarray:
+        """float64 array -> storage bits of this type (round to nearest even)."""
+        if self.name == "float32":
+            return values.astype(np.float32).view(np.uint32)
+        if self.name == "float16":
+            return values.astype(np.float16).view(np.uint16)
+        f32 = values.astype(np.float32).view(np.uint32).astype(np.uint64)
+        nan = np.isnan(values)
+        rounded = (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16
+        return np.where(nan, 0x7FC0, rounded).astype(np.uint16)
+
+    def decode(self, bits: np.ndarray) -> np.ndarray:
+        """Storage bits -> float64 values (exact)."""
+        if self.name == "float32":
+            return bits.view(np.float32).astype(np.float64)
+        if self.name == "float16":
+            return bits.view(np.float16).astype(np.float64)
+        return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
+
+
+ELEMENT_TYPES: dict[str, ElementType] = {
+    "float32": ElementType("float32", 4, np.uint32, "unsigned int", 0x7FBADBAD),
+    "float16": ElementType("float16", 2, np.uint16, "unsigned short", 0x7DAD),
+    "bfloat16": ElementType("bfloat16", 2, np.uint16, "unsigned short", 0x7FAD),
+}
+
+
+def element_type(name: object) -> ElementType:
+    if not isinstance(name, str) or name not in ELEMENT_TYPES:
+        raise InvalidProblem(f"unknown dtype {name!r}; use one of {', '.join(ELEMENT_TYPES)}")
+    return ELEMENT_TYPES[name]
+
+
+def padding_bits(etype: ElementType, mode: str, value: float = 0.0) -> int:
+    """Bit pattern written for out-of-bounds elements under padding ``mode``."""
+    values = {"zero": 0.0, "neg_zero": -0.0, "nan": math.nan, "pos_inf": math.inf,
+              "neg_inf": -math.inf, "value": value}
+    if mode not in values:
+        raise InvalidProblem(f"unknown padding {mode!r}; use one of {', '.join(PADDING_MODES)}")
+    return etype.bits_of(values[mode])
+
+
+def random_bits(etype: ElementType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Seeded finite random values (standard normal, never zeros or NaN) as storage bits."""
+    return etype.encode(rng.standard_normal(shape, dtype=np.float32).astype(np.float64))

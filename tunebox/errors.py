@@ -1,0 +1,37 @@
+"""Error hierarchy. Every message says what was wrong and what to do next."""
+
+
+class TuneboxError(Exception):
+    """Base of every error tunebox raises on purpose."""
+
+
+class SpaceError(TuneboxError):
+    """A sweep file (TOML) is malformed or names something that does not exist."""
+
+
+class InvalidProblem(TuneboxError):
+    """A problem description is impossible (negative extent, unknown dtype, ...)."""
+
+
+class InvalidConfig(TuneboxError):
+    """A configuration value lies outside its declared domain, or breaks a validity rule."""
+
+
+class CompileError(TuneboxError):
+    """NVRTC rejected a rendered variant; ``log`` holds the compiler output."""
+
+    def __init__(self, message: str, log: str = "") -> None:
+        super().__init__(message)
+        self.log = log
+
+
+class DeviceUnavailable(TuneboxError):
+    """No usable CUDA device: use the replay backend (``--backend replay``) or a GPU host."""
+
+
+class DatabaseError(TuneboxError):
+    """The winners database or an evaluation log is unreadable, tampered or of another schema."""
+
+
+class ReplayMiss(TuneboxError):
+    """The replay backend holds no recorded measurement for a requested variant."""

@@ -1,0 +1,160 @@
+"""The contract every kernel family fulfils, in Python, with no GPU needed.
+
+A family declares its tunable space, parses problems, states validity rules, renders a variant to
+CUDA C++ source, gives its launch geometry and kernel arguments, makes seeded inputs and computes the
+numpy reference that defines correct output.
+"""
+
+from __future__ import annotations
+
+import abc
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ..errors import InvalidConfig
+from ..params import Config, Space
+from ..records import canonical_json
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    """A rendered variant: NVRTC source, the template instantiation to extract, include folders."""
+
+    code: str
+    name_expression: str
+    include_dirs: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class LaunchGeometry:
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int  # dynamic shared memory per block
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A device buffer of a problem. Outputs are poisoned before every launch."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str  # element type name, see tunebox.dtypes
+    role: Literal["input", "output"]
+
+
+@dataclass(frozen=True)
+class BufferArg:
+    name: str
+
+
+@dataclass(frozen=True)
+class ScalarArg:
+    ctype: Literal["i32", "i64", "u16", "u32"]
+    value: int
+
+
+Arg = BufferArg | ScalarArg
+
+
+@dataclass(frozen=True)
+class Work:
+    """The least work a correct kernel must do: bytes read + written once, and flops."""
+
+    bytes_moved: int
+    flops: int = 0
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The library call a user would make instead: ``run`` maps input tensors (integer views of
+    the input bits, on the GPU) to output tensors; it is verified and timed like a variant."""
+
+    name: str
+    run: Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class Problem(abc.ABC):
+    """A family's problem: a frozen dataclass with a canonical dict form."""
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict[str, Any]: ...
+
+    @property
+    @abc.abstractmethod
+    def dtype(self) -> str: ...
+
+    def key(self) -> str:
+        return canonical_json(self.to_dict())
+
+
+class Family(abc.ABC):
+    """Base class of kernel families. Subclasses are stateless; one instance per process is fine."""
+
+    name: str
+    space: Space
+    source_files: tuple[Path, ...]  # device and Python sources whose change invalidates results
+
+    @abc.abstractmethod
+    def parse_problem(self, data: Mapping[str, Any]) -> Problem:
+        """Validate a problem description (raises InvalidProblem with a one-line reason)."""
+
+    @abc.abstractmethod
+    def default_config(self, problem: Problem) -> Config:
+        """A variant valid for ``problem`` that needs no tuning: the fallback and the baseline."""
+
+    @abc.abstractmethod
+    def violations(self, problem: Problem, config: Config) -> list[str]:
+        """Validity rules: every rule ``config`` breaks for ``problem`` (empty when valid)."""
+
+    @abc.abstractmethod
+    def render(self, problem: Problem, config: Config) -> KernelSource: ...
+
+    @abc.abstractmethod
+    def geometry(self, problem: Problem, config: Config) -> LaunchGeometry: ...
+
+    @abc.abstractmethod
+    def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]: ...
+
+    @abc.abstractmethod
+    def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]: ...
+
+    @abc.abstractmethod
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]: ...
+
+    @abc.abstractmethod
+    def reference(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Expected contents of every output buffer (bit-exact for data movement)."""
+
+    @abc.abstractmethod
+    def work(self, problem: Problem) -> Work: ...
+
+    @abc.abstractmethod
+    def distance(self, a: Problem, b: Problem) -> float | None:
+        """How far apart two problems are for the nearest-problem fallback; None if incomparable."""
+
+    def torch_baseline(self, problem: Problem) -> Baseline:
+        """The equivalent torch operation (imports torch); families without one raise."""
+        raise NotImplementedError(f"{self.name} has no torch baseline")
+
+    def config(self, values: Mapping[str, Any]) -> Config:
+        """Validate a complete configuration against the declared domains."""
+        return self.space.validate(values)
+
+    def check(self, problem: Problem, config: Config) -> None:
+        """Raise InvalidConfig naming every broken validity rule."""
+        broken = self.violations(problem, config)
+        if broken:
+            raise InvalidConfig(f"{self.name} {config.label()}: " + "; ".join(broken))
+
+    def source_hash(self) -> str:
+        """Hash of every file that changes this family's kernels or results (16 hex digits)."""
+        h = hashlib.sha256()
+        for path in sorted(self.source_files):
+            h.update(path.name.encode())
+            h.update(path.read_bytes())
+        return h.hexdigest()[:16]

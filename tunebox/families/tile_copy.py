@@ -1,0 +1,284 @@
+"""Family ``tile_copy``: bounded 2-D copy, crop, pad and transpose with padding modes.
+
+``dst (Md, Nd) <- src (Ms, Ns)`` read at origin ``(oy, ox)`` (may be negative):
+``dst[i, j] = src[oy + i, ox + j]`` or, transposed, ``src[oy + j, ox + i]``; destination elements
+whose source lies outside ``src`` take the padding value. Every destination element is written.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import PADDING_MODES, element_type, padding_bits, random_bits
+from ..errors import InvalidProblem
+from ..kernels_dir import kernels_dir
+from ..params import Config, Param, Space
+from .base import (
+    Arg,
+    Baseline,
+    BufferArg,
+    BufferSpec,
+    Family,
+    KernelSource,
+    LaunchGeometry,
+    Problem,
+    ScalarArg,
+    Work,
+)
+
+BOUNDS = {"checked": 0, "split": 1, "unchecked": 2}
+STAGING = {"none": 0, "plain": 1, "padded": 2, "swizzled": 3}
+MAX_SHARED_BYTES = 227 * 1024
+MAX_REGISTER_BYTES = 256  # per thread in flight for the register path (64 registers)
+MAX_EXTENT = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class TileCopyProblem(Problem):
+    element: str
+    src: tuple[int, int]
+    dst: tuple[int, int]
+    origin: tuple[int, int] = (0, 0)
+    transpose: bool = False
+    padding: str = "zero"
+    pad_value: float = 0.0  # used when padding == "value"
+
+    @property
+    def dtype(self) -> str:
+        return self.element
+
+    @property
+    def pad_bits(self) -> int:
+        return padding_bits(element_type(self.element), self.padding, self.pad_value)
+
+    def source_window(self) -> tuple[int, int, int, int]:
+        """(row0, col0, rows, cols) of the source region that the destination reads."""
+        rows, cols = (self.dst[1], self.dst[0]) if self.transpose else self.dst
+        return self.origin[0], self.origin[1], rows, cols
+
+    def valid_source_elements(self) -> int:
+        r0, c0, h, w = self.source_window()
+        rows = max(0, min(r0 + h, self.src[0]) - max(r0, 0))
+        cols = max(0, min(c0 + w, self.src[1]) - max(c0, 0))
+        return rows * cols
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"dtype": self.element, "src": list(self.src), "dst": list(self.dst),
+                             "origin": list(self.origin), "transpose": self.transpose,
+                             "padding": self.padding}
+        if self.padding == "value":
+            d["pad_value"] = self.pad_value
+        return d
+
+
+def _pair(data: Mapping[str, Any], key: str, low: int, default: tuple[int, int] | None = None
+          ) -> tuple[int, int]:
+    value = data.get(key, default)
+    if (not isinstance(value, list | tuple) or len(value) != 2
+            or not all(type(v) is int for v in value)):
+        raise InvalidProblem(f"tile_copy: {key} must be two integers, got {value!r}")
+    if not all(low <= v <= MAX_EXTENT for v in value):
+        raise InvalidProblem(f"tile_copy: {key} {list(value)} must lie in [{low}, {MAX_EXTENT}]")
+    return value[0], value[1]
+
+
+class TileCopy(Family):
+    name = "tile_copy"
+    space = Space((
+        Param("BM", (1, 2, 4, 8, 16, 32, 64, 128), "destination tile rows"),
+        Param("BN", (8, 16, 32, 64, 128, 256, 512, 1024), "destination tile columns"),
+        Param("threads", (64, 128, 256, 512, 1024), "threads per block"),
+        Param("vec_bytes", (2, 4, 8, 16), "bytes per vector access"),
+        Param("bounds", tuple(BOUNDS), "checked: every tile; split: edge tiles only; unchecked"),
+        Param("staging", tuple(STAGING), "none: registers; else shared-memory layout (transpose)"),
+        Param("tiles_per_block", (1, 2, 4), "consecutive tiles each block processes"),
+    ))
+
+    @property
+    def source_files(self):  # type: ignore[override]
+        return (kernels_dir() / "include" / "tunebox" / "tile.cuh",
+                kernels_dir() / "tile_copy" / "tile_copy.cu")
+
+    def parse_problem(self, data: Mapping[str, Any]) -> TileCopyProblem:
+        known = {"dtype", "src", "dst", "origin", "transpose", "padding", "pad_value"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidProblem(f"tile_copy: unknown problem key(s) {unknown}; known: {sorted(known)}")
+        element_type(data.get("dtype"))
+        src = _pair(data, "src", 1)
+        dst = _pair(data, "dst", 1)
+        origin = _pair(data, "origin", -MAX_EXTENT, (0, 0))
+        transpose = data.get("transpose", False)
+        if not isinstance(transpose, bool):
+            raise InvalidProblem(f"tile_copy: transpose must be true or false, got {transpose!r}")
+        padding = data.get("padding", "zero")
+        if padding not in PADDING_MODES:
+            raise InvalidProblem(f"tile_copy: unknown padding {padding!r}; use one of {PADDING_MODES}")
+        pad_value = data.get("pad_value", 0.0)
+        if type(pad_value) not in (int, float) or (padding != "value" and "pad_value" in data):
+            raise InvalidProblem("tile_copy: pad_value must be a number, given only with padding='value'")
+        for extent in (src, dst):
+            if extent[0] * extent[1] >= 2**40:
+                raise InvalidProblem(f"tile_copy: {list(extent)} has too many elements (limit 2^40)")
+        return TileCopyProblem(data["dtype"], src, dst, origin, transpose, padding, float(pad_value))
+
+    def default_config(self, problem: Problem) -> Config:
+        p = _as_problem(problem)
+        if p.transpose:
+            values = {"BM": 32, "BN": 32, "threads": 256, "vec_bytes": 4, "staging": "padded"}
+        else:
+            values = {"BM": 8, "BN": 256, "threads": 256, "vec_bytes": 16, "staging": "none"}
+        return self.space.validate({**values, "bounds": "checked", "tiles_per_block": 1})
+
+    def violations(self, problem: Problem, config: Config) -> list[str]:
+        p = _as_problem(problem)
+        et = element_type(p.element)
+        bm, bn, threads = int(config["BM"]), int(config["BN"]), int(config["threads"])
+        vec_bytes = int(config["vec_bytes"])
+        broken = []
+        if vec_bytes % et.itemsize:
+            return [f"vec_bytes={vec_bytes} is not a multiple of the {et.itemsize}-byte element"]
+        vec = vec_bytes // et.itemsize
+        if bn % vec or (p.transpose and bm % vec):
+            broken.append(f"a vector of {vec} elements must divide BN (and BM when transposed)")
+        vectors = bm * bn // vec
+        if vectors < threads or vectors % threads:
+            broken.append(f"the tile's {vectors} vectors must split evenly over {threads} threads")
+        if (config["staging"] == "none") == p.transpose:
+            broken.append("staging must be 'none' without transpose and a shared layout with it")
+        if p.transpose:
+            shared = _shared_bytes(p, config)
+            if shared > MAX_SHARED_BYTES:
+                broken.append(f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}")
+        elif bm * bn * et.itemsize // threads > MAX_REGISTER_BYTES:
+            broken.append(f"more than {MAX_REGISTER_BYTES} bytes per thread in registers")
+        if config["bounds"] == "unchecked" and not self._every_tile_full(p, bm, bn, vec):
+            broken.append("bounds='unchecked' needs every tile full, inside src and aligned")
+        return broken
+
+    @staticmethod
+    def _every_tile_full(p: TileCopyProblem, bm: int, bn: int, vec: int) -> bool:
+        r0, c0, h, w = p.source_window()
+        inside = r0 >= 0 and c0 >= 0 and r0 + h <= p.src[0] and c0 + w <= p.src[1]
+        aligned = p.src[1] % vec == 0 and c0 % vec == 0 and p.dst[1] % vec == 0
+        return inside and aligned and p.dst[0] % bm == 0 and p.dst[1] % bn == 0
+
+    def render(self, problem: Problem, config: Config) -> KernelSource:
+        p = _as_problem(problem)
+        et = element_type(p.element)
+        vec = int(config["vec_bytes"]) // et.itemsize
+        targs = (et.ctype, config["BM"], config["BN"], config["threads"], vec,
+                 BOUNDS[str(config["bounds"])], STAGING[str(config["staging"])],
+                 config["tiles_per_block"])
+        code = (kernels_dir() / "tile_copy" / "tile_copy.cu").read_text()
+        return KernelSource(code, "tile_copy<" + ", ".join(map(str, targs)) + ">",
+                            (str(kernels_dir() / "include"),))
+
+    def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
+        p = _as_problem(problem)
+        tiles = self._tiles(p, config)
+        per_block = int(config["tiles_per_block"])
+        return LaunchGeometry((math.ceil(tiles[0] * tiles[1] / per_block), 1, 1),
+                              (int(config["threads"]), 1, 1), _shared_bytes(p, config))
+
+    @staticmethod
+    def _tiles(p: TileCopyProblem, config: Config) -> tuple[int, int]:
+        return math.ceil(p.dst[0] / int(config["BM"])), math.ceil(p.dst[1] / int(config["BN"]))
+
+    def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]:
+        p = _as_problem(problem)
+        return (BufferSpec("src", p.src, p.element, "input"),
+                BufferSpec("dst", p.dst, p.element, "output"))
+
+    def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]:
+        p = _as_problem(problem)
+        tiles_m, tiles_n = self._tiles(p, config)
+        pad_type = "u32" if element_type(p.element).itemsize == 4 else "u16"
+        scalars = (*p.src, *p.dst, *p.origin)
+        return (BufferArg("src"), BufferArg("dst"), *(ScalarArg("i64", v) for v in scalars),
+                ScalarArg(pad_type, p.pad_bits), ScalarArg("i64", tiles_n),
+                ScalarArg("i64", tiles_m * tiles_n))
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        p = _as_problem(problem)
+        return {"src": random_bits(element_type(p.element), p.src, rng)}
+
+    def reference(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        p = _as_problem(problem)
+        src = inputs["src"]
+        out = np.full(p.dst, p.pad_bits, dtype=src.dtype)
+        r0, c0, h, w = p.source_window()
+        rows = slice(max(r0, 0), min(r0 + h, p.src[0]))
+        cols = slice(max(c0, 0), min(c0 + w, p.src[1]))
+        if rows.start < rows.stop and cols.start < cols.stop:
+            block = src[rows, cols]
+            dst_rows = slice(rows.start - r0, rows.stop - r0)
+            dst_cols = slice(cols.start - c0, cols.stop - c0)
+            if p.transpose:
+                out[dst_cols, dst_rows] = block.T
+            else:
+                out[dst_rows, dst_cols] = block
+        return {"dst": out}
+
+    def work(self, problem: Problem) -> Work:
+        p = _as_problem(problem)
+        size = element_type(p.element).itemsize
+        return Work((p.valid_source_elements() + p.dst[0] * p.dst[1]) * size)
+
+    def torch_baseline(self, problem: Problem) -> Baseline:
+        import torch
+        import torch.nn.functional as F
+
+        p = _as_problem(problem)
+        dtype = getattr(torch, p.element)
+        r0, c0, h, w = p.source_window()
+        whole = (r0, c0, h, w) == (0, 0, *p.src)
+        et = element_type(p.element)
+        pad_value = et.decode(np.array([p.pad_bits], dtype=et.storage))[0]
+        pads = (-c0, c0 + w - p.src[1], -r0, r0 + h - p.src[0])
+        outputs: dict[str, Any] = {}
+
+        def copy_into(src):
+            if "dst" not in outputs:
+                outputs["dst"] = torch.empty(p.dst, dtype=dtype, device=src.device)
+            outputs["dst"].copy_(src)
+            return outputs
+
+        if whole and not p.transpose:
+            return Baseline("torch: b.copy_(a)", lambda t: copy_into(t["src"].view(dtype)))
+        if whole:
+            return Baseline("torch: b.copy_(a.t())", lambda t: copy_into(t["src"].view(dtype).t()))
+        suffix = ".t().contiguous()" if p.transpose else ""
+
+        def padded(t):
+            out = F.pad(t["src"].view(dtype), pads, value=float(pad_value))
+            return {"dst": out.t().contiguous() if p.transpose else out}
+
+        return Baseline(f"torch: F.pad(a, {pads}, value={pad_value}){suffix}", padded)
+
+    def distance(self, a: Problem, b: Problem) -> float | None:
+        pa, pb = _as_problem(a), _as_problem(b)
+        if (pa.element, pa.transpose) != (pb.element, pb.transpose):
+            return None
+        return sum(abs(math.log2(x / y)) for x, y in zip(pa.src + pa.dst, pb.src + pb.dst, strict=True))
+
+
+def _shared_bytes(p: TileCopyProblem, config: Config) -> int:
+    """Dynamic shared memory of the staged (transposing) path; mirrors tb::staged_pitch."""
+    if not p.transpose:
+        return 0
+    itemsize = element_type(p.element).itemsize
+    bm = int(config["BM"])
+    pad = (1 if itemsize >= 4 else 4 // itemsize) if config["staging"] == "padded" else 0
+    return int(config["BN"]) * (bm + pad) * itemsize
+
+
+def _as_problem(problem: Problem) -> TileCopyProblem:
+    if not isinstance(problem, TileCopyProblem):
+        raise TypeError(f"tile_copy needs a TileCopyProblem, got {type(problem).__name__}")
+    return problem

@@ -1,0 +1,145 @@
+"""Typed records that cross stage boundaries: statuses, device fingerprints, evaluation results.
+
+Every record is a frozen dataclass with a JSON form (``to_json`` / ``from_json``); nothing is pickled
+to disk.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+class Status(enum.StrEnum):
+    """Outcome of evaluating one variant. Only ``OK`` variants can become winners."""
+
+    OK = "ok"
+    INVALID = "invalid"  # rejected by a validity rule, never compiled
+    COMPILE_ERROR = "compile_error"
+    RESOURCE_ERROR = "resource_error"  # registers, shared memory or launch limits
+    RUNTIME_ERROR = "runtime_error"  # kernel fault; the worker that saw it was replaced
+    TIMEOUT = "timeout"  # hung kernel or compile, killed
+    WRONG_RESULT = "wrong_result"  # verification failed
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What identifies the hardware and toolchain a measurement belongs to."""
+
+    name: str
+    compute_capability: str  # "9.0"
+    driver_version: str  # "13000" as cuDriverGetVersion reports it, or "none"
+    nvrtc_version: str  # "13.0"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> DeviceInfo:
+        return cls(**{k: str(data[k]) for k in ("name", "compute_capability", "driver_version",
+                                                   "nvrtc_version")})
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Samples of one timed kernel, in milliseconds, each with the L2 flushed before it."""
+
+    samples_ms: tuple[float, ...]
+
+    @property
+    def median_ms(self) -> float:
+        return statistics.median(self.samples_ms)
+
+    @property
+    def noise(self) -> float:
+        """Relative standard deviation (stdev / mean) of the samples; 0 with fewer than two."""
+        if len(self.samples_ms) < 2:
+            return 0.0
+        mean = statistics.fmean(self.samples_ms)
+        return statistics.stdev(self.samples_ms) / mean if mean > 0 else math.inf
+
+
+@dataclass(frozen=True)
+class KernelMetrics:
+    """Resource use of a compiled kernel, read after loading it."""
+
+    registers: int
+    shared_bytes: int  # static + dynamic shared memory per block
+    local_bytes: int  # > 0 usually means spills
+
+
+@dataclass(frozen=True)
+class EvalRecord:
+    """One evaluated variant: the unit of the evaluation log, replay and the winners database."""
+
+    family: str
+    problem: dict[str, Any]
+    config: dict[str, Any]
+    status: Status
+    message: str = ""
+    timing: Timing | None = None
+    metrics: KernelMetrics | None = None
+    bytes_moved: int = 0
+    flops: int = 0
+    device: DeviceInfo | None = None
+    replayed: bool = False
+    input_seed: int = 0
+    baseline: str = ""  # non-empty: this record times a library operation (config is empty)
+    stage_seconds: dict[str, float] = field(default_factory=dict)  # compile / verify / time
+
+    @property
+    def median_ms(self) -> float | None:
+        return self.timing.median_ms if self.timing else None
+
+    @property
+    def bandwidth_gbps(self) -> float | None:
+        """Achieved bandwidth in GB/s (bytes read + written per median time)."""
+        ms = self.median_ms
+        return self.bytes_moved / (ms * 1e6) if ms else None
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["status"] = self.status.value
+        return json.dumps(data, sort_keys=True, allow_nan=False)
+
+    @classmethod
+    def from_json(cls, line: str) -> EvalRecord:
+        data = json.loads(line)
+        timing = data.pop("timing")
+        metrics = data.pop("metrics")
+        device = data.pop("device")
+        return cls(
+            status=Status(data.pop("status")),
+            timing=Timing(tuple(float(x) for x in timing["samples_ms"])) if timing else None,
+            metrics=KernelMetrics(**metrics) if metrics else None,
+            device=DeviceInfo.from_dict(device) if device else None,
+            **data,
+        )
+
+
+@dataclass(frozen=True)
+class WinnerKey:
+    """Everything that changes which variant wins: the winners database's primary key."""
+
+    family: str
+    family_hash: str  # hash of the family's Python and device sources
+    problem_key: str  # canonical JSON of the problem (sorted keys, no spaces)
+    dtype: str
+    device_name: str
+    compute_capability: str
+    nvrtc_version: str
+    driver_version: str
+
+    @classmethod
+    def of(cls, record: EvalRecord, family_hash: str, problem_key: str, dtype: str) -> WinnerKey:
+        if record.device is None:
+            raise ValueError("a winner needs the device it was measured on")
+        d = record.device
+        return cls(record.family, family_hash, problem_key, dtype, d.name, d.compute_capability,
+                   d.nvrtc_version, d.driver_version)
+
+
+def canonical_json(data: dict[str, Any]) -> str:
+    """The one canonical text form of a problem or config: sorted keys, no whitespace."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), allow_nan=False)

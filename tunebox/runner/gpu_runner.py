@@ -1,0 +1,106 @@
+"""Parent side of the GPU worker: start it, send jobs, enforce timeouts, replace it after faults.
+
+The sweep process never touches CUDA. A hung job is killed after its timeout (the worker's whole
+process group), a sticky CUDA error or a death replaces the worker, and a fresh worker must pass
+its canary before it is given work. Workers are also recycled every ``recycle_after`` jobs.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing as mp
+import os
+import signal
+from typing import Any
+
+from ..errors import DeviceUnavailable
+from ..records import DeviceInfo, Status
+from . import worker
+from .protocol import Outcome
+
+log = logging.getLogger(__name__)
+
+
+class GpuRunner:
+    def __init__(self, job_timeout_s: float = 60.0, start_timeout_s: float = 180.0,
+                 recycle_after: int = 500) -> None:
+        self.job_timeout_s = job_timeout_s
+        self.start_timeout_s = start_timeout_s
+        self.recycle_after = recycle_after
+        self._ctx = mp.get_context("spawn")
+        self._proc: Any = None
+        self._conn: Any = None
+        self._jobs = 0
+        self.replacements = 0
+        self.device: DeviceInfo | None = None
+
+    def start(self) -> DeviceInfo:
+        """Start a worker and wait for its canary; raises DeviceUnavailable if it cannot."""
+        parent, child = self._ctx.Pipe()
+        self._proc = self._ctx.Process(target=worker.main, args=(child,), daemon=True,
+                                       name="tunebox-gpu-worker")
+        self._proc.start()
+        child.close()
+        self._conn, self._jobs = parent, 0
+        if not parent.poll(self.start_timeout_s):
+            self._kill()
+            raise DeviceUnavailable(f"the GPU worker did not start within {self.start_timeout_s:.0f} s")
+        try:
+            kind, payload = parent.recv()
+        except EOFError:
+            kind, payload = "failed", "the GPU worker exited during start-up"
+        if kind != "ready":
+            self._kill()
+            raise DeviceUnavailable(f"no usable GPU: {payload}. Use --backend replay on a machine "
+                                    "without a GPU.")
+        self.device = payload
+        return payload
+
+    def run(self, job: Any, timeout_s: float | None = None) -> Any:
+        """Send one job; returns the worker's reply (an Outcome or a list of them)."""
+        if self._proc is None or not self._proc.is_alive() or self._jobs >= self.recycle_after:
+            self._replace(reason="recycle" if self._proc is not None else "")
+        self._jobs += 1
+        timeout = self.job_timeout_s if timeout_s is None else timeout_s
+        self._conn.send(job)
+        if not self._conn.poll(timeout):
+            self._replace(reason=f"job exceeded {timeout:.0f} s")
+            return Outcome(Status.TIMEOUT, f"killed after {timeout:.0f} s without an answer", fatal=True)
+        try:
+            reply = self._conn.recv()
+        except (EOFError, OSError):
+            self._replace(reason="worker died")
+            return Outcome(Status.RUNTIME_ERROR, "the GPU worker died during the job", fatal=True)
+        fatal = reply.fatal if isinstance(reply, Outcome) else any(o.fatal for o in reply)
+        if fatal:
+            self._replace(reason="sticky CUDA error")
+        return reply
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(None)
+                self._proc.join(5)
+            except (OSError, BrokenPipeError):
+                pass
+        self._kill()
+
+    def _replace(self, reason: str) -> None:
+        if reason:
+            log.info("replacing the GPU worker: %s", reason)
+            self.replacements += 1
+        self._kill()
+        self.start()
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.is_alive():
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                proc.kill()
+        proc.join(10)
+        if self._conn is not None:
+            self._conn.close()

@@ -1,0 +1,215 @@
+"""The CUDA side of a GPU worker: one context, one stream, buffers of the current problem.
+
+Only ever imported inside the worker process (see ``worker.py``); the sweep process never touches
+CUDA.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..build.nvrtc import NvrtcBuilder, nvrtc_version
+from ..dtypes import element_type
+from ..families import get as get_family
+from ..families.base import BufferArg, Family, KernelSource, Problem, ScalarArg
+from ..kernels_dir import kernels_dir
+from ..records import DeviceInfo, KernelMetrics
+from .protocol import Variant
+from .timing import BenchConfig
+
+log = logging.getLogger(__name__)
+
+_SCALAR = {"i32": np.int32, "i64": np.int64, "u16": np.uint16, "u32": np.uint32}
+_WORD = {2: "unsigned short", 4: "unsigned int"}
+
+
+def _ok(result: tuple) -> object:
+    err, *values = result
+    if int(err) != 0:
+        raise RuntimeError(f"CUDA driver call failed: {err!r}")
+    return values[0] if len(values) == 1 else (tuple(values) or None)
+
+
+@dataclass
+class ProblemState:
+    """Device buffers of one problem: working buffers, pristine inputs and expected outputs."""
+
+    family: Family
+    problem: Problem
+    seed: int
+    host_inputs: dict[str, np.ndarray]
+    buffers: dict[str, object]  # name -> cuda.core Buffer (inputs and outputs)
+    pristine: dict[str, object]  # input name -> copy taken before any launch
+    expected: dict[str, object]  # output name -> reference bits on the device
+    expected_host: dict[str, np.ndarray]
+
+
+class GpuSession:
+    """Owns the CUDA context of this process. Methods raise on CUDA errors; the caller classifies."""
+
+    def __init__(self) -> None:
+        from cuda.bindings import driver
+        from cuda.core import Device
+
+        self.driver = driver
+        self.device = Device(0)
+        self.device.set_current()
+        self.stream = self.device.create_stream()
+        cc = self.device.compute_capability
+        self.arch = f"sm_{cc.major}{cc.minor}"
+        self.info = DeviceInfo(self.device.name, f"{cc.major}.{cc.minor}",
+                               str(_ok(driver.cuDriverGetVersion())), nvrtc_version())
+        l2 = self.device.properties.l2_cache_size
+        self.flush_words = max(1, 2 * l2 // 4)
+        self.flush_buffer = self.device.allocate(self.flush_words * 4, stream=self.stream)
+        self.scratch = self.device.allocate(16, stream=self.stream)
+        builder = NvrtcBuilder(self.arch, cache_dir=None, workers=1)
+        code = (kernels_dir() / "runtime" / "compare.cu").read_text()
+        self.compare = {}
+        for size, ctype in _WORD.items():
+            built = builder.build_one(KernelSource(code, f"mismatches<{ctype}>", ()))
+            self.compare[size] = self.load(built.cubin, built.lowered_name)
+        builder.close()
+        self.state: ProblemState | None = None
+
+    # -- memory -------------------------------------------------------------------------------
+    def upload(self, array: np.ndarray):
+        buf = self.device.allocate(max(array.nbytes, 1), stream=self.stream)
+        self.stream.sync()
+        _ok(self.driver.cuMemcpyHtoD(int(buf.handle), np.ascontiguousarray(array).ctypes.data,
+                                     array.nbytes))
+        return buf
+
+    def download(self, buf, count: int, dtype, offset: int = 0) -> np.ndarray:
+        out = np.empty(count, dtype=dtype)
+        self.stream.sync()
+        _ok(self.driver.cuMemcpyDtoH(out.ctypes.data, int(buf.handle) + offset * out.itemsize,
+                                     out.nbytes))
+        return out
+
+    def fill(self, buf, value: int, itemsize: int, count: int) -> None:
+        fn = self.driver.cuMemsetD32Async if itemsize == 4 else self.driver.cuMemsetD16Async
+        _ok(fn(int(buf.handle), value, count, self.stream.handle))
+
+    def flush_l2(self) -> None:
+        _ok(self.driver.cuMemsetD32Async(int(self.flush_buffer.handle), 0, self.flush_words,
+                                         self.stream.handle))
+
+    # -- problems -----------------------------------------------------------------------------
+    def prepare(self, family_name: str, problem_data: dict, seed: int) -> ProblemState:
+        """Make (or reuse) seeded inputs, the numpy reference, and their device copies."""
+        family = get_family(family_name)
+        problem = family.parse_problem(problem_data)
+        st = self.state
+        if st and st.family is family and st.problem == problem and st.seed == seed:
+            return st
+        self.state = None  # free the previous problem's buffers first
+        inputs = family.make_inputs(problem, np.random.default_rng(seed))
+        expected = family.reference(problem, inputs)
+        buffers, pristine, expected_dev = {}, {}, {}
+        for spec in family.buffers(problem):
+            if spec.role == "input":
+                buffers[spec.name] = self.upload(inputs[spec.name])
+                pristine[spec.name] = self.upload(inputs[spec.name])
+            else:
+                size = math.prod(spec.shape) * element_type(spec.dtype).itemsize
+                buffers[spec.name] = self.device.allocate(max(size, 1), stream=self.stream)
+                expected_dev[spec.name] = self.upload(expected[spec.name])
+        self.state = ProblemState(family, problem, seed, inputs, buffers, pristine, expected_dev,
+                                  expected)
+        return self.state
+
+    def poison_outputs(self, st: ProblemState) -> None:
+        for spec in st.family.buffers(st.problem):
+            if spec.role == "output":
+                et = element_type(spec.dtype)
+                self.fill(st.buffers[spec.name], et.poison, et.itemsize, math.prod(spec.shape))
+
+    def verify(self, st: ProblemState) -> str:
+        """'' when outputs match the reference bit for bit and inputs are unchanged, else why not."""
+        for spec in st.family.buffers(st.problem):
+            n = math.prod(spec.shape)
+            et = element_type(spec.dtype)
+            against = st.pristine if spec.role == "input" else st.expected
+            count, first = self.mismatches(st.buffers[spec.name], against[spec.name], n, et.itemsize)
+            if not count:
+                continue
+            index = np.unravel_index(first, spec.shape)
+            if spec.role == "input":
+                return f"input {spec.name} was modified ({count} elements, first at {index})"
+            got = int(self.download(st.buffers[spec.name], 1, et.storage, first)[0])
+            want = int(st.expected_host[spec.name].reshape(-1)[first])
+            unwritten = " (never written)" if got == et.poison else ""
+            return (f"{spec.name}: {count} of {n} elements wrong; first at {tuple(map(int, index))}: "
+                    f"got 0x{got:x}{unwritten}, expected 0x{want:x}")
+        return ""
+
+    def mismatches(self, a, b, n: int, itemsize: int) -> tuple[int, int]:
+        from cuda.core import LaunchConfig, launch
+
+        _ok(self.driver.cuMemsetD32Async(int(self.scratch.handle), 0, 2, self.stream.handle))
+        _ok(self.driver.cuMemsetD32Async(int(self.scratch.handle) + 8, 0xFFFFFFFF, 2,
+                                         self.stream.handle))
+        count_ptr = np.uint64(int(self.scratch.handle))
+        first_ptr = np.uint64(int(self.scratch.handle) + 8)
+        blocks = int(min(max(1, (n + 255) // 256), 132 * 16))
+        launch(self.stream, LaunchConfig(grid=blocks, block=256), self.compare[itemsize],
+               a, b, np.int64(n), count_ptr, first_ptr)
+        count, first = self.download(self.scratch, 2, np.uint64)
+        return int(count), int(first)
+
+    # -- kernels ------------------------------------------------------------------------------
+    def load(self, cubin: bytes, symbol: str):
+        from cuda.core import ObjectCode
+
+        return ObjectCode.from_cubin(cubin).get_kernel(symbol)
+
+    def launcher(self, st: ProblemState, variant: Variant) -> tuple[Callable[[], None], KernelMetrics]:
+        """A zero-argument callable launching ``variant`` on ``st``'s buffers, and its metrics."""
+        from cuda.core import LaunchConfig, launch
+
+        kernel = self.load(variant.cubin, variant.symbol)
+        geo = variant.geometry
+        if geo.shared_bytes > 48 * 1024:
+            attr = self.driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _ok(self.driver.cuKernelSetAttribute(attr, geo.shared_bytes, kernel.handle,
+                                                 self.device.device_id))
+        attrs = kernel.attributes
+        metrics = KernelMetrics(int(attrs.num_regs), int(attrs.shared_size_bytes) + geo.shared_bytes,
+                                int(attrs.local_size_bytes))
+        args = [st.buffers[a.name] if isinstance(a, BufferArg) else _SCALAR[a.ctype](a.value)
+                for a in variant.args if isinstance(a, BufferArg | ScalarArg)]
+        config = LaunchConfig(grid=geo.grid, block=geo.block, shmem_size=geo.shared_bytes)
+        return (lambda: launch(self.stream, config, kernel, *args)), metrics
+
+    def time_interleaved(self, launches: list[Callable[[], None]], bench: BenchConfig
+                         ) -> list[tuple[float, ...]]:
+        """Samples (ms) of each launch, taken round-robin, L2 flushed before every sample."""
+        from cuda.core import EventOptions
+
+        for fn in launches:
+            for _ in range(bench.warmup):
+                fn()
+        opts = EventOptions(timing_enabled=True)
+        samples: list[list[float]] = [[] for _ in launches]
+        start = time.perf_counter()
+        while True:
+            events = []
+            for _ in range(bench.min_samples):
+                for fn in launches:
+                    self.flush_l2()
+                    begin = self.stream.record(options=opts)
+                    fn()
+                    events.append((begin, self.stream.record(options=opts)))
+            self.stream.sync()
+            for k, (begin, end) in enumerate(events):
+                samples[k % len(launches)].append(end - begin)
+            elapsed = time.perf_counter() - start
+            if all(bench.done(s, elapsed) for s in samples):
+                return [tuple(s) for s in samples]

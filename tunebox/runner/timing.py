@@ -1,0 +1,45 @@
+"""How many timed launches a measurement takes (the stopping rule), separate from how it times.
+
+A measurement takes samples in rounds of ``min_samples``; each sample is one launch between two CUDA
+events with the L2 cache flushed before it. It stops after a round once the relative standard
+deviation is at most ``max_noise`` and at least ``min_gpu_seconds`` of kernel time were measured,
+or when ``max_samples`` or ``max_seconds`` of wall time are reached (then the noise is recorded as
+it is). Warm-up launches (``warmup``) are never timed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..records import Timing
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    min_samples: int = 10
+    max_samples: int = 200
+    max_noise: float = 0.01  # relative stdev
+    min_gpu_seconds: float = 0.0
+    max_seconds: float = 2.0  # wall-clock cap per measurement
+    warmup: int = 1
+
+    def __post_init__(self) -> None:
+        if self.min_samples < 10 or self.max_samples < self.min_samples:
+            raise ValueError("need 10 <= min_samples <= max_samples")
+
+    def done(self, samples_ms: list[float], elapsed_s: float) -> bool:
+        """Whether to stop after a round that brought the samples to ``samples_ms``."""
+        if len(samples_ms) >= self.max_samples or elapsed_s >= self.max_seconds:
+            return True
+        if len(samples_ms) < self.min_samples:
+            return False
+        quiet = Timing(tuple(samples_ms)).noise <= self.max_noise
+        return quiet and sum(samples_ms) / 1e3 >= self.min_gpu_seconds
+
+
+SCREEN = BenchConfig()
+"""Every variant: quick, at least 10 flushed samples."""
+
+FINAL = BenchConfig(min_samples=20, max_samples=500, max_noise=0.005, min_gpu_seconds=0.05,
+                    max_seconds=5.0)
+"""Finalists, re-timed interleaved before a winner is declared (nvbench-like rule)."""

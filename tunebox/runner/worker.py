@@ -1,0 +1,138 @@
+"""The GPU worker process: owns the CUDA context, evaluates jobs sent over a pipe.
+
+Started with the ``spawn`` method by ``GpuRunner``. It answers ``("ready", DeviceInfo)`` once its
+canary (the compare kernel on a known input) passed, then one ``Outcome`` (or a list of them for a
+``RetimeJob``) per job. After a sticky CUDA error it replies with ``fatal=True`` and exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+import traceback
+from multiprocessing.connection import Connection
+
+import numpy as np
+
+from ..records import Status
+from .cuda_errors import classify
+from .protocol import BaselineJob, EvaluateJob, Outcome, RetimeJob
+
+log = logging.getLogger(__name__)
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when the sweep process dies (no orphan holds the GPU)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def main(conn: Connection) -> None:
+    os.setpgrp()
+    _die_with_parent()
+    try:
+        from .gpu_session import GpuSession
+
+        session = GpuSession()
+        probe = np.arange(1000, dtype=np.uint32)
+        a, b = session.upload(probe), session.upload(probe)
+        if session.mismatches(a, b, probe.size, 4) != (0, 2**64 - 1):
+            raise RuntimeError("canary: the compare kernel found differences in equal buffers")
+    except Exception as exc:  # report any start failure to the parent, then exit
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", session.info))
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        reply = _handle(session, job)
+        conn.send(reply)
+        fatal = reply.fatal if isinstance(reply, Outcome) else any(o.fatal for o in reply)
+        if fatal:
+            return
+
+
+def _handle(session, job):
+    try:
+        if isinstance(job, EvaluateJob):
+            return _evaluate(session, job)
+        if isinstance(job, RetimeJob):
+            return _retime(session, job)
+        if isinstance(job, BaselineJob):
+            return _baseline(session, job)
+        return Outcome(Status.RUNTIME_ERROR, f"unknown job {type(job).__name__}")
+    except Exception as exc:
+        status, sticky = classify(exc)
+        log.debug("job failed: %s", traceback.format_exc())
+        outcome = Outcome(status, f"{type(exc).__name__}: {exc}"[:2000], fatal=sticky)
+        return [outcome] * len(job.variants) if isinstance(job, RetimeJob) else outcome
+
+
+def _evaluate(session, job: EvaluateJob) -> Outcome:
+    stages: dict[str, float] = {}
+    t0 = time.perf_counter()
+    st = session.prepare(job.family, job.problem, job.input_seed)
+    stages["prepare"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    try:
+        launch, metrics = session.launcher(st, job.variant)
+        session.poison_outputs(st)
+        launch()
+        session.stream.sync()
+    except Exception as exc:
+        status, sticky = classify(exc)
+        return Outcome(status, f"{type(exc).__name__}: {exc}"[:2000], fatal=sticky)
+    problem = session.verify(st)
+    stages["verify"] = time.perf_counter() - t0
+    if problem:
+        return Outcome(Status.WRONG_RESULT, problem, metrics=metrics, stage_seconds=stages)
+    samples: tuple[float, ...] = ()
+    if job.time:
+        t0 = time.perf_counter()
+        (samples,) = session.time_interleaved([launch], job.bench)
+        stages["time"] = time.perf_counter() - t0
+    return Outcome(Status.OK, samples_ms=samples, metrics=metrics, stage_seconds=stages)
+
+
+def _retime(session, job: RetimeJob) -> list[Outcome]:
+    st = session.prepare(job.family, job.problem, job.input_seed)
+    launches = [session.launcher(st, v) for v in job.variants]
+    timed = session.time_interleaved([fn for fn, _ in launches], job.bench)
+    return [Outcome(Status.OK, samples_ms=s, metrics=m) for s, (_, m) in zip(timed, launches, strict=True)]
+
+
+def _baseline(session, job: BaselineJob) -> Outcome:
+    """Verify and time the family's torch equivalent on the same inputs, if torch is present."""
+    try:
+        import torch
+    except ImportError:
+        return Outcome(Status.INVALID, "torch is not installed: no baseline")
+    st = session.prepare(job.family, job.problem, job.input_seed)
+    baseline = st.family.torch_baseline(st.problem)  # type: ignore[attr-defined]
+    with torch.cuda.stream(torch.cuda.ExternalStream(int(session.stream.handle))):
+        inputs = {k: torch.from_numpy(_signed(v)).cuda() for k, v in st.host_inputs.items()}
+        outputs = baseline.run(inputs)
+        torch.cuda.synchronize()
+        for name, want in st.expected_host.items():
+            ref = torch.from_numpy(_signed(want)).cuda()
+            got = outputs[name].contiguous().view(ref.dtype)
+            if got.shape != ref.shape or not torch.equal(got, ref):
+                return Outcome(Status.WRONG_RESULT, f"{baseline.name}: output {name} differs",
+                               baseline=baseline.name)
+        (samples,) = session.time_interleaved([lambda: baseline.run(inputs)], job.bench)
+    return Outcome(Status.OK, samples_ms=samples, baseline=baseline.name)
+
+
+def _signed(bits: np.ndarray) -> np.ndarray:
+    """Storage bits viewed as the signed integer type of the same width (torch has no uint16 ops)."""
+    return bits.view(np.int16 if bits.dtype.itemsize == 2 else np.int32)

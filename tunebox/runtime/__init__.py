@@ -1,0 +1,1 @@
+"""Run-time lookup of tuned configurations; imports no search or plotting libraries."""

@@ -1,0 +1,1 @@
+"""Persistent storage: the append-only evaluation log and the SQLite winners database."""

@@ -1,0 +1,304 @@
+"""SQLite winners database: the best verified variant per ``WinnerKey``.
+
+Contracts:
+
+* Writable opens use WAL with ``synchronous=FULL`` (a committed winner survives power loss) and short
+  ``BEGIN IMMEDIATE`` transactions retried with jittered backoff, so concurrent writers never fail
+  with "database is locked". Read-only opens use ``mode=ro``, ``query_only`` and, where Python
+  exposes it, ``SQLITE_DBCONFIG_DEFENSIVE``. Both turn ``trusted_schema`` off.
+* Opening checks the file before anything is written: a non-SQLite, damaged, foreign or newer-schema
+  file raises ``DatabaseError`` and is left byte-identical.
+* Only ``Status.OK`` records with a timing are stored; every row read back is validated, so a
+  tampered row raises ``DatabaseError`` instead of yielding a wrong kernel.
+* Every value is bound with ``?``; no SQL text is built from data.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import random
+import sqlite3
+import time
+from collections.abc import Callable
+from dataclasses import astuple, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ..errors import DatabaseError
+from ..records import EvalRecord, Status, WinnerKey
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_RETRIES = 8
+_T = TypeVar("_T")
+
+_KEY_COLUMNS = ("family", "family_hash", "problem_key", "dtype", "device_name", "compute_capability",
+                "nvrtc_version", "driver_version")
+_VALUE_COLUMNS = ("config_json", "median_ms", "noise", "bandwidth_gbps", "replayed", "record_json",
+                  "created_at")
+_SELECT = f"SELECT {', '.join(_KEY_COLUMNS + _VALUE_COLUMNS)} FROM winners"
+_KEY_WHERE = " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS)
+_SELECT_MEDIAN = f"SELECT median_ms FROM winners WHERE {_KEY_WHERE}"
+_UPSERT = (f"INSERT OR REPLACE INTO winners ({', '.join(_KEY_COLUMNS + _VALUE_COLUMNS)}) "
+           f"VALUES ({', '.join('?' * (len(_KEY_COLUMNS) + len(_VALUE_COLUMNS)))})")
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS winners ("
+    + ", ".join(f"{c} TEXT NOT NULL" for c in _KEY_COLUMNS)
+    + ", config_json TEXT NOT NULL, median_ms REAL NOT NULL CHECK (median_ms > 0),"
+    " noise REAL NOT NULL CHECK (noise >= 0), bandwidth_gbps REAL,"
+    " replayed INTEGER NOT NULL CHECK (replayed IN (0, 1)), record_json TEXT NOT NULL,"
+    f" created_at TEXT NOT NULL, PRIMARY KEY ({', '.join(_KEY_COLUMNS)}))",
+)
+
+
+@dataclass(frozen=True)
+class Winner:
+    """A validated row of the winners database."""
+
+    key: WinnerKey
+    config: dict[str, Any]
+    median_ms: float
+    noise: float
+    bandwidth_gbps: float | None
+    replayed: bool
+    created_at: str  # ISO 8601, UTC
+    record: EvalRecord
+
+
+class WinnersDB:
+    """The winners database at ``path``. Use as a context manager or call ``open``/``close``."""
+
+    def __init__(self, path: str | os.PathLike[str], read_only: bool = False) -> None:
+        self.path = Path(path)
+        self.read_only = read_only
+        self._conn: sqlite3.Connection | None = None
+
+    def __enter__(self) -> WinnersDB:
+        return self.open()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def open(self) -> WinnersDB:
+        """Connect and check the file (see module doc); creates the schema when writable and new."""
+        if self._conn is not None:
+            return self
+        try:
+            if self.read_only:
+                conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, timeout=60,
+                                       isolation_level=None)
+            else:
+                conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"{self.path}: cannot open the winners database ({exc})") from exc
+        self._conn = conn
+        try:
+            self._setup(conn)
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def _setup(self, conn: sqlite3.Connection) -> None:
+        try:
+            conn.execute("PRAGMA busy_timeout = 60000")
+            conn.execute("PRAGMA trusted_schema = OFF")
+            if self.read_only:
+                conn.execute("PRAGMA query_only = ON")
+                if hasattr(conn, "setconfig") and hasattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE"):
+                    conn.setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)
+            is_new = self._check_existing(conn)
+            problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as exc:
+            raise DatabaseError(
+                f"{self.path}: not a readable SQLite database ({exc}); the file is damaged or is "
+                "not a winners database. Restore it from a backup or move it aside; nothing was "
+                "changed.") from exc
+        if problems != ["ok"]:
+            raise DatabaseError(
+                f"{self.path}: integrity check failed ({'; '.join(map(str, problems[:3]))}); the "
+                "file is damaged. Restore it from a backup or move it aside; nothing was changed.")
+        if self.read_only:
+            return
+        self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
+        conn.execute("PRAGMA synchronous = FULL")
+        if is_new:
+            self._write(self._create_schema)
+
+    def _check_existing(self, conn: sqlite3.Connection) -> bool:
+        """True for an empty database; raise unless it is a tunebox one of a readable version."""
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables:
+            if self.read_only:
+                raise DatabaseError(f"{self.path}: the winners database is empty; tune first.")
+            return True
+        if not {"meta", "winners"} <= tables:
+            raise DatabaseError(
+                f"{self.path}: not a tunebox winners database (tables: {sorted(tables)}); point "
+                "tunebox at another file. Nothing was changed.")
+        row = conn.execute("SELECT value FROM meta WHERE key = ?", ("schema_version",)).fetchone()
+        try:
+            version = int(row[0])
+        except (TypeError, ValueError):
+            raise DatabaseError(
+                f"{self.path}: schema_version is missing or malformed ({row!r}); the database was "
+                "tampered with or damaged. Restore it or move it aside.") from None
+        if version > SCHEMA_VERSION:
+            raise DatabaseError(
+                f"{self.path}: schema version {version} was written by a newer tunebox (this one "
+                f"reads version {SCHEMA_VERSION}); open it with a newer version; nothing was changed.")
+        return False
+
+    @staticmethod
+    def _create_schema(conn: sqlite3.Connection) -> None:
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
+                     ("schema_version", str(SCHEMA_VERSION)))
+
+    def close(self) -> None:
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
+
+    @property
+    def conn(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise DatabaseError(f"{self.path}: the winners database is not open; call open() first")
+        return self._conn
+
+    def _retry(self, action: Callable[[], _T]) -> _T:
+        """Run ``action``, retrying with jittered exponential backoff while the database is locked.
+
+        Any other SQLite error (and the last locked one) becomes a DatabaseError.
+        """
+        for attempt in range(_RETRIES):
+            try:
+                return action()
+            except sqlite3.Error as exc:
+                locked = isinstance(exc, sqlite3.OperationalError) and (
+                    "locked" in str(exc) or "busy" in str(exc))
+                if not locked or attempt == _RETRIES - 1:
+                    raise DatabaseError(f"{self.path}: write failed ({exc})") from exc
+                delay = random.uniform(0.5, 1.5) * 0.05 * 2**attempt
+                log.warning("%s: database is locked, retrying in %.2f s", self.path, delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")
+
+    def _write(self, body: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``body`` inside one short BEGIN IMMEDIATE transaction (retried when locked)."""
+        if self.read_only:
+            raise DatabaseError(f"{self.path}: opened read-only; open it writable to store winners")
+        conn = self.conn
+
+        def attempt() -> _T:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                result = body(conn)
+                conn.execute("COMMIT")
+                return result
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+        return self._retry(attempt)
+
+    def put(self, key: WinnerKey, record: EvalRecord) -> bool:
+        """Store ``record`` as the winner for ``key`` unless a row with a median <= its median exists.
+
+        Returns whether it was stored. Raises ValueError for a record that is not OK, has no timing,
+        a non-finite time, or belongs to another family or device than ``key``.
+        """
+        if record.status is not Status.OK:
+            raise ValueError(f"only OK records can become winners, not {record.status.value}")
+        if record.timing is None:
+            raise ValueError("a winner needs a timing")
+        median, noise = record.timing.median_ms, record.timing.noise
+        if not (math.isfinite(median) and median > 0 and math.isfinite(noise) and noise >= 0):
+            raise ValueError(f"a winner needs a finite positive median and noise, got {median}, {noise}")
+        if record.family != key.family:
+            raise ValueError(f"record of family {record.family!r} stored under {key.family!r}")
+        d = record.device
+        if d is not None and (d.name, d.compute_capability, d.nvrtc_version, d.driver_version) != (
+                key.device_name, key.compute_capability, key.nvrtc_version, key.driver_version):
+            raise ValueError(f"record measured on {d} stored under another device key")
+        bandwidth = record.bandwidth_gbps
+        row = (*astuple(key), json.dumps(record.config, sort_keys=True, allow_nan=False), median, noise,
+               bandwidth if bandwidth and math.isfinite(bandwidth) else None, int(record.replayed),
+               record.to_json(), datetime.now(UTC).isoformat(timespec="seconds"))
+
+        def compare_and_set(conn: sqlite3.Connection) -> bool:
+            old = conn.execute(_SELECT_MEDIAN, astuple(key)).fetchone()
+            if old is not None and old[0] <= median:
+                return False
+            conn.execute(_UPSERT, row)
+            return True
+
+        stored = self._write(compare_and_set)
+        log.debug("%s %s: %s %.4g ms", key.family, key.problem_key,
+                  "stored" if stored else "kept the better stored winner over", median)
+        return stored
+
+    def get(self, key: WinnerKey) -> Winner | None:
+        rows = self._query(f"{_SELECT} WHERE {_KEY_WHERE}", astuple(key))
+        return rows[0] if rows else None
+
+    def candidates(self, family: str, family_hash: str, device_name: str, compute_capability: str,
+                   dtype: str | None = None) -> list[Winner]:
+        """Winners of the same family, sources and device (any toolchain), for nearest fallback."""
+        sql = f"{_SELECT} WHERE family = ? AND family_hash = ? AND device_name = ? AND compute_capability = ?"
+        params: tuple[str, ...] = (family, family_hash, device_name, compute_capability)
+        if dtype is not None:
+            sql += " AND dtype = ?"
+            params += (dtype,)
+        return self._query(sql + " ORDER BY problem_key, median_ms", params)
+
+    def all(self) -> list[Winner]:
+        return self._query(f"{_SELECT} ORDER BY {', '.join(_KEY_COLUMNS)}", ())
+
+    def _query(self, sql: str, params: tuple[Any, ...]) -> list[Winner]:
+        try:
+            rows = self.conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"{self.path}: query failed ({exc}); the database is damaged or of "
+                                "another layout. Restore it or move it aside.") from exc
+        return [self._winner(row) for row in rows]
+
+    def _winner(self, row: tuple[Any, ...]) -> Winner:
+        """Validate one row; any inconsistency means tampering or damage."""
+        key = WinnerKey(*row[:len(_KEY_COLUMNS)])
+        config_json, median, noise, bandwidth, replayed, record_json, created_at = row[len(_KEY_COLUMNS):]
+        try:
+            if not all(isinstance(v, str) for v in (*astuple(key), config_json, record_json, created_at)):
+                raise ValueError("a text column holds a non-text value")
+            config = json.loads(config_json)
+            if not isinstance(config, dict):
+                raise ValueError("config_json is not a JSON object")
+            for name, value in (("median_ms", median), ("noise", noise)):
+                if not isinstance(value, float | int) or not math.isfinite(value) or value < 0:
+                    raise ValueError(f"{name}={value!r} is not a finite non-negative number")
+            if median <= 0:
+                raise ValueError(f"median_ms={median!r} is not positive")
+            if bandwidth is not None and (not isinstance(bandwidth, float | int)
+                                          or not math.isfinite(bandwidth)):
+                raise ValueError(f"bandwidth_gbps={bandwidth!r} is not finite")
+            if replayed not in (0, 1):
+                raise ValueError(f"replayed={replayed!r} is not 0 or 1")
+            record = EvalRecord.from_json(record_json)
+            if record.status is not Status.OK or record.timing is None:
+                raise ValueError(f"the stored record has status {record.status.value} or no timing")
+            if record.family != key.family or record.config != config:
+                raise ValueError("the stored record disagrees with the row's family or config")
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise DatabaseError(
+                f"{self.path}: bad winner row for {key.family} {key.problem_key}: {exc}; the database "
+                "was tampered with or damaged. Restore it or move it aside.") from exc
+        return Winner(key, config, float(median), float(noise),
+                      None if bandwidth is None else float(bandwidth), bool(replayed), created_at, record)
