@@ -86,6 +86,7 @@ class EvalRecord:
     replayed: bool = False
     input_seed: int = 0
     baseline: str = ""  # non-empty: this record times a library operation (config is empty)
+    phase: str = "screen"  # "screen": every variant; "final": finalists re-timed interleaved
     stage_seconds: dict[str, float] = field(default_factory=dict)  # compile / verify / time
 
     @property

@@ -107,6 +107,8 @@ def _save(fig: Figure, path: Path) -> Path:
 
 
 def _plot_history(history: pd.DataFrame, path: Path) -> Path:
+    from matplotlib.ticker import MaxNLocator
+
     groups = list(history.groupby("problem_key", sort=False))
     ncols = min(3, len(groups))
     nrows = math.ceil(len(groups) / ncols)
@@ -116,12 +118,14 @@ def _plot_history(history: pd.DataFrame, path: Path) -> Path:
         ax.set_title(_short(group["name"].iloc[0], 45), fontsize=9)
         ax.set_xlabel("trial")
         ax.set_ylabel("median time (ms)")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ok = group[group["median_ms"].notna()]
         failed = group[group["status"] != Status.OK.value]
         ax.plot(failed["problem_trial"], [0.03] * len(failed), "x", color="tab:red", markersize=4,
                 transform=ax.get_xaxis_transform(), label="failed")
         if ok.empty:
             ax.text(0.5, 0.5, NO_VALID, ha="center", va="center", transform=ax.transAxes)
+            ax.set_yticks([])
             continue
         ax.plot(ok["problem_trial"], ok["median_ms"], "o", markersize=3, alpha=0.6, label="variant")
         ax.step(group["problem_trial"], group["best_ms"], where="post", color="tab:orange",
@@ -145,6 +149,7 @@ def _plot_bandwidth(winners: pd.DataFrame, limit_gbps: float, path: Path) -> Pat
     ax.set_xlim(0, max(limit_gbps, float(gbps.max())) * 1.25)
     ax.invert_yaxis()
     ax.set_xlabel("achieved bandwidth of the winner (GB/s, read + write)")
+    ax.set_title("Winner bandwidth vs device copy limit")
     ax.legend(loc="lower right", fontsize=8)
     return _save(fig, path)
 
@@ -165,6 +170,8 @@ def _plot_speedup(winners: pd.DataFrame, path: Path) -> Path | None:
         bars = ax.bar(x + (i - 0.5) * 0.38, values.fillna(0.0), 0.38, label=legend)
         ax.bar_label(bars, labels=[_fmt(v, ".2f", "×") for v in values], fontsize=8)
     ax.axhline(1.0, color="grey", linewidth=0.8)
+    ax.set_xlim(-1, len(data))
+    ax.set_title("Speed-up of the winner")
     ax.set_xticks(x, [_short(n, 25) for n in data["name"]], rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("speed-up of the winner (×)")
     ax.legend(fontsize=8)

@@ -34,23 +34,16 @@ class EvaluateJob:
 
 @dataclass(frozen=True)
 class RetimeJob:
-    """Time several verified variants of one problem, interleaved sample by sample."""
+    """Time several verified variants of one problem, interleaved sample by sample; with
+    ``with_baseline`` the family's torch baseline is verified and joins the rotation (its outcome
+    comes last)."""
 
     family: str
     problem: dict[str, Any]
     variants: tuple[Variant, ...]
     bench: BenchConfig
     input_seed: int
-
-
-@dataclass(frozen=True)
-class BaselineJob:
-    """Verify and time the family's library baseline (torch) for a problem, if available."""
-
-    family: str
-    problem: dict[str, Any]
-    bench: BenchConfig
-    input_seed: int
+    with_baseline: bool = True
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..records import Status
 from .cuda_errors import classify
-from .protocol import BaselineJob, EvaluateJob, Outcome, RetimeJob
+from .protocol import EvaluateJob, Outcome, RetimeJob
 
 log = logging.getLogger(__name__)
 
@@ -68,14 +68,12 @@ def _handle(session, job):
             return _evaluate(session, job)
         if isinstance(job, RetimeJob):
             return _retime(session, job)
-        if isinstance(job, BaselineJob):
-            return _baseline(session, job)
         return Outcome(Status.RUNTIME_ERROR, f"unknown job {type(job).__name__}")
     except Exception as exc:
         status, sticky = classify(exc)
         log.debug("job failed: %s", traceback.format_exc())
         outcome = Outcome(status, f"{type(exc).__name__}: {exc}"[:2000], fatal=sticky)
-        return [outcome] * len(job.variants) if isinstance(job, RetimeJob) else outcome
+        return [outcome] * (len(job.variants) + job.with_baseline) if isinstance(job, RetimeJob) else outcome
 
 
 def _evaluate(session, job: EvaluateJob) -> Outcome:
@@ -107,30 +105,47 @@ def _evaluate(session, job: EvaluateJob) -> Outcome:
 def _retime(session, job: RetimeJob) -> list[Outcome]:
     st = session.prepare(job.family, job.problem, job.input_seed)
     launches = [session.launcher(st, v) for v in job.variants]
-    timed = session.time_interleaved([fn for fn, _ in launches], job.bench)
-    return [Outcome(Status.OK, samples_ms=s, metrics=m) for s, (_, m) in zip(timed, launches, strict=True)]
+    fns = [fn for fn, _ in launches]
+    baseline = _torch_baseline(session, st) if job.with_baseline else None
+    if isinstance(baseline, tuple):
+        fns.append(baseline[1])
+    timed = session.time_interleaved(fns, job.bench)
+    outcomes = [Outcome(Status.OK, samples_ms=s, metrics=m)
+                for s, (_, m) in zip(timed, launches, strict=False)]
+    if isinstance(baseline, tuple):
+        outcomes.append(Outcome(Status.OK, samples_ms=timed[-1], baseline=baseline[0]))
+    elif baseline is not None:
+        outcomes.append(baseline)
+    return outcomes
 
 
-def _baseline(session, job: BaselineJob) -> Outcome:
-    """Verify and time the family's torch equivalent on the same inputs, if torch is present."""
+def _torch_baseline(session, st):
+    """(name, launch) of the family's verified torch equivalent, or an Outcome saying why not."""
     try:
         import torch
     except ImportError:
         return Outcome(Status.INVALID, "torch is not installed: no baseline")
-    st = session.prepare(job.family, job.problem, job.input_seed)
-    baseline = st.family.torch_baseline(st.problem)  # type: ignore[attr-defined]
-    with torch.cuda.stream(torch.cuda.ExternalStream(int(session.stream.handle))):
+    try:
+        baseline = st.family.torch_baseline(st.problem)
+    except NotImplementedError as exc:
+        return Outcome(Status.INVALID, str(exc))
+    stream = torch.cuda.ExternalStream(int(session.stream.handle))
+    with torch.cuda.stream(stream):
         inputs = {k: torch.from_numpy(_signed(v)).cuda() for k, v in st.host_inputs.items()}
         outputs = baseline.run(inputs)
-        torch.cuda.synchronize()
-        for name, want in st.expected_host.items():
-            ref = torch.from_numpy(_signed(want)).cuda()
-            got = outputs[name].contiguous().view(ref.dtype)
-            if got.shape != ref.shape or not torch.equal(got, ref):
-                return Outcome(Status.WRONG_RESULT, f"{baseline.name}: output {name} differs",
-                               baseline=baseline.name)
-        (samples,) = session.time_interleaved([lambda: baseline.run(inputs)], job.bench)
-    return Outcome(Status.OK, samples_ms=samples, baseline=baseline.name)
+    stream.synchronize()
+    for name, want in st.expected_host.items():
+        ref = torch.from_numpy(_signed(want)).cuda()
+        got = outputs[name].contiguous().view(ref.dtype)
+        if got.shape != ref.shape or not torch.equal(got, ref):
+            return Outcome(Status.WRONG_RESULT, f"{baseline.name}: output {name} differs from the "
+                           "reference", baseline=baseline.name)
+
+    def launch() -> None:
+        with torch.cuda.stream(stream):
+            baseline.run(inputs)
+
+    return baseline.name, launch
 
 
 def _signed(bits: np.ndarray) -> np.ndarray:

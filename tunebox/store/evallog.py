@@ -1,9 +1,10 @@
 """Append-only JSONL evaluation log: one ``EvalRecord.to_json()`` per line after a version header.
 
 Layout: the first line is the header ``{"tunebox_evallog": 1}``; every later line is one record.
-Each append is a single ``os.write`` on an ``O_APPEND`` descriptor followed by ``fsync``, so appenders
-in different processes never interleave partial lines and a returned ``append`` survives a crash.
-Reading tolerates a torn last line (a writer killed mid-append) and refuses damage anywhere else.
+Each append is a single ``os.write`` on an ``O_APPEND`` descriptor, under an exclusive ``flock``,
+followed by ``fsync``: appenders in different processes never interleave partial lines, and a returned
+``append`` survives a crash. Reading tolerates a torn last line (a writer killed mid-append), which the
+next append cuts off; damage anywhere else raises ``DatabaseError``.
 """
 
 from __future__ import annotations
@@ -31,34 +32,52 @@ class EvalLog:
         self.path = Path(path)
 
     def append(self, record: EvalRecord) -> None:
-        """Durably append one record (header first if the file is new or empty)."""
+        """Durably append one record; returns once the line is fsynced.
+
+        Appenders hold an exclusive ``flock`` while they write, so the one that finds the file empty
+        writes the header, and one that finds a torn tail (a writer killed mid-line) cuts it off
+        first, instead of gluing its own line to the fragment.
+        """
         line = (record.to_json() + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            if os.fstat(fd).st_size == 0:
-                self._write_header(fd)
-            self._write_all(fd, line)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    size = self._drop_torn_tail(fd, size)
+                if size == 0:
+                    self._write_all(fd, _HEADER)
+                self._write_all(fd, line)
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
             os.fsync(fd)
+            if size == 0:
+                self._sync_dir()  # make the new file's directory entry durable too
         finally:
             os.close(fd)
 
-    def _write_header(self, fd: int) -> None:
-        # Appenders that find the file empty serialise here, so exactly one writes the header.
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            if os.fstat(fd).st_size == 0:
-                self._write_all(fd, _HEADER)
-                os.fsync(fd)
-                self._sync_dir()
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+    def _drop_torn_tail(self, fd: int, size: int) -> int:
+        """Truncate the file after its last newline; return the new size."""
+        end = size
+        while end > 0:
+            start = max(0, end - 4096)
+            newline = os.pread(fd, end - start, start).rfind(b"\n")
+            if newline >= 0:
+                end = start + newline + 1
+                break
+            end = start
+        log.warning("%s: cutting off a torn last line (%d bytes) left by an interrupted writer",
+                    self.path, size - end)
+        os.ftruncate(fd, end)
+        return end
 
     def _write_all(self, fd: int, data: bytes) -> None:
-        written = os.write(fd, data)
+        written = os.write(fd, data)  # one write: a line is never split around another's
         if written != len(data):
             raise DatabaseError(
-                f"{self.path}: short write ({written} of {len(data)} bytes; disk full?); the last "
-                "line is torn and will be skipped on read. Free space and run again.")
+                f"{self.path}: short write ({written} of {len(data)} bytes; disk full?); the torn "
+                "line is skipped on read and cut off by the next append. Free space and run again.")
 
     def _sync_dir(self) -> None:
         dir_fd = os.open(self.path.parent, os.O_RDONLY)
@@ -111,5 +130,5 @@ class EvalLog:
                 "evaluation log (or it is damaged). Point tunebox at another file or move this aside.")
         if version > SCHEMA_VERSION:
             raise DatabaseError(
-                f"{self.path}: evaluation log version {version} was written by a newer tunebox "
-                f"(this one reads version {SCHEMA_VERSION}); upgrade tunebox to read it.")
+                f"{self.path}: evaluation log version {version} was written by a newer tunebox; "
+                f"upgrade tunebox to read it (this one reads version {SCHEMA_VERSION}).")

@@ -122,7 +122,7 @@ class WinnersDB:
                 "changed.") from exc
         if problems != ["ok"]:
             raise DatabaseError(
-                f"{self.path}: integrity check failed ({'; '.join(map(str, problems[:3]))}); the "
+                f"{self.path}: integrity check failed ({'; '.join(map(str, problems))[:300]}); the "
                 "file is damaged. Restore it from a backup or move it aside; nothing was changed.")
         if self.read_only:
             return
@@ -145,6 +145,8 @@ class WinnersDB:
         row = conn.execute("SELECT value FROM meta WHERE key = ?", ("schema_version",)).fetchone()
         try:
             version = int(row[0])
+            if version < 1:
+                raise ValueError(version)
         except (TypeError, ValueError):
             raise DatabaseError(
                 f"{self.path}: schema_version is missing or malformed ({row!r}); the database was "
@@ -169,6 +171,7 @@ class WinnersDB:
 
     @property
     def conn(self) -> sqlite3.Connection:
+        """The open connection (for inspection; go through ``put`` to write)."""
         if self._conn is None:
             raise DatabaseError(f"{self.path}: the winners database is not open; call open() first")
         return self._conn

@@ -177,5 +177,6 @@ def test_unsafe_family_name_and_bad_copy_limit_are_rejected(tmp_path: Path) -> N
 
 def test_import_is_light() -> None:
     code = "import sys, tunebox.report; print('pandas' in sys.modules or 'matplotlib' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    repo = Path(__file__).resolve().parents[3]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
     assert out.stdout.strip() == "False"

@@ -1,0 +1,188 @@
+"""Lookup: exact, nearest (re-validated for the new problem), default, missing database, imports."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tunebox.errors import DatabaseError, InvalidProblem
+from tunebox.families.base import Arg, BufferSpec, Family, KernelSource, LaunchGeometry, Problem, Work
+from tunebox.params import Config, Param, Space
+from tunebox.records import DeviceInfo, EvalRecord, Status, Timing, WinnerKey
+from tunebox.runtime.lookup import Lookup, LookupResult
+from tunebox.store.winners import WinnersDB
+
+DEVICE = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
+
+
+@dataclass(frozen=True)
+class ToyProblem(Problem):
+    n: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"n": self.n}
+
+    @property
+    def dtype(self) -> str:
+        return "float32"
+
+
+class ToyFamily(Family):
+    """A family with one parameter and one validity rule; only the lookup-facing methods work."""
+
+    name = "toy"
+    space = Space((Param("BLOCK", (64, 128, 256)),))
+    source_files = ()
+
+    def parse_problem(self, data: Mapping[str, Any]) -> ToyProblem:
+        n = data.get("n")
+        if type(n) is not int or n <= 0:
+            raise InvalidProblem(f"n must be a positive int, got {n!r}")
+        return ToyProblem(n)
+
+    def default_config(self, problem: Problem) -> Config:
+        return self.config({"BLOCK": 64})
+
+    def violations(self, problem: Problem, config: Config) -> list[str]:
+        assert isinstance(problem, ToyProblem)
+        return [] if config["BLOCK"] <= problem.n else [f"BLOCK={config['BLOCK']} > n={problem.n}"]
+
+    def distance(self, a: Problem, b: Problem) -> float | None:
+        assert isinstance(a, ToyProblem) and isinstance(b, ToyProblem)
+        return abs(math.log2(a.n / b.n))
+
+    def render(self, problem: Problem, config: Config) -> KernelSource:
+        raise NotImplementedError
+
+    def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
+        raise NotImplementedError
+
+    def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]:
+        raise NotImplementedError
+
+    def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]:
+        raise NotImplementedError
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def reference(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        raise NotImplementedError
+
+    def work(self, problem: Problem) -> Work:
+        raise NotImplementedError
+
+
+FAMILY = ToyFamily()
+
+
+def put(db: WinnersDB, n: int, block: int, median: float = 1.1, device: DeviceInfo = DEVICE,
+        replayed: bool = False, family_hash: str | None = None) -> None:
+    rec = EvalRecord("toy", {"n": n}, {"BLOCK": block}, Status.OK,
+                     timing=Timing((median - 0.1, median, median + 0.1)), device=device, replayed=replayed)
+    key = WinnerKey.of(rec, family_hash or FAMILY.source_hash(), ToyProblem(n).key(), "float32")
+    assert db.put(key, rec)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    return tmp_path / "winners.sqlite"
+
+
+def test_exact_match(db_path: Path) -> None:
+    with WinnersDB(db_path) as db:
+        put(db, 1024, 256, median=0.5, replayed=True)
+        put(db, 2048, 128)
+    with Lookup(db_path) as lookup:
+        result = lookup.lookup(FAMILY, ToyProblem(1024), DEVICE)
+    assert result == LookupResult("toy", '{"n":1024}', {"BLOCK": 256}, "exact", '{"n":1024}',
+                                  pytest.approx(0.5), True, result.explanation)
+    assert result.explanation.startswith("exact match tuned on NVIDIA H200 (replayed recording")
+
+
+def test_exact_requires_every_key_field(db_path: Path) -> None:
+    """A winner from another driver is only a distance-0 'nearest', never 'exact'."""
+    with WinnersDB(db_path) as db:
+        put(db, 1024, 256, device=dataclasses.replace(DEVICE, driver_version="12000"))
+    result = Lookup(db_path).lookup(FAMILY, ToyProblem(1024), DEVICE)
+    assert (result.source, result.config, result.matched_problem_key) == ("nearest", {"BLOCK": 256},
+                                                                          '{"n":1024}')
+
+
+def test_nearest_picks_the_closer_problem(db_path: Path) -> None:
+    with WinnersDB(db_path) as db:
+        put(db, 128, 128)
+        put(db, 1024, 256)
+    result = Lookup(db_path).lookup(FAMILY, ToyProblem(256), DEVICE)
+    assert (result.source, result.config, result.matched_problem_key) == ("nearest", {"BLOCK": 128},
+                                                                          '{"n":128}')
+    assert "nearest" in result.explanation and '{"n":128}' in result.explanation
+
+
+def test_nearest_skips_a_config_invalid_for_the_new_problem(db_path: Path) -> None:
+    with WinnersDB(db_path) as db:
+        put(db, 128, 128)  # closest to n=100, but BLOCK=128 > 100 breaks the rule here
+        put(db, 512, 64)
+    result = Lookup(db_path).lookup(FAMILY, ToyProblem(100), DEVICE)
+    assert (result.source, result.config, result.matched_problem_key) == ("nearest", {"BLOCK": 64},
+                                                                          '{"n":512}')
+
+
+def test_nearest_ignores_other_devices_and_sources(db_path: Path) -> None:
+    with WinnersDB(db_path) as db:
+        put(db, 256, 256, device=DeviceInfo("NVIDIA A100", "8.0", "13000", "13.0"))
+        put(db, 256, 128, family_hash="0123456789abcdef")
+    result = Lookup(db_path).lookup(FAMILY, ToyProblem(256), DEVICE)
+    assert (result.source, result.config, result.matched_problem_key) == ("default", {"BLOCK": 64}, None)
+
+
+def test_default_when_nothing_valid(db_path: Path) -> None:
+    with WinnersDB(db_path) as db:
+        put(db, 256, 256)
+    result = Lookup(db_path).lookup(FAMILY, ToyProblem(64), DEVICE)
+    assert (result.source, result.config, result.median_ms, result.replayed) == (
+        "default", {"BLOCK": 64}, None, False)
+    assert result.explanation.startswith("family default")
+
+
+def test_missing_database_means_defaults(tmp_path: Path) -> None:
+    path = tmp_path / "absent.sqlite"
+    result = Lookup(path).lookup(FAMILY, ToyProblem(4096), DEVICE)
+    assert (result.source, result.config) == ("default", {"BLOCK": 64})
+    assert "no winners database" in result.explanation
+    assert not path.exists()
+
+
+def test_damaged_database_is_loud(tmp_path: Path) -> None:
+    path = tmp_path / "winners.sqlite"
+    path.write_bytes(b"garbage" * 1000)
+    with pytest.raises(DatabaseError):
+        Lookup(path).lookup(FAMILY, ToyProblem(4096), DEVICE)
+
+
+def test_answers_are_cached_and_copies(db_path: Path) -> None:
+    with WinnersDB(db_path) as db:
+        put(db, 1024, 256)
+    lookup = Lookup(db_path)
+    first = lookup.lookup(FAMILY, ToyProblem(1024), DEVICE)
+    first.config["BLOCK"] = 999  # a caller mutating its answer does not poison the cache
+    with WinnersDB(db_path) as db:
+        put(db, 1024, 128, median=0.1)  # a better winner appears; this Lookup keeps its answer
+    second = lookup.lookup(FAMILY, ToyProblem(1024), DEVICE)
+    assert second.config == {"BLOCK": 256}
+    assert Lookup(db_path).lookup(FAMILY, ToyProblem(1024), DEVICE).config == {"BLOCK": 128}
+
+
+def test_lookup_module_imports_no_optuna_or_matplotlib() -> None:
+    code = ("import tunebox.runtime.lookup, sys; "
+            "assert 'optuna' not in sys.modules and 'matplotlib' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[3])

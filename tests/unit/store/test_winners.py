@@ -1,0 +1,265 @@
+"""WinnersDB: compare-and-set, refusal of bad records, hostile files and concurrent writers."""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tunebox.errors import DatabaseError
+from tunebox.records import DeviceInfo, EvalRecord, Status, Timing, WinnerKey, canonical_json
+from tunebox.store.winners import Winner, WinnersDB
+
+DEVICE = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
+
+
+def record(n: int, median: float = 1.1, block: int = 64, status: Status = Status.OK,
+           replayed: bool = False) -> EvalRecord:
+    timing = Timing((median - 0.1, median, median + 0.1)) if status is Status.OK else None
+    return EvalRecord("toy", {"n": n}, {"BLOCK": block}, status, timing=timing, bytes_moved=8 * n,
+                      device=DEVICE, replayed=replayed)
+
+
+def key_of(rec: EvalRecord, problem_key: str | None = None) -> WinnerKey:
+    return WinnerKey.of(rec, "abc123", problem_key or canonical_json(rec.problem), "float32")
+
+
+def fill(path: Path) -> None:
+    with WinnersDB(path) as db:
+        rec = record(1024)
+        db.put(key_of(rec), rec)
+
+
+def test_round_trip(tmp_path: Path) -> None:
+    rec = record(1024, replayed=True)
+    with WinnersDB(tmp_path / "w.sqlite") as db:
+        assert db.put(key_of(rec), rec)
+        got = db.get(key_of(rec))
+    assert isinstance(got, Winner)
+    assert got.key == key_of(rec) and got.record == rec and got.config == {"BLOCK": 64}
+    assert got.median_ms == pytest.approx(1.1) and got.replayed is True
+    assert got.bandwidth_gbps == pytest.approx(rec.bandwidth_gbps)
+    assert got.created_at.endswith("+00:00")
+    with WinnersDB(tmp_path / "w.sqlite", read_only=True) as db:
+        assert db.all() == [got]
+        assert db.get(dataclasses.replace(key_of(rec), driver_version="12000")) is None
+
+
+def test_put_keeps_the_better_median_only(tmp_path: Path) -> None:
+    with WinnersDB(tmp_path / "w.sqlite") as db:
+        first = record(1024, median=2.0, block=64)
+        key = key_of(first)
+        assert db.put(key, first)
+        assert not db.put(key, record(1024, median=3.0, block=128))
+        assert not db.put(key, record(1024, median=2.0, block=256))
+        assert db.get(key).config == {"BLOCK": 64}
+        assert db.put(key, record(1024, median=1.5, block=256))
+        winner = db.get(key)
+        assert winner.config == {"BLOCK": 256} and winner.median_ms == pytest.approx(1.5)
+        assert len(db.all()) == 1
+
+
+@pytest.mark.parametrize("status", [s for s in Status if s is not Status.OK])
+def test_non_ok_record_is_refused(tmp_path: Path, status: Status) -> None:
+    bad = dataclasses.replace(record(1024), status=status)  # even one that carries a timing
+    with WinnersDB(tmp_path / "w.sqlite") as db:
+        with pytest.raises(ValueError, match="only OK"):
+            db.put(key_of(bad), bad)
+        assert db.all() == []
+
+
+def test_record_without_timing_or_of_another_device_is_refused(tmp_path: Path) -> None:
+    rec = record(1024)
+    with WinnersDB(tmp_path / "w.sqlite") as db:
+        with pytest.raises(ValueError, match="timing"):
+            db.put(key_of(rec), dataclasses.replace(rec, timing=None))
+        with pytest.raises(ValueError, match="device"):
+            db.put(dataclasses.replace(key_of(rec), device_name="NVIDIA A100"), rec)
+
+
+@pytest.mark.parametrize("hostile", ["x'); DROP TABLE winners;--", "' OR 1=1 --", '"; DELETE FROM meta; --'])
+def test_injection_looking_keys_are_plain_data(tmp_path: Path, hostile: str) -> None:
+    rec = dataclasses.replace(record(1), family=hostile)
+    key = dataclasses.replace(key_of(rec, problem_key=hostile), dtype=hostile, device_name=DEVICE.name)
+    with WinnersDB(tmp_path / "w.sqlite") as db:
+        fill_rec = record(2)
+        db.put(key_of(fill_rec), fill_rec)
+        assert db.put(key, rec)
+        assert db.get(key).key == key
+        assert db.get(dataclasses.replace(key, problem_key="' OR 1=1 --x")) is None
+        assert len(db.candidates(hostile, "abc123", DEVICE.name, "9.0", dtype=hostile)) == 1
+    with sqlite3.connect(tmp_path / "w.sqlite") as raw:
+        tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert tables == {"meta", "winners"}
+        assert raw.execute("SELECT COUNT(*) FROM winners").fetchone() == (2,)
+        assert raw.execute("SELECT problem_key FROM winners WHERE family = ?", (hostile,)).fetchone() == (
+            hostile,)
+
+
+def test_candidates_filter_family_device_and_dtype(tmp_path: Path) -> None:
+    with WinnersDB(tmp_path / "w.sqlite") as db:
+        for n in (128, 1024):
+            rec = record(n)
+            db.put(key_of(rec), rec)
+        other_driver = record(4096)
+        db.put(dataclasses.replace(key_of(other_driver), driver_version="12000"),
+               dataclasses.replace(other_driver, device=dataclasses.replace(DEVICE, driver_version="12000")))
+        half = record(256)
+        db.put(dataclasses.replace(key_of(half), dtype="float16"), half)
+        assert len(db.candidates("toy", "abc123", DEVICE.name, "9.0")) == 4
+        assert len(db.candidates("toy", "abc123", DEVICE.name, "9.0", dtype="float32")) == 3
+        assert db.candidates("toy", "other", DEVICE.name, "9.0") == []
+        assert db.candidates("toy", "abc123", "NVIDIA A100", "8.0") == []
+
+
+def digest(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+def test_newer_schema_raises_and_is_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "w.sqlite"
+    fill(path)
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    raw.close()
+    before = digest(path)
+    for read_only in (False, True):
+        with pytest.raises(DatabaseError, match="newer tunebox.*nothing was changed"):
+            WinnersDB(path, read_only=read_only).open()
+    assert digest(path) == before
+
+
+@pytest.mark.parametrize("content", [b"\xff" * 4096, b"not a database at all\n" * 100,
+                                     b"SQLite format 3\x00" + b"\x00" * 30])
+def test_garbage_file_raises_and_is_left_untouched(tmp_path: Path, content: bytes) -> None:
+    path = tmp_path / "w.sqlite"
+    path.write_bytes(content)
+    before = digest(path)
+    for read_only in (False, True):
+        with pytest.raises(DatabaseError):
+            WinnersDB(path, read_only=read_only).open()
+    assert digest(path) == before
+
+
+def many_pages(path: Path) -> bytes:
+    with WinnersDB(path) as db:
+        for n in range(300):  # dozens of pages, so damage hits real data
+            rec = record(n + 1)
+            db.put(key_of(rec), rec)
+    return path.read_bytes()
+
+
+def test_truncated_database_raises_and_is_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "w.sqlite"
+    path.write_bytes(many_pages(path)[: path.stat().st_size // 2])
+    before = digest(path)
+    for read_only in (False, True):
+        with pytest.raises(DatabaseError, match="damaged.*move it aside"):
+            WinnersDB(path, read_only=read_only).open()
+    assert digest(path) == before
+
+
+def test_corrupt_page_fails_quick_check_and_is_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "w.sqlite"
+    data = bytearray(many_pages(path))
+    page = 4096
+    data[len(data) - 3 * page + 8: len(data) - 2 * page] = b"\x5a" * (page - 8)  # keep page 1 intact
+    path.write_bytes(bytes(data))
+    before = digest(path)
+    for read_only in (False, True):
+        with pytest.raises(DatabaseError, match="damaged.*move it aside"):
+            WinnersDB(path, read_only=read_only).open()
+    assert digest(path) == before
+
+
+def test_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as raw:
+        raw.execute("CREATE TABLE songs (title TEXT)")
+    raw.close()
+    before = digest(path)
+    with pytest.raises(DatabaseError, match="not a tunebox winners database"):
+        WinnersDB(path).open()
+    assert digest(path) == before
+
+
+@pytest.mark.parametrize(("column", "value"), [
+    ("config_json", "not json"), ("config_json", "[1, 2]"), ("median_ms", -1.0),
+    ("record_json", "{}"), ("noise", float("inf")), ("replayed", 7),
+])
+def test_tampered_row_raises_on_read(tmp_path: Path, column: str, value: object) -> None:
+    path = tmp_path / "w.sqlite"
+    fill(path)
+    with sqlite3.connect(path) as raw:  # a tamperer rebuilds the table without the CHECK constraints
+        raw.execute("PRAGMA ignore_check_constraints = ON")
+        raw.execute(f"UPDATE winners SET {column} = ?", (value,))
+    raw.close()
+    with WinnersDB(path, read_only=True) as db, pytest.raises(DatabaseError, match="tampered"):
+        db.all()
+
+
+def test_wrong_status_record_json_raises_on_read(tmp_path: Path) -> None:
+    path = tmp_path / "w.sqlite"
+    fill(path)
+    bad = dataclasses.replace(record(1024), status=Status.WRONG_RESULT)
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE winners SET record_json = ?", (bad.to_json(),))
+    raw.close()
+    with WinnersDB(path, read_only=True) as db, pytest.raises(DatabaseError, match="toy .*tampered"):
+        db.all()
+
+
+def test_read_only_cannot_write_and_leaves_file_identical(tmp_path: Path) -> None:
+    path = tmp_path / "w.sqlite"
+    fill(path)
+    before = digest(path)
+    rec = record(2048, median=0.5)
+    with WinnersDB(path, read_only=True) as db:
+        with pytest.raises(DatabaseError, match="read-only"):
+            db.put(key_of(rec), rec)
+        with pytest.raises(sqlite3.OperationalError):  # query_only holds even for raw SQL
+            db.conn.execute("DELETE FROM winners")
+        assert len(db.all()) == 1
+    assert digest(path) == before
+
+
+def test_read_only_missing_file_raises_and_creates_nothing(tmp_path: Path) -> None:
+    with pytest.raises(DatabaseError):
+        WinnersDB(tmp_path / "absent.sqlite", read_only=True).open()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_pragmas_on_writable_open(tmp_path: Path) -> None:
+    with WinnersDB(tmp_path / "w.sqlite") as db:
+        assert db.conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        assert db.conn.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+        assert db.conn.execute("PRAGMA busy_timeout").fetchone() == (60000,)
+        assert db.conn.execute("PRAGMA trusted_schema").fetchone() == (0,)
+
+
+def _writer(path: str, worker: int, start: multiprocessing.synchronize.Event) -> None:
+    start.wait(60)
+    with WinnersDB(path) as db:
+        for i in range(50):
+            rec = record(worker * 1000 + i + 1, median=1.0 + i / 100)
+            assert db.put(key_of(rec), rec)
+
+
+def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "w.sqlite"  # does not exist yet: the writers also race to create the schema
+    ctx = multiprocessing.get_context("spawn")
+    start = ctx.Event()
+    procs = [ctx.Process(target=_writer, args=(str(path), w, start)) for w in range(4)]
+    for p in procs:
+        p.start()
+    start.set()
+    for p in procs:
+        p.join(timeout=240)
+        assert p.exitcode == 0
+    with WinnersDB(path, read_only=True) as db:
+        keys = {w.key.problem_key for w in db.all()}
+        assert db.conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert keys == {canonical_json({"n": w * 1000 + i + 1}) for w in range(4) for i in range(50)}

@@ -1,0 +1,126 @@
+"""Composition root: turns names and paths into instances and runs the three user jobs."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from .build.nvrtc import NvrtcBuilder
+from .errors import DeviceUnavailable, SpaceError
+from .families import get as get_family
+from .records import DeviceInfo, EvalRecord
+from .report import ReportFiles
+from .runner.backends import Backend, GpuBackend, ReplayBackend
+from .runner.probe import gpu_status
+from .runtime.lookup import Lookup, LookupResult
+from .search.loop import LoopSettings, Sweep, SweepResult
+from .store.evallog import EvalLog
+from .store.winners import WinnersDB
+from .sweep_spec import SweepSpec, load_sweep, search_settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_RESULTS = Path("results")
+DEFAULT_LOOP = LoopSettings()
+
+
+def default_recording(spec: SweepSpec) -> Path:
+    """The recorded GPU sweep shipped beside a sweep file: ``<repo>/results/recordings/<name>.jsonl``."""
+    return spec.source.resolve().parent.parent / "results" / "recordings" / f"{spec.name}.jsonl"
+
+
+def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backend:
+    """``gpu``, ``replay`` or ``auto`` (the GPU when the probe finds one, else replay)."""
+    if backend not in ("auto", "gpu", "replay"):
+        raise SpaceError(f"unknown backend {backend!r}; use auto, gpu or replay")
+    if backend in ("auto", "gpu"):
+        available, reason = gpu_status()
+        if available:
+            return GpuBackend()
+        if backend == "gpu":
+            raise DeviceUnavailable(f"no usable GPU ({reason}); use --backend replay")
+        log.warning("no GPU here (%s): replaying recorded measurements", reason)
+    path = recording or default_recording(spec)
+    if not path.exists():
+        raise DeviceUnavailable(f"no GPU and no recording at {path}; record one on a GPU host "
+                                "(tunebox tune on the GPU, then copy evals.jsonl there)")
+    return ReplayBackend(path, EvalLog(path).read())
+
+
+def tune(sweep: Path | SweepSpec, *, backend: str = "auto", recording: Path | None = None,
+         results: Path = DEFAULT_RESULTS, db: Path | None = None, trials: int | None = None,
+         seconds: float | None = None, strategy: str | None = None,
+         listeners: tuple[Callable[[str, EvalRecord], None], ...] = (),
+         settings: LoopSettings = DEFAULT_LOOP, backend_instance: Backend | None = None,
+         ) -> SweepResult:
+    """Run (or resume) a sweep. Evaluations go to ``results/sweeps/<name>[-replay]/``, winners to
+    ``db`` (default ``results/winners.sqlite``)."""
+    spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(sweep)
+    overrides = {k: v for k, v in (("trials", trials), ("seconds", seconds), ("strategy", strategy))
+                 if v is not None}
+    if overrides:
+        settings_now = {**spec.search.__dict__, **overrides}
+        spec = replace(spec, search=search_settings(settings_now, str(spec.source)))
+    chosen = backend_instance or make_backend(spec, backend, recording)
+    out = results / "sweeps" / (spec.name + ("-replay" if chosen.replayed else ""))
+    builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin")
+    try:
+        return Sweep(spec, chosen, builder, out, db or results / "winners.sqlite", listeners,
+                     settings).run()
+    finally:
+        builder.close()
+        chosen.close()
+
+
+def _arch(backend: Backend) -> str:
+    major, minor = backend.device.compute_capability.split(".")
+    return f"sm_{major}{minor}"
+
+
+def query(family_name: str, problem_data: dict, *, db: Path = DEFAULT_RESULTS / "winners.sqlite",
+          device: str | None = None, device_info: DeviceInfo | None = None) -> LookupResult:
+    """The tuned configuration for a problem, answered from the winners database.
+
+    Without ``device_info`` the device is taken from the database: the one named ``device``, or the
+    only device that holds winners of this family (several need ``device``).
+    """
+    family = get_family(family_name)
+    problem = family.parse_problem(problem_data)
+    info = device_info or _device_in_db(db, family.name, device)
+    with Lookup(db) as lookup:
+        return lookup.lookup(family, problem, info)
+
+
+def _device_in_db(db: Path, family: str, name: str | None) -> DeviceInfo:
+    seen: list[DeviceInfo] = []
+    if db.exists():
+        with WinnersDB(db, read_only=True) as store:
+            for w in store.all():
+                k = w.key
+                info = DeviceInfo(k.device_name, k.compute_capability, k.driver_version, k.nvrtc_version)
+                if k.family == family and (name is None or k.device_name == name) and info not in seen:
+                    seen.append(info)
+    if len(seen) > 1:
+        raise SpaceError(f"{db} holds winners from several devices/toolchains "
+                         f"({', '.join(sorted({d.name for d in seen}))}); name one with --device")
+    return seen[0] if seen else DeviceInfo(name or "unknown device", "0.0", "none", "none")
+
+
+def report(sweep: Path, *, results: Path = DEFAULT_RESULTS, out: Path = Path("reports"),
+           replay: bool = False) -> ReportFiles:
+    """Write the HTML + Markdown report of a sweep's evaluation log (live GPU sweep preferred)."""
+    from .report import ReportInputs, build_report
+
+    spec = load_sweep(sweep)
+    live = results / "sweeps" / spec.name / "evals.jsonl"
+    replayed = results / "sweeps" / f"{spec.name}-replay" / "evals.jsonl"
+    path = live if live.exists() and not replay else replayed
+    records = tuple(EvalLog(path).read())
+    if not records:
+        raise SpaceError(f"no evaluations in {path}: run `tunebox tune {sweep}` first")
+    names = {p.problem.key(): p.name for p in spec.problems}
+    defaults = {p.problem.key(): spec.family.default_config(p.problem).as_dict() for p in spec.problems}
+    inputs = ReportInputs(spec.family.name, records, defaults, names)
+    return build_report(inputs, out, f"tunebox sweep {spec.name}")

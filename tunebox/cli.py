@@ -1,0 +1,152 @@
+"""The ``tunebox`` command: tune, query, report, families. The only place that prints."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from pathlib import Path
+
+from .errors import TuneboxError
+from .records import EvalRecord, Status
+
+COPY_LIMIT_GBPS = 4250.0
+
+
+class Progress:
+    """Live progress on stderr: evaluated count, status and the best median so far per problem."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.count: dict[str, int] = {}
+        self.best: dict[str, float] = {}
+
+    def __call__(self, name: str, record: EvalRecord) -> None:
+        self.count[name] = self.count.get(name, 0) + 1
+        if record.status is Status.OK and record.timing:
+            self.best[name] = min(self.best.get(name, float("inf")), record.timing.median_ms)
+        if self.quiet:
+            return
+        best = self.best.get(name)
+        this = f"{record.timing.median_ms:.4f} ms" if record.timing else record.status.value
+        line = (f"[{name}] #{self.count[name]:<4} {this:<16} best "
+                f"{f'{best:.4f} ms' if best else '-':<12}")
+        end = "\r" if sys.stderr.isatty() else "\n"
+        print(line, end=end, file=sys.stderr, flush=True)
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from .api import tune
+
+    progress = Progress(args.quiet)
+    result = tune(Path(args.sweep), backend=args.backend, recording=args.recording,
+                  results=args.results, db=args.db, trials=args.trials, seconds=args.seconds,
+                  strategy=args.strategy, listeners=(progress,))
+    print(file=sys.stderr)
+    origin = "REPLAYED recorded measurements (no GPU here)" if result.replayed else "measured on the GPU"
+    print(f"sweep {result.name}: {result.evaluated} variants evaluated in {result.seconds:.1f} s, "
+          f"{origin}")
+    for p in result.problems:
+        counts = ", ".join(f"{k} {v}" for k, v in sorted(p.counts.items()))
+        if p.winner is None or p.winner.timing is None:
+            print(f"  {p.name}: no valid variant ({counts})")
+            continue
+        ms = p.winner.timing.median_ms
+        gbps = p.winner.bandwidth_gbps or 0.0
+        extra = ""
+        if p.default and p.default.timing:
+            extra += f", {p.default.timing.median_ms / ms:.2f}x the default variant"
+        if p.baseline and p.baseline.timing and p.baseline.status is Status.OK:
+            extra += f", {p.baseline.timing.median_ms / ms:.2f}x {p.baseline.baseline}"
+        stored = "stored" if p.stored else "kept the better stored winner"
+        print(f"  {p.name}: {ms:.4f} ms, {gbps:.0f} GB/s ({gbps / COPY_LIMIT_GBPS:.0%} of copy limit)"
+              f"{extra}; {stored}\n    {' '.join(f'{k}={v}' for k, v in p.winner.config.items())}\n"
+              f"    statuses: {counts}")
+    if result.breakdown:
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in result.breakdown.items())
+        print(f"  time by stage: {parts}")
+    return 0
+
+
+def _query(args: argparse.Namespace) -> int:
+    from .api import query
+
+    answer = query(args.family, json.loads(args.problem), db=args.db, device=args.device)
+    print(json.dumps({"source": answer.source, "config": answer.config,
+                      "median_ms": answer.median_ms, "replayed": answer.replayed,
+                      "matched_problem": answer.matched_problem_key,
+                      "explanation": answer.explanation}, indent=2))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .api import report
+
+    files = report(Path(args.sweep), results=args.results, out=args.out, replay=args.replay)
+    print(f"wrote {files.html} and {files.markdown}")
+    return 0
+
+
+def _families(args: argparse.Namespace) -> int:
+    from .families import get, names
+
+    for name in names():
+        family = get(name)
+        print(f"{name}: {family.space.size()} configurations")
+        for p in family.space.params:
+            print(f"  {p.name:<16} {list(p.choices)}  {p.doc}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="tunebox", description=__doc__)
+    top.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = top.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("tune", help="run or resume a sweep")
+    t.add_argument("sweep", help="sweep file, e.g. spaces/tile_copy.toml")
+    t.add_argument("--backend", default="auto", choices=("auto", "gpu", "replay"))
+    t.add_argument("--recording", type=Path, help="recorded sweep to replay")
+    t.add_argument("--results", type=Path, default=Path("results"))
+    t.add_argument("--db", type=Path, help="winners database (default results/winners.sqlite)")
+    t.add_argument("--trials", type=int, help="evaluated variants per problem")
+    t.add_argument("--seconds", type=float, help="wall-clock budget of the sweep")
+    t.add_argument("--strategy", choices=("tpe", "random", "exhaustive"))
+    t.add_argument("--quiet", action="store_true", help="no progress lines")
+    t.set_defaults(run=_tune)
+
+    q = sub.add_parser("query", help="the tuned configuration for a problem")
+    q.add_argument("family")
+    q.add_argument("problem", help='JSON, e.g. \'{"dtype": "float32", "src": [4096, 4096], "dst": [4096, 4096]}\'')
+    q.add_argument("--db", type=Path, default=Path("results/winners.sqlite"))
+    q.add_argument("--device", help="device name (default: the only device in the database)")
+    q.set_defaults(run=_query)
+
+    r = sub.add_parser("report", help="HTML + Markdown report of a sweep")
+    r.add_argument("sweep", help="sweep file whose results to report")
+    r.add_argument("--results", type=Path, default=Path("results"))
+    r.add_argument("--out", type=Path, default=Path("reports"))
+    r.add_argument("--replay", action="store_true", help="report the replayed sweep even if a live one exists")
+    r.set_defaults(run=_report)
+
+    f = sub.add_parser("families", help="list kernel families and their tunables")
+    f.set_defaults(run=_families)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return args.run(args)
+    except TuneboxError as exc:
+        print(f"tunebox: error: {exc}", file=sys.stderr)
+        return 2
+    except json.JSONDecodeError as exc:
+        print(f"tunebox: error: the problem is not valid JSON ({exc})", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\ntunebox: interrupted; run the same command again to resume", file=sys.stderr)
+        return 130

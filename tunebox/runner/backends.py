@@ -1,0 +1,111 @@
+"""Backends answer evaluations: on a GPU (through the worker) or from a recorded GPU sweep."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Protocol
+
+from ..build.nvrtc import BuildResult
+from ..errors import ReplayMiss
+from ..families.base import Family, Problem
+from ..params import Config
+from ..records import DeviceInfo, EvalRecord, Status, canonical_json
+from .gpu_runner import GpuRunner
+from .protocol import EvaluateJob, Outcome, RetimeJob, Variant
+from .timing import FINAL, SCREEN
+
+log = logging.getLogger(__name__)
+
+
+class Backend(Protocol):
+    """Evaluates compiled variants. ``retime`` returns one Outcome per item, then the baseline's."""
+
+    device: DeviceInfo
+    replayed: bool
+
+    def evaluate(self, family: Family, problem: Problem, config: Config, build: BuildResult,
+                 seed: int) -> Outcome: ...
+
+    def retime(self, family: Family, problem: Problem,
+               items: Sequence[tuple[Config, BuildResult]], seed: int) -> list[Outcome]: ...
+
+    def close(self) -> None: ...
+
+
+def _variant(family: Family, problem: Problem, config: Config, build: BuildResult) -> Variant:
+    return Variant(build.cubin, build.lowered_name, family.geometry(problem, config),
+                   family.args(problem, config))
+
+
+class GpuBackend:
+    """Runs variants on the local GPU through a replaceable worker process."""
+
+    replayed = False
+
+    def __init__(self, runner: GpuRunner | None = None) -> None:
+        self.runner = runner or GpuRunner()
+        self.device = self.runner.start()
+
+    def evaluate(self, family, problem, config, build, seed) -> Outcome:
+        job = EvaluateJob(family.name, problem.to_dict(), _variant(family, problem, config, build),
+                          SCREEN, seed)
+        return self.runner.run(job)
+
+    def retime(self, family, problem, items, seed) -> list[Outcome]:
+        job = RetimeJob(family.name, problem.to_dict(),
+                        tuple(_variant(family, problem, c, b) for c, b in items), FINAL, seed)
+        reply = self.runner.run(job, timeout_s=self.runner.job_timeout_s * (len(items) + 2))
+        return reply if isinstance(reply, list) else [reply] * (len(items) + 1)
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+class ReplayBackend:
+    """Answers from a recorded evaluation log of a real GPU sweep (clearly marked as replayed)."""
+
+    replayed = True
+
+    def __init__(self, recording: Path, records: Sequence[EvalRecord]) -> None:
+        self.recording = recording
+        self._index: dict[tuple[str, str, str, str], EvalRecord] = {}
+        for r in records:
+            key = (r.family, canonical_json(r.problem), canonical_json(r.config), r.phase)
+            self._index[key] = r
+        devices = {r.device for r in records if r.device is not None}
+        if len(devices) != 1:
+            raise ReplayMiss(f"{recording}: a recording must come from exactly one device, "
+                             f"found {len(devices)}")
+        self.device = devices.pop()
+
+    def _find(self, family: Family, problem: Problem, config: dict, phase: str) -> EvalRecord | None:
+        return self._index.get((family.name, problem.key(), canonical_json(config), phase))
+
+    def evaluate(self, family, problem, config, build, seed) -> Outcome:
+        record = self._find(family, problem, config.as_dict(), "screen")
+        if record is None:
+            raise ReplayMiss(f"{config.label()} is not in the recording {self.recording}")
+        return _outcome(record)
+
+    def retime(self, family, problem, items, seed) -> list[Outcome]:
+        outcomes = []
+        for config, _ in items:
+            record = (self._find(family, problem, config.as_dict(), "final")
+                      or self._find(family, problem, config.as_dict(), "screen"))
+            outcomes.append(_outcome(record) if record else
+                            Outcome(Status.INVALID, "finalist not in the recording"))
+        baseline = self._find(family, problem, {}, "final")
+        outcomes.append(_outcome(baseline) if baseline else
+                        Outcome(Status.INVALID, "no baseline in the recording"))
+        return outcomes
+
+    def close(self) -> None:
+        pass
+
+
+def _outcome(record: EvalRecord) -> Outcome:
+    return Outcome(record.status, record.message,
+                   record.timing.samples_ms if record.timing else (), record.metrics,
+                   stage_seconds=dict(record.stage_seconds), baseline=record.baseline)

@@ -1,0 +1,246 @@
+"""The sweep loop: ask, check validity, compile ahead in a pool, evaluate, tell, log; then re-time
+the finalists interleaved and store the winner.
+
+Resumable: every evaluation is appended to the evaluation log before Optuna is told, and a
+configuration already in the log is told from the log instead of being evaluated again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from ..build.nvrtc import BuildResult, NvrtcBuilder
+from ..errors import ReplayMiss, TuneboxError
+from ..families.base import Family, Problem
+from ..params import Config
+from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json
+from ..runner.backends import Backend
+from ..runner.protocol import Outcome
+from ..store.evallog import EvalLog
+from ..store.winners import WinnersDB
+from ..sweep_spec import NamedProblem, SweepSpec
+from .strategy import Ask, OptunaStrategy
+
+log = logging.getLogger(__name__)
+
+FAILURES = {Status.COMPILE_ERROR, Status.RESOURCE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT,
+            Status.WRONG_RESULT}
+
+
+class SweepAborted(TuneboxError):
+    """Failures are systematic: the sweep stops instead of burning its budget."""
+
+
+@dataclass(frozen=True)
+class ProblemOutcome:
+    name: str
+    problem: Problem
+    winner: EvalRecord | None
+    baseline: EvalRecord | None
+    default: EvalRecord | None
+    stored: bool
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    name: str
+    replayed: bool
+    problems: tuple[ProblemOutcome, ...]
+    evaluated: int  # evaluations run in this invocation (not counting ones read from the log)
+    seconds: float
+    breakdown: dict[str, float] = field(default_factory=dict)  # seconds per stage
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    pipeline_depth: int = 16  # variants compiled ahead of the device
+    breaker: int = 12  # this many consecutive failures of one status stop the sweep
+    compile_timeout_s: float = 120.0
+
+
+Listener = Callable[[str, EvalRecord], None]
+
+
+def input_seed(base: int, problem: Problem) -> int:
+    digest = hashlib.sha256(f"{base}:{problem.key()}".encode()).digest()
+    return int.from_bytes(digest[:4], "little")
+
+
+class Sweep:
+    """One sweep over every problem of a ``SweepSpec`` (the composition root builds it)."""
+
+    def __init__(self, spec: SweepSpec, backend: Backend, builder: NvrtcBuilder, out_dir: Path,
+                 db_path: Path, listeners: tuple[Listener, ...] = (),
+                 settings: LoopSettings | None = None) -> None:
+        self.spec, self.backend, self.builder = spec, backend, builder
+        self.family: Family = spec.family
+        self.log = EvalLog(out_dir / "evals.jsonl")
+        self.journal = out_dir / "optuna.journal"
+        self.db_path = db_path
+        self.listeners = listeners
+        self.settings = settings or LoopSettings()
+        self.breakdown = {"compile": 0.0, "prepare": 0.0, "verify": 0.0, "time": 0.0}
+        self.evaluated = 0
+
+    def run(self) -> SweepResult:
+        start = time.perf_counter()
+        self.deadline = start + self.spec.search.seconds
+        history = self.log.read()
+        outcomes = tuple(self._problem(named, history) for named in self.spec.problems)
+        return SweepResult(self.spec.name, self.backend.replayed, outcomes, self.evaluated,
+                           time.perf_counter() - start, dict(self.breakdown))
+
+    # -- one problem ------------------------------------------------------------------------------
+    def _problem(self, named: NamedProblem, history: list[EvalRecord]) -> ProblemOutcome:
+        problem, family = named.problem, self.family
+        mine = [r for r in history if r.family == family.name and canonical_json(r.problem) == problem.key()]
+        done = {canonical_json(r.config): r for r in mine if r.phase == "screen" and not r.baseline}
+        seed = input_seed(self.spec.search.seed, problem)
+        valid = [c for c in self.spec.space if not family.violations(problem, c)]
+        strategy = OptunaStrategy(self.journal, f"{self.spec.name}/{named.name}/{problem.key()}",
+                                  self.spec.space, self.spec.search.strategy, self.spec.search.seed,
+                                  valid if self.spec.search.strategy == "exhaustive" else ())
+        default = family.default_config(problem)
+        if not family.violations(problem, default) and all(
+                default[p.name] in p.choices for p in self.spec.space.params):
+            strategy.seed(default)
+        evaluated = sum(r.status is not Status.INVALID for r in done.values())
+        budget = min(self.spec.search.trials, len(valid))
+        pending: deque[tuple[Ask, Config, Future[BuildResult]]] = deque()
+        binaries: dict[tuple, EvalRecord] = {}
+        failures: deque[Status] = deque(maxlen=self.settings.breaker)
+        asks = 0
+        while time.perf_counter() < self.deadline:
+            while (evaluated + len(pending) < budget and len(pending) < self.settings.pipeline_depth
+                   and asks < 50 * budget + len(valid)):
+                asks += 1
+                ask = strategy.ask()
+                if ask is None:
+                    break
+                config = self.spec.space.validate(ask.values)
+                key = canonical_json(config.as_dict())
+                if key in done:  # resumed: answer from the log, never run again
+                    strategy.tell(ask, done[key])
+                    continue
+                broken = family.violations(problem, config)
+                if broken:
+                    record = self._record(problem, config, Outcome(Status.INVALID, "; ".join(broken)), seed)
+                    done[key] = record
+                    strategy.tell(ask, record)
+                    continue
+                pending.append((ask, config, self.builder.submit(family.render(problem, config))))
+            if not pending:
+                break
+            ask, config, future = pending.popleft()
+            record = self._evaluate(problem, config, future, seed, binaries)
+            if record is None:
+                strategy.tell(ask, EvalRecord(family.name, {}, {}, Status.INVALID))
+                continue
+            self.log.append(record)
+            done[canonical_json(config.as_dict())] = record
+            strategy.tell(ask, record)
+            evaluated += 1
+            self._notify(named.name, record)
+            self._check_breaker(failures, record)
+        for ask, _, future in pending:  # deadline reached with compiles in flight
+            future.cancel()
+            strategy.tell(ask, EvalRecord(family.name, {}, {}, Status.TIMEOUT))
+        return self._finish(named, list(done.values()), mine, seed)
+
+    def _evaluate(self, problem: Problem, config: Config, future: Future[BuildResult], seed: int,
+                  binaries: dict[tuple, EvalRecord]) -> EvalRecord | None:
+        try:
+            build = future.result(timeout=self.settings.compile_timeout_s)
+        except TimeoutError:
+            return self._record(problem, config, Outcome(Status.TIMEOUT, "compile timed out"), seed)
+        if not build.cache_hit:
+            self.breakdown["compile"] += build.seconds
+        if build.status is not Status.OK:
+            return self._record(problem, config, Outcome(build.status, build.log[-2000:]), seed)
+        identity = (build.binary_hash, self.family.geometry(problem, config), self.family.args(problem, config))
+        if identity in binaries:
+            twin = binaries[identity]
+            return replace(twin, config=config.as_dict(),
+                           message=f"identical binary to {Config(tuple(sorted(twin.config.items()))).label()}")
+        try:
+            outcome = self.backend.evaluate(self.family, problem, config, build, seed)
+        except ReplayMiss as exc:
+            log.debug("%s", exc)
+            return None
+        for stage, seconds in outcome.stage_seconds.items():
+            self.breakdown[stage] = self.breakdown.get(stage, 0.0) + seconds
+        self.evaluated += 1
+        record = self._record(problem, config, outcome, seed)
+        if record.status is Status.OK:
+            binaries[identity] = record
+        return record
+
+    def _record(self, problem: Problem, config: Config | None, outcome: Outcome, seed: int,
+                phase: str = "screen") -> EvalRecord:
+        work = self.family.work(problem)
+        return EvalRecord(
+            family=self.family.name, problem=problem.to_dict(),
+            config=config.as_dict() if config else {}, status=outcome.status,
+            message=outcome.message, timing=Timing(outcome.samples_ms) if outcome.samples_ms else None,
+            metrics=outcome.metrics, bytes_moved=work.bytes_moved, flops=work.flops,
+            device=self.backend.device, replayed=self.backend.replayed, input_seed=seed,
+            baseline=outcome.baseline, phase=phase, stage_seconds=dict(outcome.stage_seconds))
+
+    def _notify(self, name: str, record: EvalRecord) -> None:
+        for listener in self.listeners:
+            listener(name, record)
+
+    def _check_breaker(self, failures: deque[Status], record: EvalRecord) -> None:
+        failures.append(record.status)
+        if (len(failures) == failures.maxlen and len(set(failures)) == 1
+                and failures[0] in FAILURES - {Status.WRONG_RESULT, Status.COMPILE_ERROR}):
+            raise SweepAborted(
+                f"stopping: the last {failures.maxlen} variants all ended in {failures[0].value} "
+                f"(last: {record.message[:300]}). This looks systematic (driver, device or family "
+                "source), not a bad variant; fix it and run the same command again to resume.")
+
+    # -- finalists and the winner -----------------------------------------------------------------
+    def _finish(self, named: NamedProblem, records: list[EvalRecord], history: list[EvalRecord],
+                seed: int) -> ProblemOutcome:
+        problem = named.problem
+        ok = sorted((r for r in records if r.status is Status.OK and r.timing),
+                    key=lambda r: r.timing.median_ms)  # type: ignore[union-attr]
+        finalists = ok[: self.spec.search.finalists]
+        final = self._retime(problem, finalists, history, seed) if finalists else []
+        variants = [r for r in final if not r.baseline and r.status is Status.OK and r.timing]
+        winner = min(variants, key=lambda r: r.timing.median_ms) if variants else None  # type: ignore[union-attr]
+        baseline = next((r for r in final if r.baseline), None)
+        stored = False
+        if winner is not None:
+            key = WinnerKey.of(winner, self.family.source_hash(), problem.key(), problem.dtype)
+            with WinnersDB(self.db_path) as db:
+                stored = db.put(key, winner)
+        default_key = canonical_json(self.family.default_config(problem).as_dict())
+        default = next((r for r in records if canonical_json(r.config) == default_key), None)
+        counts: dict[str, int] = {}
+        for r in records:
+            counts[r.status.value] = counts.get(r.status.value, 0) + 1
+        return ProblemOutcome(named.name, problem, winner, baseline, default, stored, counts)
+
+    def _retime(self, problem: Problem, finalists: list[EvalRecord], history: list[EvalRecord],
+                seed: int) -> list[EvalRecord]:
+        wanted = {canonical_json(r.config) for r in finalists}
+        earlier = [r for r in history if r.phase == "final" and canonical_json(r.problem) == problem.key()]
+        if earlier and {canonical_json(r.config) for r in earlier if not r.baseline} == wanted:
+            return earlier  # resumed after the finalists were already re-timed
+        configs = [self.spec.space.validate(r.config) for r in finalists]
+        builds = self.builder.build([self.family.render(problem, c) for c in configs])
+        outcomes = self.backend.retime(self.family, problem, list(zip(configs, builds, strict=True)), seed)
+        records = [self._record(problem, c, o, seed, "final")
+                   for c, o in zip([*configs, None], outcomes, strict=False)]
+        for r in records:
+            self.log.append(r)
+        return records
