@@ -141,6 +141,11 @@ class Family(abc.ABC):
         """The equivalent torch operation (imports torch); families without one raise."""
         raise NotImplementedError(f"{self.name} has no torch baseline")
 
+    def problem_from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> Problem:
+        """The problem that the caller's arrays (name -> object with ``shape`` and ``dtype``) and
+        options describe, for ``tunebox.launch``."""
+        raise NotImplementedError(f"{self.name} cannot be launched on caller arrays")
+
     def config(self, values: Mapping[str, Any]) -> Config:
         """Validate a complete configuration against the declared domains."""
         return self.space.validate(values)

@@ -230,6 +230,13 @@ class TileCopy(Family):
         size = element_type(p.element).itemsize
         return Work((p.valid_source_elements() + p.dst[0] * p.dst[1]) * size)
 
+    def problem_from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> TileCopyProblem:
+        src, dst = arrays["src"], arrays["dst"]
+        if src.dtype != dst.dtype:
+            raise InvalidProblem(f"tile_copy: src is {src.dtype} but dst is {dst.dtype}")
+        return self.parse_problem({"dtype": src.dtype, "src": list(src.shape), "dst": list(dst.shape),
+                                   **options})
+
     def torch_baseline(self, problem: Problem) -> Baseline:
         import torch
         import torch.nn.functional as F

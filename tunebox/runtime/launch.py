@@ -1,0 +1,145 @@
+"""Launch the tuned variant of a family on the caller's own GPU arrays.
+
+Arrays are torch tensors or objects with ``__cuda_array_interface__`` (CuPy). The kernel runs on
+the caller's stream (torch's current stream for tensors, else ``stream`` or the legacy default
+stream) in the caller's CUDA context. Kernels are compiled once (or loaded from the CUBIN cache)
+and kept per process.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..build.nvrtc import NvrtcBuilder, nvrtc_version
+from ..errors import InvalidProblem
+from ..families import get as get_family
+from ..families.base import BufferArg, Family, Problem
+from ..records import DeviceInfo, Status
+from .lookup import Lookup, LookupResult
+
+_SCALAR = {"i32": np.int32, "i64": np.int64, "u16": np.uint16, "u32": np.uint32}
+_TYPESTR = {"<f4": "float32", "<f2": "float16"}
+
+
+@dataclass(frozen=True)
+class DeviceArray:
+    """What tunebox needs of a caller's array: address, shape, element type, stream."""
+
+    pointer: int
+    shape: tuple[int, ...]
+    dtype: str
+    stream: int | None  # the producer's stream handle, if it has one
+
+
+def device_array(obj: Any) -> DeviceArray:
+    """Describe a contiguous CUDA array (torch tensor or __cuda_array_interface__ object)."""
+    if hasattr(obj, "data_ptr") and hasattr(obj, "is_contiguous"):  # torch.Tensor
+        import torch
+
+        if not obj.is_cuda or not obj.is_contiguous():
+            raise InvalidProblem("tunebox.launch needs contiguous CUDA tensors")
+        return DeviceArray(obj.data_ptr(), tuple(obj.shape), str(obj.dtype).removeprefix("torch."),
+                           torch.cuda.current_stream(obj.device).cuda_stream)
+    cai = getattr(obj, "__cuda_array_interface__", None)
+    if cai is None:
+        raise InvalidProblem(f"{type(obj).__name__} is not a CUDA array (no __cuda_array_interface__)")
+    shape = tuple(cai["shape"])
+    if cai["typestr"] not in _TYPESTR:
+        raise InvalidProblem(f"unsupported element type {cai['typestr']}; use float32 or float16")
+    contiguous = np.empty(shape, dtype=np.dtype(cai["typestr"]))  # never touches the device
+    if cai.get("strides") not in (None, contiguous.strides):
+        raise InvalidProblem("tunebox.launch needs C-contiguous arrays")
+    return DeviceArray(int(cai["data"][0]), shape, _TYPESTR[cai["typestr"]], cai.get("stream"))
+
+
+class Launcher:
+    """Per-process cache of lookups and loaded kernels; thread-safe."""
+
+    def __init__(self, db: Path = Path("results/winners.sqlite"), cache_dir: Path | None = None) -> None:
+        self._lookup = Lookup(db)
+        self._cache_dir = cache_dir
+        self._kernels: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+        self._device: Any = None
+        self.info: DeviceInfo | None = None
+        self._builder: NvrtcBuilder | None = None
+
+    def _ensure_device(self) -> None:
+        if self._device is not None:
+            return
+        from cuda.bindings import driver
+        from cuda.core import Device
+
+        dev = Device()
+        dev.set_current()
+        cc = dev.compute_capability
+        err, version = driver.cuDriverGetVersion()
+        self._device = dev
+        self.info = DeviceInfo(dev.name, f"{cc.major}.{cc.minor}", str(version), nvrtc_version())
+        self._builder = NvrtcBuilder(f"sm_{cc.major}{cc.minor}", self._cache_dir, workers=1)
+
+    def choose(self, family: Family, problem: Problem) -> LookupResult:
+        self._ensure_device()
+        assert self.info is not None
+        return self._lookup.lookup(family, problem, self.info)
+
+    def __call__(self, family_name: str, arrays: dict[str, Any], stream: int | None = None,
+                 **options: Any) -> LookupResult:
+        """Run ``family_name`` on ``arrays`` (buffer name -> array); returns the lookup answer used."""
+        from cuda.core import LaunchConfig, Stream, launch
+
+        family = get_family(family_name)
+        described = {name: device_array(a) for name, a in arrays.items()}
+        problem = family.problem_from_arrays(described, **options)
+        for spec in family.buffers(problem):
+            got = described.get(spec.name)
+            if got is None or got.shape != spec.shape or got.dtype != spec.dtype:
+                raise InvalidProblem(f"{family_name}: buffer {spec.name} must be {spec.dtype}{list(spec.shape)}")
+        with self._lock:
+            answer = self.choose(family, problem)
+            config = family.config(answer.config)
+            family.check(problem, config)
+            kernel = self._kernel(family, problem, config)
+        geo = family.geometry(problem, config)
+        args = [described[a.name].pointer if isinstance(a, BufferArg) else _SCALAR[a.ctype](a.value)
+                for a in family.args(problem, config)]
+        handle = stream if stream is not None else next((d.stream for d in described.values() if d.stream), 0)
+        launch(Stream.from_handle(int(handle or 0)), LaunchConfig(grid=geo.grid, block=geo.block,
+               shmem_size=geo.shared_bytes), kernel, *args)
+        return answer
+
+    def _kernel(self, family: Family, problem: Problem, config) -> Any:
+        from cuda.bindings import driver
+        from cuda.core import ObjectCode
+
+        source = family.render(problem, config)
+        key = (source.name_expression, source.code)
+        if key not in self._kernels:
+            assert self._builder is not None
+            built = self._builder.build_one(source)
+            if built.status is not Status.OK:
+                raise InvalidProblem(f"{family.name}: the chosen variant failed to compile:\n{built.log[-2000:]}")
+            kernel = ObjectCode.from_cubin(built.cubin).get_kernel(built.lowered_name)
+            shared = family.geometry(problem, config).shared_bytes
+            if shared > 48 * 1024:
+                attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+                driver.cuKernelSetAttribute(attr, shared, kernel.handle, self._device.device_id)
+            self._kernels[key] = kernel
+        return self._kernels[key]
+
+
+_default: Launcher | None = None
+
+
+def launch(family_name: str, arrays: dict[str, Any], stream: int | None = None, **options: Any) -> LookupResult:
+    """Launch with the process-wide ``Launcher`` (winners from results/winners.sqlite)."""
+    global _default
+    if _default is None:
+        _default = Launcher()
+    return _default(family_name, arrays, stream, **options)
+
