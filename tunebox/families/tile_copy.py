@@ -130,7 +130,7 @@ class TileCopy(Family):
     def default_config(self, problem: Problem) -> Config:
         p = _as_problem(problem)
         if p.transpose:
-            values = {"BM": 32, "BN": 32, "threads": 256, "vec_bytes": 4, "staging": "padded"}
+            values = {"BM": 32, "BN": 64, "threads": 256, "vec_bytes": 8, "staging": "padded"}
         else:
             values = {"BM": 8, "BN": 256, "threads": 256, "vec_bytes": 16, "staging": "none"}
         return self.space.validate({**values, "bounds": "checked", "tiles_per_block": 1})

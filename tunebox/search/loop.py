@@ -175,8 +175,9 @@ class Sweep:
         except ReplayMiss as exc:
             log.debug("%s", exc)
             return None
-        for stage, seconds in outcome.stage_seconds.items():
-            self.breakdown[stage] = self.breakdown.get(stage, 0.0) + seconds
+        if not self.backend.replayed:  # a replayed record's stage times are the recording's
+            for stage, seconds in outcome.stage_seconds.items():
+                self.breakdown[stage] = self.breakdown.get(stage, 0.0) + seconds
         self.evaluated += 1
         record = self._record(problem, config, outcome, seed)
         if record.status is Status.OK:

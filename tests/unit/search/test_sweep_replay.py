@@ -1,0 +1,97 @@
+"""The sweep loop on the replay backend: winners, exhaustive optimum, resume, breaker, kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sweep_fixtures import fake_ms, write_recording, write_sweep
+
+from tunebox.api import tune
+from tunebox.records import Status, canonical_json
+from tunebox.search.loop import SweepAborted
+from tunebox.store.evallog import EvalLog
+from tunebox.store.winners import WinnersDB
+from tunebox.sweep_spec import load_sweep
+
+
+def screen_configs(results: Path) -> list[str]:
+    records = EvalLog(results / "sweeps" / "small-replay" / "evals.jsonl").read()
+    return [canonical_json(r.problem) + canonical_json(r.config)
+            for r in records if r.phase == "screen" and r.status is not Status.INVALID]
+
+
+def test_replay_sweep_stores_replayed_winners(sweep_file, recording, tmp_path):
+    result = tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r")
+    assert result.replayed
+    assert [p.name for p in result.problems] == ["copy", "transpose"]
+    for p in result.problems:
+        assert p.winner is not None and p.winner.replayed and p.winner.phase == "final"
+        assert p.baseline is not None and p.baseline.baseline == "torch: fake"
+        assert p.stored
+    with WinnersDB(tmp_path / "r" / "winners.sqlite", read_only=True) as db:
+        rows = db.all()
+    assert len(rows) == 2 and all(w.replayed for w in rows)
+
+
+def test_exhaustive_search_finds_the_optimum_and_never_stores_a_wrong_result(tmp_path):
+    sweep = write_sweep(tmp_path, strategy="exhaustive", trials=10_000)
+    spec = load_sweep(sweep)
+    fastest = min((c.as_dict() for c in spec.space if not spec.family.violations(spec.problems[0].problem, c)),
+                  key=fake_ms)
+    # the truly fastest configuration gives a wrong result: it must never win
+    recording = write_recording(sweep, tmp_path / "rec.jsonl",
+                                lambda c: Status.WRONG_RESULT if c == fastest else Status.OK)
+    result = tune(sweep, backend="replay", recording=recording, results=tmp_path / "r")
+    copy = result.problems[0]
+    assert copy.winner is not None and copy.winner.config != fastest
+    ok = [c.as_dict() for c in spec.space
+          if not spec.family.violations(spec.problems[0].problem, c) and c.as_dict() != fastest]
+    assert fake_ms(copy.winner.config) == min(fake_ms(c) for c in ok)
+    assert copy.counts["wrong_result"] == 1
+
+
+def test_resume_never_reruns_an_evaluation(sweep_file, recording, tmp_path):
+    results = tmp_path / "r"
+    first = tune(sweep_file, backend="replay", recording=recording, results=results, trials=6)
+    assert first.evaluated == 12
+    second = tune(sweep_file, backend="replay", recording=recording, results=results, trials=10)
+    assert second.evaluated == 8
+    configs = screen_configs(results)
+    assert len(configs) == len(set(configs)) == 20
+
+
+def test_systematic_failures_trip_the_breaker(sweep_file, tmp_path):
+    recording = write_recording(sweep_file, tmp_path / "rec.jsonl", lambda c: Status.RUNTIME_ERROR)
+    with pytest.raises(SweepAborted, match="runtime_error"):
+        tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r", trials=40)
+    assert len(screen_configs(tmp_path / "r")) == 12
+
+
+def test_kill_minus_nine_then_resume(sweep_file, recording, tmp_path):
+    results = tmp_path / "r"
+    command = [sys.executable, "-m", "tunebox", "tune", str(sweep_file), "--backend", "replay",
+               "--recording", str(recording), "--results", str(results), "--trials", "25", "--quiet"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    log = results / "sweeps" / "small-replay" / "evals.jsonl"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and (not log.exists() or log.read_text().count("\n") < 6):
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    killed_at = len(screen_configs(results))
+    assert 0 < killed_at < 50
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    configs = screen_configs(results)
+    assert len(configs) == len(set(configs)) == 50  # nothing lost, nothing evaluated twice
+    with sqlite3.connect(results / "winners.sqlite") as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        assert conn.execute("SELECT COUNT(*) FROM winners").fetchone()[0] == 2
