@@ -6,7 +6,7 @@
 //
 // Template parameters: E element bits type; BM x BN destination tile; THREADS per block; VEC
 // elements per vector access; BOUNDS (tb::Bounds); STAGING 0 (registers only, not transposed) or a
-// tb::Staging layout (transposed through shared memory); TPB tiles per block.
+// tb::Staging layout (through shared memory, aligned-window accesses); TPB tiles per block.
 #include "tunebox/tile.cuh"
 
 namespace {
@@ -45,45 +45,76 @@ __device__ __forceinline__ void copy_tile(const E* __restrict__ src, E* __restri
   }
 }
 
-template <typename E, int BM, int BN, int THREADS, int VEC, int STAGING, bool CHECK>
-__device__ __forceinline__ void transpose_tile(const E* __restrict__ src, E* __restrict__ dst,
-                                               E* stage, i64 Ms, i64 Ns, i64 Md, i64 Nd, i64 oy,
-                                               i64 ox, E pad, i64 i0, i64 j0) {
-  // Source block: BN rows (destination columns) x BM columns (destination rows).
-  constexpr int SRC_PER_ROW = BM / VEC;
-  constexpr int LOADS = BN * SRC_PER_ROW / THREADS;
+// Moves one tile through shared memory. The source block (H x W: BN x BM when transposed, else
+// BM x BN) is loaded into the stage, then the destination tile is stored from it. The checked path
+// uses aligned-window slots on both sides, so rows of any alignment move in aligned vectors.
+template <typename E, int BM, int BN, int THREADS, int VEC, int STAGING, bool TRANSPOSE, bool CHECK>
+__device__ __forceinline__ void staged_tile(const E* __restrict__ src, E* __restrict__ dst, E* stage,
+                                            i64 Ms, i64 Ns, i64 Md, i64 Nd, i64 oy, i64 ox, E pad,
+                                            i64 i0, i64 j0) {
+  constexpr int H = TRANSPOSE ? BN : BM, W = TRANSPOSE ? BM : BN;
+  const i64 r0 = oy + (TRANSPOSE ? j0 : i0), c0 = ox + (TRANSPOSE ? i0 : j0);
+  auto at = [&](int r, int c) -> E& { return stage[staged_index<E, W, STAGING, VEC>(r, c)]; };
+  if (CHECK) {
+    constexpr int SLOTS = W / VEC + 1, TOTAL = H * SLOTS;
 #pragma unroll
-  for (int k = 0; k < LOADS; ++k) {
-    const int idx = threadIdx.x + k * THREADS;
-    const int r = idx / SRC_PER_ROW, c = (idx % SRC_PER_ROW) * VEC;
-    Vec<E, VEC> v;
-    load_vec<E, VEC, CHECK>(src, Ms, Ns, oy + j0 + r, ox + i0 + c, pad, v);
+    for (int k = 0; k < (TOTAL + THREADS - 1) / THREADS; ++k) {
+      const int idx = threadIdx.x + k * THREADS;
+      if (TOTAL % THREADS == 0 || idx < TOTAL) {
+        const int r = idx / SLOTS;
+        load_slot<E, VEC, W>(src, Ms, Ns, r0 + r, c0, idx % SLOTS, pad,
+                             [&](int c, E v) { at(r, c) = v; });
+      }
+    }
+  } else {
+    constexpr int PER_ROW = W / VEC, LOADS = H * PER_ROW / THREADS;
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) stage[staged_index<E, BM, STAGING, VEC>(r, c + e)] = v.e[e];
+    for (int k = 0; k < LOADS; ++k) {
+      const int idx = threadIdx.x + k * THREADS;
+      const int r = idx / PER_ROW, c = (idx % PER_ROW) * VEC;
+      Vec<E, VEC> v;
+      load_vec<E, VEC, false>(src, Ms, Ns, r0 + r, c0 + c, pad, v);
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) at(r, c + e) = v.e[e];
+    }
   }
   __syncthreads();
-  constexpr int DST_PER_ROW = BN / VEC;
-  constexpr int STORES = BM * DST_PER_ROW / THREADS;
+  auto value = [&](int i, int j) -> E { return TRANSPOSE ? at(j, i) : at(i, j); };
+  if (CHECK) {
+    constexpr int SLOTS = BN / VEC + 1, TOTAL = BM * SLOTS;
 #pragma unroll
-  for (int k = 0; k < STORES; ++k) {
-    const int idx = threadIdx.x + k * THREADS;
-    const int i = idx / DST_PER_ROW, j = (idx % DST_PER_ROW) * VEC;
-    Vec<E, VEC> v;
+    for (int k = 0; k < (TOTAL + THREADS - 1) / THREADS; ++k) {
+      const int idx = threadIdx.x + k * THREADS;
+      if (TOTAL % THREADS == 0 || idx < TOTAL) {
+        const int i = idx / SLOTS;
+        store_slot<E, VEC, BN>(dst, Md, Nd, i0 + i, j0, idx % SLOTS,
+                               [&](int j) { return value(i, j); });
+      }
+    }
+  } else {
+    constexpr int PER_ROW = BN / VEC, STORES = BM * PER_ROW / THREADS;
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) v.e[e] = stage[staged_index<E, BM, STAGING, VEC>(j + e, i)];
-    store_vec<E, VEC, CHECK>(dst, Md, Nd, i0 + i, j0 + j, v);
+    for (int k = 0; k < STORES; ++k) {
+      const int idx = threadIdx.x + k * THREADS;
+      const int i = idx / PER_ROW, j = (idx % PER_ROW) * VEC;
+      Vec<E, VEC> v;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) v.e[e] = value(i, j + e);
+      store_vec<E, VEC, false>(dst, Md, Nd, i0 + i, j0 + j, v);
+    }
   }
   __syncthreads();  // the next tile reuses the stage
 }
 
 }  // namespace
 
-template <typename E, int BM, int BN, int THREADS, int VEC, int BOUNDS, int STAGING, int TPB>
+template <typename E, int BM, int BN, int THREADS, int VEC, int BOUNDS, int STAGING, int TPB,
+          bool TRANSPOSE>
 __global__ void __launch_bounds__(THREADS)
     tile_copy(const E* __restrict__ src, E* __restrict__ dst, long long Ms, long long Ns,
               long long Md, long long Nd, long long oy, long long ox, E pad, long long tiles_n,
               long long n_tiles) {
-  constexpr bool TRANSPOSE = STAGING != 0;
+  constexpr bool STAGED = STAGING != 0;
   extern __shared__ __align__(16) unsigned char smem[];
   E* stage = reinterpret_cast<E*>(smem);
 #pragma unroll 1
@@ -93,11 +124,13 @@ __global__ void __launch_bounds__(THREADS)
     const i64 i0 = (tile / tiles_n) * BM, j0 = (tile % tiles_n) * BN;
     const bool fast = BOUNDS == UNCHECKED ||
                       (BOUNDS == SPLIT && interior<BM, BN, VEC, TRANSPOSE>(Ms, Ns, Md, Nd, oy, ox, i0, j0));
-    if constexpr (TRANSPOSE) {
+    if constexpr (STAGED) {
       if (fast)
-        transpose_tile<E, BM, BN, THREADS, VEC, STAGING, false>(src, dst, stage, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
+        staged_tile<E, BM, BN, THREADS, VEC, STAGING, TRANSPOSE, false>(src, dst, stage, Ms, Ns, Md, Nd, oy, ox,
+                                                                        pad, i0, j0);
       else
-        transpose_tile<E, BM, BN, THREADS, VEC, STAGING, true>(src, dst, stage, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
+        staged_tile<E, BM, BN, THREADS, VEC, STAGING, TRANSPOSE, true>(src, dst, stage, Ms, Ns, Md, Nd, oy, ox,
+                                                                       pad, i0, j0);
     } else {
       if (fast)
         copy_tile<E, BM, BN, THREADS, VEC, false>(src, dst, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);

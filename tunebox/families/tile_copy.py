@@ -95,7 +95,7 @@ class TileCopy(Family):
         Param("threads", (64, 128, 256, 512, 1024), "threads per block"),
         Param("vec_bytes", (2, 4, 8, 16), "bytes per vector access"),
         Param("bounds", tuple(BOUNDS), "checked: every tile; split: edge tiles only; unchecked"),
-        Param("staging", tuple(STAGING), "none: registers; else shared-memory layout (transpose)"),
+        Param("staging", tuple(STAGING), "none: registers only; else the shared-memory layout"),
         Param("tiles_per_block", (1, 2, 4), "consecutive tiles each block processes"),
     ))
 
@@ -149,9 +149,10 @@ class TileCopy(Family):
         vectors = bm * bn // vec
         if vectors < threads or vectors % threads:
             broken.append(f"the tile's {vectors} vectors must split evenly over {threads} threads")
-        if (config["staging"] == "none") == p.transpose:
-            broken.append("staging must be 'none' without transpose and a shared layout with it")
-        if p.transpose:
+        staged = config["staging"] != "none"
+        if p.transpose and not staged:
+            broken.append("a transpose needs a shared-memory staging layout, not 'none'")
+        if staged:
             shared = _shared_bytes(p, config)
             if shared > MAX_SHARED_BYTES:
                 broken.append(f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}")
@@ -174,7 +175,7 @@ class TileCopy(Family):
         vec = int(config["vec_bytes"]) // et.itemsize
         targs = (et.ctype, config["BM"], config["BN"], config["threads"], vec,
                  BOUNDS[str(config["bounds"])], STAGING[str(config["staging"])],
-                 config["tiles_per_block"])
+                 config["tiles_per_block"], str(p.transpose).lower())
         code = (kernels_dir() / "tile_copy" / "tile_copy.cu").read_text()
         return KernelSource(code, "tile_copy<" + ", ".join(map(str, targs)) + ">",
                             (str(kernels_dir() / "include"),))
@@ -276,13 +277,14 @@ class TileCopy(Family):
 
 
 def _shared_bytes(p: TileCopyProblem, config: Config) -> int:
-    """Dynamic shared memory of the staged (transposing) path; mirrors tb::staged_pitch."""
-    if not p.transpose:
+    """Dynamic shared memory of the staged path: the source block (BN x BM when transposed, else
+    BM x BN) with the row pitch of tb::staged_index."""
+    if config["staging"] == "none":
         return 0
     itemsize = element_type(p.element).itemsize
-    bm = int(config["BM"])
+    rows, width = (int(config["BN"]), int(config["BM"])) if p.transpose else (int(config["BM"]), int(config["BN"]))
     pad = (1 if itemsize >= 4 else 4 // itemsize) if config["staging"] == "padded" else 0
-    return int(config["BN"]) * (bm + pad) * itemsize
+    return rows * (width + pad) * itemsize
 
 
 def _as_problem(problem: Problem) -> TileCopyProblem:

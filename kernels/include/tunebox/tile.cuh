@@ -90,6 +90,68 @@ __device__ __forceinline__ int staged_index(int r, int c) {
   return r * W + c;
 }
 
+// Largest multiple of n that is <= x (n > 0, x may be negative).
+__device__ __forceinline__ i64 floor_to(i64 x, int n) {
+  const i64 r = x % n;
+  return x - (r < 0 ? r + n : r);
+}
+
+// Aligned-window access to the row segment [c0, c0 + W) of row r of a (rows, cols) array.
+// The segment is covered by W/N + 1 slots: slot k is the N-element vector that starts at the
+// aligned flat offset floor_to(r*cols + c0, N) + k*N. Every element of the segment belongs to
+// exactly one slot, and every slot that lies wholly inside the array moves in one aligned vector
+// access, whatever the row's alignment (unaligned leading dimensions, odd origins).
+
+// Loads slot k of the segment, calling put(col, value) for each of its elements inside the
+// segment; elements whose source lies outside the array get `pad` (checked before any pointer).
+template <typename E, int N, int W, typename Put>
+__device__ __forceinline__ void load_slot(const E* __restrict__ a, i64 rows, i64 cols, i64 r,
+                                          i64 c0, int k, E pad, Put put) {
+  typedef typename Raw<N * sizeof(E)>::type R;
+  const bool row_ok = in_range(r, rows);
+  const i64 f = r * cols + c0;
+  const i64 base = floor_to(f, N) + (i64)k * N;
+  if (base - f >= W) return;  // the spare slot of an aligned segment
+  Vec<E, N> v;
+  const bool whole = row_ok && base >= 0 && base + N <= rows * cols;
+  if (whole) v.raw = __ldg(reinterpret_cast<const R*>(a + base));
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const i64 col = base + e - f;
+    if (col < 0 || col >= W) continue;
+    const bool ok = row_ok && in_range(c0 + col, cols);
+    put((int)col, ok ? (whole ? v.e[e] : a[base + e]) : pad);
+  }
+}
+
+// Stores slot k of the segment (c0 >= 0) from get(col), clipping at the row's end. A slot shared
+// with a neighbouring segment or row is written element by element, only its own elements.
+template <typename E, int N, int W, typename Get>
+__device__ __forceinline__ void store_slot(E* __restrict__ a, i64 rows, i64 cols, i64 r, i64 c0,
+                                           int k, Get get) {
+  typedef typename Raw<N * sizeof(E)>::type R;
+  if (!in_range(r, rows)) return;
+  const i64 f = r * cols + c0;
+  const i64 base = floor_to(f, N) + (i64)k * N;
+  const i64 width = cols - c0 < W ? cols - c0 : W;  // segment columns inside the row
+  if (base - f >= width) return;
+  Vec<E, N> v;
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const i64 col = base + e - f;
+    v.e[e] = (col >= 0 && col < width) ? get((int)col) : E(0);
+  }
+  if (base >= f && base + N <= f + width) {
+    *reinterpret_cast<R*>(a + base) = v.raw;
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e) {
+    const i64 col = base + e - f;
+    if (col >= 0 && col < width) a[base + e] = v.e[e];
+  }
+}
+
 // True when every element of origin + [0,h) x [0,w) lies inside a (rows, cols) array.
 __device__ __forceinline__ bool box_inside(i64 r0, i64 c0, i64 h, i64 w, i64 rows, i64 cols) {
   return r0 >= 0 && c0 >= 0 && r0 + h <= rows && c0 + w <= cols;
