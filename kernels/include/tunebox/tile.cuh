@@ -81,12 +81,15 @@ __device__ __forceinline__ void store_vec(E* __restrict__ a, i64 rows, i64 cols,
 }
 
 // Element offset of (r, c) in a shared tile of `rows` x W elements staged with layout S.
-// PADDED adds one 32-bit bank word per row; SWIZZLED XORs the column with (r / G) mod min(W, 32),
-// G being the vector width in elements, so a vector-strided column read hits distinct banks.
+// PADDED adds one 32-bit bank word to each row. SWIZZLED XORs the column's bank word with
+// (r / G) mod min(words per row, 32), G being the vector width in elements: the G-strided column
+// reads of a transposing store then hit distinct banks, and a row's vector stays in its row.
 template <typename E, int W, int S, int G>
 __device__ __forceinline__ int staged_index(int r, int c) {
-  if (S == PADDED) return r * (W + (sizeof(E) >= 4 ? 1 : 4 / sizeof(E))) + c;
-  if (S == SWIZZLED) return r * W + (c ^ ((r / G) % (W < 32 ? W : 32)));
+  constexpr int PER_WORD = sizeof(E) >= 4 ? 1 : 4 / sizeof(E);
+  constexpr int WORDS = W / PER_WORD < 32 ? W / PER_WORD : 32;
+  if (S == PADDED) return r * (W + PER_WORD) + c;
+  if (S == SWIZZLED) return r * W + (c ^ (PER_WORD * ((r / G) % WORDS)));
   return r * W + c;
 }
 

@@ -1,0 +1,694 @@
+"""tile_copy without a GPU: numpy reference, problem parsing, validity rules, work, distance, and
+NVRTC compilation (to CUBIN, sm_90) of a spread of valid variants, with the on-disk build cache."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import random
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tunebox.build.nvrtc import NvrtcBuilder
+from tunebox.dtypes import PADDING_MODES, element_type, padding_bits
+from tunebox.errors import InvalidConfig, InvalidProblem
+from tunebox.families.base import BufferArg, BufferSpec, KernelSource, ScalarArg
+from tunebox.families.tile_copy import MAX_REGISTER_BYTES, MAX_SHARED_BYTES, TileCopy, TileCopyProblem
+from tunebox.params import Config
+from tunebox.records import Status
+
+TC = TileCopy()
+DTYPES = ("float32", "float16", "bfloat16")
+BOUNDS = ("checked", "split", "unchecked")
+STAGED = ("plain", "padded", "swizzled")
+NAN32 = 0x7FC00000
+
+
+def problem(dtype: str = "float32", src=(3, 4), dst=(3, 4), **extra) -> TileCopyProblem:
+    return TC.parse_problem({"dtype": dtype, "src": list(src), "dst": list(dst), **extra})
+
+
+def config(**values) -> Config:
+    base = {"BM": 8, "BN": 256, "threads": 256, "vec_bytes": 16, "bounds": "checked", "staging": "none",
+            "tiles_per_block": 1}
+    return TC.config({**base, **values})
+
+
+def arange_src(dtype: str, shape: tuple[int, int], start: int = 1) -> np.ndarray:
+    storage = element_type(dtype).storage
+    return np.arange(start, start + shape[0] * shape[1], dtype=np.int64).astype(storage).reshape(shape)
+
+
+def ref(p: TileCopyProblem, src: np.ndarray) -> np.ndarray:
+    before = src.copy()
+    out = TC.reference(p, {"src": src})
+    np.testing.assert_array_equal(src, before)  # the input is not modified
+    assert set(out) == {"dst"}
+    dst = out["dst"]
+    assert dst.shape == p.dst and dst.dtype == src.dtype
+    return dst
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy reference on hand-computed cases. src = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]]
+
+SRC = arange_src("float32", (3, 4))
+P = NAN32  # padding "nan" for float32: distinct from every source value and from zero
+
+
+def test_reference_plain_copy() -> None:
+    np.testing.assert_array_equal(ref(problem(padding="nan"), SRC), SRC)
+
+
+def test_reference_crop_at_positive_origin() -> None:
+    got = ref(problem(dst=(2, 2), origin=[1, 1], padding="nan"), SRC)
+    np.testing.assert_array_equal(got, [[6, 7], [10, 11]])
+    got = ref(problem(dst=(1, 3), origin=[2, 1], padding="nan"), SRC)
+    np.testing.assert_array_equal(got, [[10, 11, 12]])
+
+
+def test_reference_pad_larger_destination() -> None:
+    got = ref(problem(dst=(4, 5), padding="nan"), SRC)
+    np.testing.assert_array_equal(got, [[1, 2, 3, 4, P], [5, 6, 7, 8, P], [9, 10, 11, 12, P], [P] * 5])
+    got = ref(problem(dst=(4, 5)), SRC)  # padding "zero"
+    np.testing.assert_array_equal(got, [[1, 2, 3, 4, 0], [5, 6, 7, 8, 0], [9, 10, 11, 12, 0], [0] * 5])
+
+
+def test_reference_negative_origin() -> None:
+    got = ref(problem(dst=(3, 4), origin=[-1, -2], padding="nan"), SRC)
+    np.testing.assert_array_equal(got, [[P, P, P, P], [P, P, 1, 2], [P, P, 5, 6]])
+    got = ref(problem(dst=(2, 6), origin=[1, -1], padding="nan"), SRC)
+    np.testing.assert_array_equal(got, [[P, 5, 6, 7, 8, P], [P, 9, 10, 11, 12, P]])
+
+
+def test_reference_transpose_without_padding() -> None:
+    got = ref(problem(dst=(4, 3), transpose=True, padding="nan"), SRC)
+    np.testing.assert_array_equal(got, [[1, 5, 9], [2, 6, 10], [3, 7, 11], [4, 8, 12]])
+    got = ref(problem(dst=(2, 2), origin=[1, 2], transpose=True, padding="nan"), SRC)
+    np.testing.assert_array_equal(got, [[7, 11], [8, 12]])
+
+
+def test_reference_transpose_with_padding() -> None:
+    # dst[i, j] = src[1 + j, 2 + i]
+    got = ref(problem(dst=(3, 4), origin=[1, 2], transpose=True, padding="nan"), SRC)
+    np.testing.assert_array_equal(got, [[7, 11, P, P], [8, 12, P, P], [P, P, P, P]])
+    # dst[i, j] = src[j - 1, i - 1]
+    got = ref(problem(dst=(3, 3), origin=[-1, -1], transpose=True, padding="nan"), SRC)
+    np.testing.assert_array_equal(got, [[P, P, P], [P, 1, 5], [P, 2, 6]])
+
+
+@pytest.mark.parametrize("origin", [(10, 0), (0, 10), (-5, 0), (0, -5), (3, 4), (-100, -100)])
+@pytest.mark.parametrize("transpose", [False, True])
+def test_reference_window_completely_outside(origin: tuple[int, int], transpose: bool) -> None:
+    p = problem(dst=(3, 5), origin=list(origin), transpose=transpose, padding="neg_inf")
+    assert p.valid_source_elements() == 0
+    np.testing.assert_array_equal(ref(p, SRC), np.full((3, 5), 0xFF800000, dtype=np.uint32))
+
+
+@pytest.mark.parametrize(("dtype", "pad"), [("bfloat16", 0xC050), ("float16", 0xC280), ("float32", 0xC0500000)])
+def test_reference_pad_value(dtype: str, pad: int) -> None:
+    src = arange_src(dtype, (2, 2))
+    got = ref(problem(dtype, src=(2, 2), dst=(2, 3), padding="value", pad_value=-3.25), src)
+    np.testing.assert_array_equal(got, [[1, 2, pad], [3, 4, pad]])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reference_seed_edge(dtype: str) -> None:
+    """Seed 001: src (65, 73), a (64, 32) copy at origin (64, 64): one valid row and nine valid
+    columns; everything else is padding."""
+    src = arange_src(dtype, (65, 73))
+    p = problem(dtype, src=(65, 73), dst=(64, 32), origin=[64, 64])
+    assert p.valid_source_elements() == 9
+    got = ref(p, src)
+    np.testing.assert_array_equal(got[0, :9], src[64, 64:73])
+    np.testing.assert_array_equal(got[0, :9], np.arange(64 * 73 + 65, 64 * 73 + 74))
+    expected = np.zeros((64, 32), dtype=src.dtype)  # padding "zero"; arange starts at 1
+    expected[0, :9] = src[64, 64:73]
+    np.testing.assert_array_equal(got, expected)
+    assert int((got != 0).sum()) == 9
+    # the same window transposed: dst (32, 64) reads src[64 + j, 64 + i]: column 0, rows 0..8
+    pt = problem(dtype, src=(65, 73), dst=(32, 64), origin=[64, 64], transpose=True, padding="nan")
+    got = ref(pt, src)
+    pad = pt.pad_bits
+    np.testing.assert_array_equal(got[:9, 0], src[64, 64:73])
+    assert (got[9:, :] == pad).all() and (got[:, 1:] == pad).all()
+
+
+def _naive(p: TileCopyProblem, src: np.ndarray) -> np.ndarray:
+    out = np.empty(p.dst, dtype=src.dtype)
+    oy, ox = p.origin
+    for i, j in itertools.product(range(p.dst[0]), range(p.dst[1])):
+        r, c = (oy + j, ox + i) if p.transpose else (oy + i, ox + j)
+        out[i, j] = src[r, c] if 0 <= r < p.src[0] and 0 <= c < p.src[1] else p.pad_bits
+    return out
+
+
+def test_reference_matches_definition_on_random_problems() -> None:
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        dtype = DTYPES[int(rng.integers(3))]
+        src_shape = tuple(int(v) for v in rng.integers(1, 9, 2))
+        dst_shape = tuple(int(v) for v in rng.integers(1, 9, 2))
+        origin = [int(v) for v in rng.integers(-10, 10, 2)]
+        mode = PADDING_MODES[int(rng.integers(len(PADDING_MODES)))]
+        extra = {"pad_value": 1.5} if mode == "value" else {}
+        p = problem(dtype, src=src_shape, dst=dst_shape, origin=origin, transpose=bool(rng.integers(2)),
+                    padding=mode, **extra)
+        src = TC.make_inputs(p, rng)["src"]
+        assert src.shape == p.src and src.dtype == element_type(dtype).storage
+        got = ref(p, src)
+        np.testing.assert_array_equal(got, _naive(p, src), err_msg=str(p))
+        assert int((got == p.pad_bits).sum()) >= p.dst[0] * p.dst[1] - p.valid_source_elements()
+
+
+# ---------------------------------------------------------------------------------------------
+# parse_problem
+
+
+def test_parse_problem_defaults_and_round_trip() -> None:
+    p = TC.parse_problem({"dtype": "bfloat16", "src": [65, 73], "dst": [64, 32]})
+    assert p == TileCopyProblem("bfloat16", (65, 73), (64, 32))
+    assert (p.origin, p.transpose, p.padding, p.pad_value, p.dtype) == ((0, 0), False, "zero", 0.0, "bfloat16")
+    assert TC.parse_problem(p.to_dict()) == p
+    q = problem("float16", src=(4, 4), dst=(4, 4), origin=[-3, 5], transpose=True, padding="value", pad_value=2)
+    assert q.pad_value == 2.0 and type(q.pad_value) is float
+    assert TC.parse_problem(q.to_dict()) == q
+    assert q.key() == TC.parse_problem(q.to_dict()).key()
+    assert p.key() != q.key()
+
+
+@pytest.mark.parametrize(("data", "fragment"), [
+    ({"stride": [1, 1]}, "stride"),
+    ({"dtype": "float64"}, "float64"),
+    ({"dtype": None}, "dtype"),
+    ({"src": [4.0, 4]}, "src"),
+    ({"src": [4, "4"]}, "src"),
+    ({"src": [4, 4, 4]}, "src"),
+    ({"src": 16}, "src"),
+    ({"dst": [True, 4]}, "dst"),
+    ({"src": [0, 4]}, "src"),
+    ({"dst": [4, 0]}, "dst"),
+    ({"dst": [-4, 4]}, "dst"),
+    ({"src": [2**31, 4]}, "src"),
+    ({"origin": [True, 0]}, "origin"),
+    ({"origin": [0, False]}, "origin"),
+    ({"origin": [0.0, 0]}, "origin"),
+    ({"origin": [-(2**31), 0]}, "origin"),
+    ({"transpose": 1}, "transpose"),
+    ({"transpose": "true"}, "transpose"),
+    ({"padding": "undetermined"}, "padding"),
+    ({"padding": "ZERO"}, "padding"),
+    ({"pad_value": 1.0}, "pad_value"),
+    ({"padding": "zero", "pad_value": 0.0}, "pad_value"),
+    ({"padding": "value", "pad_value": "1"}, "pad_value"),
+    ({"padding": "value", "pad_value": True}, "pad_value"),
+    ({"src": [2**20, 2**20]}, "too many"),
+    ({"dst": [2**21, 2**20]}, "too many"),
+], ids=repr)
+def test_parse_problem_errors(data: dict, fragment: str) -> None:
+    base = {"dtype": "float32", "src": [4, 4], "dst": [4, 4]}
+    with pytest.raises(InvalidProblem, match=fragment):
+        TC.parse_problem({**base, **data})
+
+
+def test_parse_problem_huge_pad_value() -> None:
+    """tomllib reads integers of any size; one past float range must be an InvalidProblem, not an
+    OverflowError from float()."""
+    with pytest.raises(InvalidProblem, match="pad_value"):
+        TC.parse_problem({"dtype": "float32", "src": [4, 4], "dst": [4, 4], "padding": "value",
+                          "pad_value": 10**400})
+
+
+def test_parse_problem_missing_keys() -> None:
+    with pytest.raises(InvalidProblem):
+        TC.parse_problem({"src": [4, 4], "dst": [4, 4]})
+    with pytest.raises(InvalidProblem, match="src"):
+        TC.parse_problem({"dtype": "float32", "dst": [4, 4]})
+    with pytest.raises(InvalidProblem, match="dst"):
+        TC.parse_problem({"dtype": "float32", "src": [4, 4]})
+
+
+def test_parse_problem_limits_accepted() -> None:
+    p = problem(src=(2**31 - 1, 1), dst=(1, 2**31 - 1), origin=[-(2**31 - 1), 2**31 - 1])
+    assert p.valid_source_elements() == 0
+    assert problem(src=(2**20, 2**20 - 1), dst=(1, 1)).src == (2**20, 2**20 - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# validity rules: each with a passing and a failing case
+
+ODD = problem("float32", src=(65, 73), dst=(64, 32), origin=[64, 64])
+FULL = problem("float32", src=(256, 1024), dst=(256, 1024))
+FULL_T = problem("float32", src=(1024, 256), dst=(256, 1024), transpose=True)
+
+
+def assert_rule(p: TileCopyProblem, good: Config, bad: Config, fragment: str) -> None:
+    assert TC.violations(p, good) == [], TC.violations(p, good)
+    TC.check(p, good)
+    broken = TC.violations(p, bad)
+    assert len(broken) == 1 and fragment in broken[0], broken
+    with pytest.raises(InvalidConfig, match=fragment):
+        TC.check(p, bad)
+
+
+def test_rule_vec_bytes_multiple_of_element() -> None:
+    assert_rule(ODD, config(vec_bytes=4), config(vec_bytes=2), "vec_bytes=2")
+    assert TC.violations(problem("float16", src=(65, 73), dst=(64, 32)), config(vec_bytes=2)) == []
+
+
+def test_rule_vector_divides_tile() -> None:
+    # BN >= 8 is always a multiple of a vector (at most 8 elements); BM must be one when transposed
+    t = problem("float32", src=(64, 64), dst=(64, 64), transpose=True)
+    good = config(BM=4, BN=256, threads=64, vec_bytes=16, staging="padded")
+    bad = config(BM=2, BN=512, threads=64, vec_bytes=16, staging="padded")
+    assert_rule(t, good, bad, "divide")
+    assert TC.violations(ODD, config(BM=2, BN=512, threads=64, vec_bytes=16)) == []
+
+
+def test_rule_vectors_split_evenly_over_threads() -> None:
+    assert_rule(ODD, config(BM=2, BN=128, threads=64, vec_bytes=4),
+                config(BM=1, BN=128, threads=256, vec_bytes=4), "threads")
+    # 8 * 8 / 4 = 16 vectors < 64 threads
+    assert "threads" in TC.violations(ODD, config(BM=8, BN=8, threads=64, vec_bytes=16))[0]
+
+
+def test_rule_staging() -> None:
+    t = problem("float32", src=(65, 73), dst=(32, 64), transpose=True)
+    assert_rule(t, config(BM=32, BN=32, staging="padded", vec_bytes=4),
+                config(BM=32, BN=32, staging="none", vec_bytes=4), "staging")
+    for layout in STAGED:
+        assert TC.violations(t, config(BM=32, BN=32, staging=layout, vec_bytes=4)) == []
+    # a plain copy may take the register path or (since the aligned-window change) a staged one
+    for layout in ("none", *STAGED):
+        assert TC.violations(ODD, config(BM=8, BN=256, staging=layout)) == []
+
+
+def test_rule_shared_memory_limit() -> None:
+    t = problem("float32", src=(65, 73), dst=(32, 64), transpose=True)
+    # transposed: BN rows of BM (+1 padding word) elements: 256 * 129 * 4 = 132096 bytes
+    good = config(BM=128, BN=256, threads=1024, vec_bytes=4, staging="padded")
+    bad = config(BM=128, BN=512, threads=1024, vec_bytes=4, staging="padded")  # 264192 bytes
+    assert TC.geometry(t, good).shared_bytes == 256 * 129 * 4 <= MAX_SHARED_BYTES
+    assert TC.geometry(t, bad).shared_bytes == 512 * 129 * 4 > MAX_SHARED_BYTES
+    assert_rule(t, good, bad, "shared memory")
+    # swizzled needs no padding: 512 * 128 * 2 bytes of float16 fit
+    t16 = problem("float16", src=(65, 73), dst=(32, 64), transpose=True)
+    assert TC.violations(t16, config(BM=128, BN=512, threads=1024, vec_bytes=4, staging="swizzled")) == []
+    assert TC.geometry(t16, config(BM=128, BN=512, threads=1024, vec_bytes=4, staging="padded")).shared_bytes \
+        == 512 * (128 + 2) * 2
+    assert TC.geometry(ODD, config()).shared_bytes == 0
+
+
+def test_rule_register_bytes_per_thread() -> None:
+    # 64 * 1024 * 4 / 1024 = 256 bytes per thread is the limit; 128 rows make 512
+    good = config(BM=64, BN=1024, threads=1024, vec_bytes=16)
+    bad = config(BM=128, BN=1024, threads=1024, vec_bytes=16)
+    assert MAX_REGISTER_BYTES == 64 * 1024 * 4 // 1024
+    assert_rule(ODD, good, bad, "registers")
+    # a float16 tile of the same shape needs half the bytes
+    assert TC.violations(problem("float16", src=(65, 73), dst=(64, 32)), bad) == []
+
+
+def test_rule_unchecked() -> None:
+    cfg = config(BM=8, BN=256, threads=256, vec_bytes=16, bounds="unchecked")
+    assert TC.violations(FULL, cfg) == []
+    assert TC.violations(FULL, config(BM=8, BN=256, vec_bytes=16, bounds="checked")) == []
+    failing = {
+        "edge tile": problem(src=(256, 1024), dst=(252, 1024)),  # 252 % 8 != 0
+        "partial column tile": problem(src=(256, 1024), dst=(256, 1000)),
+        "outside src": problem(src=(256, 1024), dst=(256, 1024), origin=[1, 0]),
+        "negative origin": problem(src=(512, 2048), dst=(256, 1024), origin=[-8, 0]),
+        "unaligned origin": problem(src=(512, 2048), dst=(256, 1024), origin=[0, 2]),
+        "unaligned leading dimension": problem(src=(256, 1026), dst=(256, 1024)),
+        "the seed's edge": ODD,
+    }
+    for name, p in failing.items():
+        broken = TC.violations(p, cfg)
+        assert len(broken) == 1 and "unchecked" in broken[0], (name, broken)
+        assert TC.violations(p, config(BM=8, BN=256, vec_bytes=16, bounds="split")) == [], name
+    # accepted for a full, aligned crop inside a larger source, and for a full transpose
+    assert TC.violations(problem(src=(512, 2048), dst=(256, 1024), origin=[8, 4]), cfg) == []
+    tcfg = config(BM=32, BN=64, threads=256, vec_bytes=8, staging="swizzled", bounds="unchecked")
+    assert TC.violations(FULL_T, tcfg) == []
+    assert "unchecked" in TC.violations(problem(src=(1024, 256), dst=(256, 1024), transpose=True,
+                                                origin=[0, 1]), tcfg)[0]
+    assert "unchecked" in TC.violations(problem(src=(1024, 250), dst=(250, 1024), transpose=True), tcfg)[0]
+
+
+def test_violations_reports_every_broken_rule() -> None:
+    t = problem("float32", src=(65, 73), dst=(32, 64), transpose=True)
+    broken = TC.violations(t, config(BM=2, BN=8, threads=1024, vec_bytes=16, staging="none", bounds="unchecked"))
+    assert len(broken) == 4, broken
+
+
+# ---------------------------------------------------------------------------------------------
+# default_config, geometry, buffers, args
+
+
+VARIETY = [
+    {"dtype": d, "src": s, "dst": t, "origin": o, "transpose": tr}
+    for d in DTYPES
+    for (s, t, o, tr) in [
+        ([1, 1], [1, 1], [0, 0], False), ([1, 1], [1, 1], [0, 0], True), ([65, 73], [64, 32], [64, 64], False),
+        ([65, 73], [32, 64], [64, 64], True), ([3, 1000001], [7, 999999], [-5, 3], False),
+        ([12345, 6789], [6789, 12345], [0, 0], True), ([16384, 16384], [16384, 16384], [0, 0], False),
+        ([7, 9], [13, 11], [-2, -3], True)]
+]
+
+
+@pytest.mark.parametrize("data", VARIETY, ids=lambda d: f"{d['dtype']}-{d['src']}-{d['dst']}-T{int(d['transpose'])}")
+def test_default_config_is_valid(data: dict) -> None:
+    p = TC.parse_problem(data)
+    cfg = TC.default_config(p)
+    assert TC.violations(p, cfg) == []
+    assert (cfg["staging"] != "none") or not p.transpose
+
+
+def test_geometry_buffers_args() -> None:
+    p = problem("bfloat16", src=(65, 73), dst=(64, 32), origin=[64, -3], padding="neg_zero")
+    cfg = config(BM=4, BN=16, threads=64, vec_bytes=2, tiles_per_block=4)
+    geo = TC.geometry(p, cfg)
+    assert geo.block == (64, 1, 1) and geo.shared_bytes == 0
+    assert geo.grid == (16 * 2 // 4, 1, 1)
+    assert TC.buffers(p) == (BufferSpec("src", (65, 73), "bfloat16", "input"),
+                             BufferSpec("dst", (64, 32), "bfloat16", "output"))
+    assert TC.args(p, cfg) == (
+        BufferArg("src"), BufferArg("dst"), ScalarArg("i64", 65), ScalarArg("i64", 73), ScalarArg("i64", 64),
+        ScalarArg("i64", 32), ScalarArg("i64", 64), ScalarArg("i64", -3), ScalarArg("u16", 0x8000),
+        ScalarArg("i64", 2), ScalarArg("i64", 32))
+    # ceil division of partial tiles and tiles per block
+    g = TC.geometry(problem(src=(65, 73), dst=(65, 33)), config(BM=8, BN=16, threads=64, vec_bytes=4,
+                                                               tiles_per_block=2))
+    assert g.grid == ((9 * 3 + 1) // 2, 1, 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# work and distance
+
+
+def test_work_of_a_pad_problem() -> None:
+    p = problem("float32", src=(3, 5), dst=(4, 8))
+    assert p.valid_source_elements() == 15
+    assert TC.work(p).bytes_moved == (15 + 32) * 4
+    assert TC.work(p).flops == 0
+    seed = problem("bfloat16", src=(65, 73), dst=(64, 32), origin=[64, 64])
+    assert TC.work(seed).bytes_moved == (9 + 64 * 32) * 2
+    crop = problem("float16", src=(4099, 4097), dst=(4096, 4096), origin=[-3, 5], padding="nan")
+    assert TC.work(crop).bytes_moved == ((4096 - 3) * 4092 + 4096 * 4096) * 2
+    outside = problem("float32", src=(3, 5), dst=(4, 8), origin=[10, 10])
+    assert TC.work(outside).bytes_moved == 32 * 4
+    t = problem("float32", src=(3, 5), dst=(8, 4), transpose=True)
+    assert TC.work(t).bytes_moved == (15 + 32) * 4
+
+
+def test_distance() -> None:
+    a = problem("float32", src=(1024, 1024), dst=(1024, 1024))
+    assert TC.distance(a, a) == 0
+    assert TC.distance(a, problem("float32", src=(1024, 1024), dst=(1024, 1024), padding="nan")) == 0
+    assert TC.distance(a, problem("float16", src=(1024, 1024), dst=(1024, 1024))) is None
+    assert TC.distance(a, problem("float32", src=(1024, 1024), dst=(1024, 1024), transpose=True)) is None
+    b2 = problem("float32", src=(2048, 1024), dst=(2048, 1024))
+    b4 = problem("float32", src=(4096, 1024), dst=(4096, 1024))
+    b8 = problem("float32", src=(4096, 2048), dst=(4096, 2048))
+    d2, d4, d8 = (TC.distance(a, b) for b in (b2, b4, b8))
+    assert 0 < d2 < d4 < d8
+    assert d2 == pytest.approx(2.0) and d4 == pytest.approx(4.0)
+    assert TC.distance(b2, a) == d2  # symmetric
+    small = problem("float32", src=(512, 1024), dst=(512, 1024))
+    assert TC.distance(a, small) == pytest.approx(d2)
+
+
+# ---------------------------------------------------------------------------------------------
+# compilation under NVRTC (no GPU)
+
+
+def _full(dtype: str, transpose: bool) -> TileCopyProblem:
+    if transpose:
+        return problem(dtype, src=(1024, 256), dst=(256, 1024), transpose=True)
+    return problem(dtype, src=(256, 1024), dst=(256, 1024))
+
+
+def _odd(dtype: str, transpose: bool) -> TileCopyProblem:
+    if transpose:
+        return problem(dtype, src=(65, 73), dst=(40, 24), origin=[-3, 5], transpose=True, padding="nan")
+    return problem(dtype, src=(65, 73), dst=(64, 32), origin=[64, 64])
+
+
+def _matrix() -> list[tuple[str, bool, str, int, str]]:
+    """dtype x orientation x staging layout, each with two vector widths (rotating, so that every
+    width meets every dtype and orientation) and the bounds modes rotating likewise."""
+    cases = []
+    for dtype in DTYPES:
+        widths = [v for v in (2, 4, 8, 16) if v % element_type(dtype).itemsize == 0]
+        for transpose in (False, True):
+            layouts = STAGED if transpose else ("none", *STAGED)
+            n = 0
+            for layout in layouts:
+                for _ in range(2):
+                    cases.append((dtype, transpose, layout, widths[n % len(widths)], BOUNDS[n % 3]))
+                    n += 1
+    return cases
+
+
+MATRIX = _matrix()
+
+
+def _pick(dtype: str, transpose: bool, layout: str, vec_bytes: int, bounds: str) -> tuple[TileCopyProblem, Config]:
+    """A seeded choice among the valid configs of that kind with little work per thread (so the
+    compile is quick and nothing spills)."""
+    p = _full(dtype, transpose) if bounds == "unchecked" else _odd(dtype, transpose)
+    size = element_type(dtype).itemsize
+    sub = TC.space.restrict({"staging": [layout], "vec_bytes": [vec_bytes], "bounds": [bounds]})
+    candidates = [c for c in sub if c["threads"] <= 256 and c["BM"] * c["BN"] * size // c["vec_bytes"]
+                  <= 4 * c["threads"] and not TC.violations(p, c)]
+    assert candidates, (dtype, transpose, layout, vec_bytes, bounds)
+    return p, random.Random(f"{dtype}/{transpose}/{layout}/{vec_bytes}/{bounds}").choice(candidates)
+
+
+def test_matrix_covers_every_kind() -> None:
+    assert 40 <= len(MATRIX) <= 60
+    for dtype, transpose in itertools.product(DTYPES, (False, True)):
+        rows = [m for m in MATRIX if m[:2] == (dtype, transpose)]
+        widths = {v for v in (2, 4, 8, 16) if v % element_type(dtype).itemsize == 0}
+        assert {m[3] for m in rows} == widths
+        assert {m[4] for m in rows} == set(BOUNDS)
+        assert {m[2] for m in rows} == (set(STAGED) if transpose else {"none", *STAGED})
+
+
+@pytest.fixture(scope="module")
+def builder(tmp_path_factory: pytest.TempPathFactory):
+    b = NvrtcBuilder("sm_90", cache_dir=tmp_path_factory.mktemp("nvrtc"), workers=4)
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def compiled(builder: NvrtcBuilder):
+    """Every matrix case and every (dtype, orientation) default, compiled in one parallel batch."""
+    picks = [_pick(*m) for m in MATRIX]
+    defaults = [(p, TC.default_config(p)) for p in (_odd(d, t) for d in DTYPES for t in (False, True))]
+    sources = [TC.render(p, c) for p, c in picks + defaults]
+    unique = list(dict.fromkeys(sources))  # identical sources are built once
+    results = dict(zip(unique, builder.build(unique), strict=True))
+    return [(p, c, results[s]) for (p, c), s in zip(picks + defaults, sources, strict=True)]
+
+
+def _assert_built(result, p: TileCopyProblem, cfg: Config) -> None:
+    assert result.status is Status.OK, result.log
+    assert result.cubin.startswith(b"\x7fELF")
+    assert result.registers > 0
+    assert result.spill_bytes == 0, (cfg.label(), result.log)
+    assert result.lowered_name.startswith("_Z") and "tile_copy" in result.lowered_name
+    assert result.source.name_expression.startswith("tile_copy<" + element_type(p.element).ctype + ", ")
+    assert result.source.name_expression.endswith(", " + str(p.transpose).lower() + ">")
+
+
+@pytest.mark.parametrize("index", range(len(MATRIX)),
+                         ids=[f"{d}-{'T' if t else 'N'}-{s}-v{v}-{b}" for d, t, s, v, b in MATRIX])
+def test_variant_compiles(compiled, index: int) -> None:
+    p, cfg, result = compiled[index]
+    dtype, transpose, layout, vec_bytes, bounds = MATRIX[index]
+    assert (cfg["staging"], cfg["vec_bytes"], cfg["bounds"], p.element, p.transpose) == (
+        layout, vec_bytes, bounds, dtype, transpose)
+    assert TC.violations(p, cfg) == []
+    _assert_built(result, p, cfg)
+
+
+def test_defaults_compile(compiled) -> None:
+    for p, cfg, result in compiled[len(MATRIX):]:
+        assert cfg == TC.default_config(p)
+        _assert_built(result, p, cfg)
+
+
+EXPECTED_PAD = {
+    "float32": {"zero": 0, "neg_zero": 0x80000000, "nan": 0x7FC00000, "pos_inf": 0x7F800000,
+                "neg_inf": 0xFF800000, "value": 0xC0500000},
+    "bfloat16": {"zero": 0, "neg_zero": 0x8000, "nan": 0x7FC0, "pos_inf": 0x7F80, "neg_inf": 0xFF80,
+                 "value": 0xC050},
+    "float16": {"zero": 0, "neg_zero": 0x8000, "nan": 0x7E00, "pos_inf": 0x7C00, "neg_inf": 0xFC00,
+                "value": 0xC280},
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("transpose", [False, True])
+def test_every_padding_mode_renders_and_compiles(compiled, dtype: str, transpose: bool) -> None:
+    """The padding is a runtime argument: every mode renders the default's source (compiled in the
+    batch) and passes its bits as the pad scalar."""
+    base = _odd(dtype, transpose)
+    built = {r.source: r for _, _, r in compiled}
+    pad_type = "u32" if element_type(dtype).itemsize == 4 else "u16"
+    for mode in PADDING_MODES:
+        extra = {"pad_value": -3.25} if mode == "value" else {}
+        p = problem(dtype, src=base.src, dst=base.dst, origin=list(base.origin), transpose=transpose,
+                    padding=mode, **extra)
+        cfg = TC.default_config(p)
+        source = TC.render(p, cfg)
+        assert source in built
+        _assert_built(built[source], p, cfg)
+        args = TC.args(p, cfg)
+        pads = [a for a in args if isinstance(a, ScalarArg) and a.ctype in ("u16", "u32")]
+        assert pads == [ScalarArg(pad_type, EXPECTED_PAD[dtype][mode])]
+        assert pads[0].value == padding_bits(element_type(dtype), mode, -3.25) == p.pad_bits
+
+
+def test_compile_error_is_a_result(tmp_path: Path) -> None:
+    p = _odd("float32", False)
+    good = TC.render(p, TC.default_config(p))
+    broken = KernelSource(good.code + "\n__global__ void oops( { }\n", good.name_expression, good.include_dirs)
+    b = NvrtcBuilder("sm_90", cache_dir=tmp_path, workers=1)
+    try:
+        result = b.build_one(broken)
+        assert result.status is Status.COMPILE_ERROR
+        assert result.log.strip() and "error" in result.log
+        assert result.cubin == b""
+        assert not list(tmp_path.rglob("*.cubin"))  # failures are not cached
+        missing = b.build_one(KernelSource(good.code, "no_such_kernel<int>", good.include_dirs))
+        assert missing.status is Status.COMPILE_ERROR and missing.log.strip()
+    finally:
+        b.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# the build cache
+
+
+def _small_source() -> KernelSource:
+    p = problem("float16", src=(65, 73), dst=(64, 32))
+    return TC.render(p, config(BM=1, BN=64, threads=64, vec_bytes=2))
+
+
+def test_cache_hit_returns_identical_cubin(tmp_path: Path) -> None:
+    source = _small_source()
+    first = NvrtcBuilder("sm_90", cache_dir=tmp_path, workers=1)
+    try:
+        a = first.build_one(source)
+        b = first.build_one(source)
+    finally:
+        first.close()
+    second = NvrtcBuilder("sm_90", cache_dir=tmp_path, workers=1)
+    try:
+        c = second.build([source])[0]
+    finally:
+        second.close()
+    assert a.status is Status.OK and not a.cache_hit
+    for hit in (b, c):
+        assert hit.cache_hit and hit.status is Status.OK
+        assert hit.cubin == a.cubin and hit.binary_hash == a.binary_hash
+        assert (hit.lowered_name, hit.registers, hit.spill_bytes, hit.log) == (
+            a.lowered_name, a.registers, a.spill_bytes, a.log)
+    # another arch is another key
+    other = NvrtcBuilder("sm_80", cache_dir=tmp_path, workers=1)
+    other.close()
+    assert other.cache_key(source) != first.cache_key(source)
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "empty", "json", "json_list", "json_fields"])
+def test_damaged_cache_entry_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    source = _small_source()
+    b = NvrtcBuilder("sm_90", cache_dir=tmp_path, workers=1)
+    try:
+        original = b.build_one(source)
+        (cubin,) = tmp_path.rglob("*.cubin")
+        (meta,) = tmp_path.rglob("*.json")
+        data = cubin.read_bytes()
+        if damage == "flip":
+            cubin.write_bytes(data[:100] + bytes([data[100] ^ 0xFF]) + data[101:])
+        elif damage == "truncate":
+            cubin.write_bytes(data[: len(data) // 2])
+        elif damage == "empty":
+            cubin.write_bytes(b"")
+        elif damage == "json":
+            meta.write_text("{not json")
+        elif damage == "json_list":
+            meta.write_text("[1, 2]")
+        else:  # the checksum matches but the other fields are gone
+            meta.write_text(json.dumps({"sha256": hashlib.sha256(data).hexdigest()}))
+        again = b.build_one(source)
+        assert again.status is Status.OK
+        assert not again.cache_hit
+        assert again.cubin == original.cubin
+        assert cubin.read_bytes() == original.cubin  # the entry is repaired
+        assert b.build_one(source).cache_hit
+    finally:
+        b.close()
+
+
+def test_concurrent_builds_of_one_source(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """build() is documented thread-safe, and a batch may hold the same source twice (the same
+    config for two problems renders the same code). Both builds finish and store; here both
+    threads reach the rename of the cache file before either completes it, a legal interleaving."""
+    import tunebox.build.nvrtc as nvrtc
+
+    real_replace = os.replace
+    barrier = threading.Barrier(2)
+
+    def replace(src, dst):
+        if str(dst).endswith(".cubin"):
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout=3)
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(nvrtc.os, "replace", replace)
+    source = _small_source()
+    b = NvrtcBuilder("sm_90", cache_dir=tmp_path, workers=2)
+    try:
+        results = b.build([source, source])
+    finally:
+        b.close()
+    assert [r.status for r in results] == [Status.OK, Status.OK]
+    assert results[0].cubin == results[1].cubin
+
+
+# ---------------------------------------------------------------------------------------------
+# spills in configurations the validity rules accept
+
+
+def test_largest_register_tile_does_not_spill(builder: NvrtcBuilder) -> None:
+    """MAX_REGISTER_BYTES (256 bytes, "64 registers") is accepted at any thread count, but
+    __launch_bounds__(1024) caps a thread at 64 registers in all, so the largest accepted register
+    tile at 1024 threads cannot hold its data without spilling."""
+    p = problem("float32", src=(256, 1024), dst=(256, 1024))
+    cfg = config(BM=64, BN=1024, threads=1024, vec_bytes=16)
+    assert TC.violations(p, cfg) == []
+    result = builder.build_one(TC.render(p, cfg))
+    assert result.status is Status.OK
+    assert result.spill_bytes == 0, f"{cfg.label()}: {result.spill_bytes} bytes spilled"
+
+
+def test_staged_tile_with_little_work_does_not_spill(builder: NvrtcBuilder) -> None:
+    """A transposed float16 tile of 32 elements (64 bytes) per thread: with one tile per block it
+    takes 56 registers; with tiles_per_block=4 (a loop under `#pragma unroll 1`) the split-bounds
+    variant takes 255 registers and spills."""
+    p = problem("float16", src=(1024, 256), dst=(256, 1024), transpose=True)
+    cfg = config(BM=64, BN=32, threads=64, vec_bytes=2, staging="padded", bounds="split", tiles_per_block=4)
+    assert TC.violations(p, cfg) == []
+    result = builder.build_one(TC.render(p, cfg))
+    assert result.status is Status.OK
+    assert result.spill_bytes == 0, f"{cfg.label()}: {result.registers} registers, {result.spill_bytes} bytes spilled"
