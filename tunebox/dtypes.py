@@ -34,10 +34,15 @@ class ElementType:
             return values.astype(np.float32).view(np.uint32)
         if self.name == "float16":
             return values.astype(np.float16).view(np.uint16)
-        f32 = values.astype(np.float32).view(np.uint32).astype(np.uint64)
-        nan = np.isnan(values)
-        rounded = (f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16
-        return np.where(nan, 0x7FC0, rounded).astype(np.uint16)
+        # Round once, from float64 to bfloat16's 8 significant bits (2**-133 steps below 2**-126);
+        # the rounded value is exact in float32, whose top 16 bits are then the answer.
+        with np.errstate(over="ignore", invalid="ignore"):
+            mantissa, exponent = np.frexp(values)
+            normal = np.ldexp(np.round(np.ldexp(mantissa, 8)), exponent - 8)
+            rounded = np.where(np.abs(values) < 2.0**-126, np.round(values * 2.0**133) * 2.0**-133, normal)
+            rounded = np.where(np.isfinite(values), rounded, values)
+            bits = rounded.astype(np.float32).view(np.uint32) >> 16
+        return np.where(np.isnan(values), 0x7FC0, bits).astype(np.uint16)
 
     def decode(self, bits: np.ndarray) -> np.ndarray:
         """Storage bits -> float64 values (exact)."""
@@ -72,4 +77,6 @@ def padding_bits(etype: ElementType, mode: str, value: float = 0.0) -> int:
 
 def random_bits(etype: ElementType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """Seeded finite random values (standard normal, never zeros or NaN) as storage bits."""
-    return etype.encode(rng.standard_normal(shape, dtype=np.float32).astype(np.float64))
+    bits = etype.encode(rng.standard_normal(shape, dtype=np.float32).astype(np.float64))
+    magnitude = bits & np.array((1 << (8 * etype.itemsize - 1)) - 1, dtype=bits.dtype)
+    return np.where(magnitude == 0, np.array(etype.bits_of(1.0), dtype=bits.dtype), bits)

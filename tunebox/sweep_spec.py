@@ -5,6 +5,7 @@ Loaded and normalised once, at the edge; everything past this point works on ``S
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,10 +64,15 @@ def load_sweep(path: Path) -> SweepSpec:
         data = tomllib.loads(Path(path).read_text())
     except FileNotFoundError:
         raise SpaceError(f"{where}: no such sweep file") from None
+    except OSError as exc:
+        raise SpaceError(f"{where}: cannot read the sweep file ({exc.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpaceError(f"{where}: not valid TOML ({exc})") from None
     _reject_unknown(data, {"name", "family", "search", "space", "problems"}, where)
-    family = get_family(data.get("family"))
+    try:
+        family = get_family(data.get("family"))
+    except SpaceError as exc:
+        raise SpaceError(f"{where}: {exc}") from None
     name = data.get("name", Path(path).stem)
     if not isinstance(name, str) or not name.replace("-", "_").isidentifier():
         raise SpaceError(f"{where}: name must be a simple identifier, got {name!r}")
@@ -102,6 +108,7 @@ def search_settings(data: dict[str, Any], where: str) -> SearchSettings:
     checks = (("trials", int, 1), ("seed", int, 0), ("finalists", int, 1), ("seconds", (int, float), 1))
     for field, kind, low in checks:
         value = getattr(settings, field)
-        if type(value) not in (kind if isinstance(kind, tuple) else (kind,)) or value < low:
+        if (type(value) not in (kind if isinstance(kind, tuple) else (kind,)) or not math.isfinite(value)
+                or value < low):
             raise SpaceError(f"{where}: search.{field} must be a number >= {low}, got {value!r}")
     return settings

@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import re
+import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -159,12 +160,13 @@ class NvrtcBuilder:
             cubin = paths[0].read_bytes()
             if hashlib.sha256(cubin).hexdigest() != meta["sha256"]:
                 raise ValueError("checksum mismatch")
-        except (OSError, ValueError, KeyError) as exc:
+            return BuildResult(source, self.arch, Status.OK, cubin=cubin,
+                               lowered_name=str(meta["lowered_name"]), log=str(meta["log"]),
+                               registers=int(meta["registers"]), spill_bytes=int(meta["spill_bytes"]),
+                               cache_hit=True)
+        except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring damaged cache entry %s: %s", paths[1], exc)
             return None
-        return BuildResult(source, self.arch, Status.OK, cubin=cubin,
-                           lowered_name=meta["lowered_name"], log=meta["log"],
-                           registers=meta["registers"], spill_bytes=meta["spill_bytes"], cache_hit=True)
 
     def _store(self, key: str, result: BuildResult) -> None:
         paths = self._paths(key)
@@ -174,6 +176,7 @@ class NvrtcBuilder:
         meta = {"lowered_name": result.lowered_name, "log": result.log, "registers": result.registers,
                 "spill_bytes": result.spill_bytes, "sha256": hashlib.sha256(result.cubin).hexdigest()}
         for path, data in ((paths[0], result.cubin), (paths[1], json.dumps(meta).encode())):
-            tmp = path.with_suffix(path.suffix + f".{os.getpid()}.tmp")
-            tmp.write_bytes(data)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
             os.replace(tmp, path)

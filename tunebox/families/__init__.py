@@ -17,12 +17,14 @@ def names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-@cache
-def get(name: str) -> Family:
+def get(name: object) -> Family:
     """The family called ``name``; an unknown name raises SpaceError listing the known ones."""
-    try:
-        target = _REGISTRY[name]
-    except (KeyError, TypeError):
-        raise SpaceError(f"unknown family {name!r}; known families: {', '.join(names())}") from None
-    module, _, cls = target.partition(":")
+    if not isinstance(name, str) or name not in _REGISTRY:
+        raise SpaceError(f"unknown family {name!r}; known families: {', '.join(names())}")
+    return _load(name)
+
+
+@cache
+def _load(name: str) -> Family:
+    module, _, cls = _REGISTRY[name].partition(":")
     return getattr(importlib.import_module(module), cls)()

@@ -35,6 +35,8 @@ BOUNDS = {"checked": 0, "split": 1, "unchecked": 2}
 STAGING = {"none": 0, "plain": 1, "padded": 2, "swizzled": 3}
 MAX_SHARED_BYTES = 227 * 1024
 MAX_REGISTER_BYTES = 256  # per thread in flight for the register path (64 registers)
+ADDRESS_REGISTERS = 40  # registers a thread of the register path needs besides its data
+MAX_SLOTS = 16  # aligned-window slots per thread and phase of the staged path (unrolled code size)
 MAX_EXTENT = 2**31 - 1
 
 
@@ -125,7 +127,11 @@ class TileCopy(Family):
         for extent in (src, dst):
             if extent[0] * extent[1] >= 2**40:
                 raise InvalidProblem(f"tile_copy: {list(extent)} has too many elements (limit 2^40)")
-        return TileCopyProblem(data["dtype"], src, dst, origin, transpose, padding, float(pad_value))
+        try:
+            pad_value = float(pad_value)
+        except OverflowError:
+            raise InvalidProblem(f"tile_copy: pad_value {pad_value} is too large for a float") from None
+        return TileCopyProblem(data["dtype"], src, dst, origin, transpose, padding, pad_value)
 
     def default_config(self, problem: Problem) -> Config:
         p = _as_problem(problem)
@@ -156,8 +162,14 @@ class TileCopy(Family):
             shared = _shared_bytes(p, config)
             if shared > MAX_SHARED_BYTES:
                 broken.append(f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}")
-        elif bm * bn * et.itemsize // threads > MAX_REGISTER_BYTES:
-            broken.append(f"more than {MAX_REGISTER_BYTES} bytes per thread in registers")
+            rows, width = (bn, bm) if p.transpose else (bm, bn)
+            slots = -(-rows * (width // vec + 1) // threads)
+            if slots > MAX_SLOTS:
+                broken.append(f"{slots} aligned-window slots per thread exceed {MAX_SLOTS}")
+        else:
+            budget = min(MAX_REGISTER_BYTES, 4 * (min(255, 65536 // threads) - ADDRESS_REGISTERS))
+            if bm * bn * et.itemsize // threads > budget:
+                broken.append(f"more than {budget} bytes per thread in registers at {threads} threads")
         if config["bounds"] == "unchecked" and not self._every_tile_full(p, bm, bn, vec):
             broken.append("bounds='unchecked' needs every tile full, inside src and aligned")
         return broken

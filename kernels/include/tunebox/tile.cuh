@@ -106,53 +106,64 @@ __device__ __forceinline__ i64 floor_to(i64 x, int n) {
 // access, whatever the row's alignment (unaligned leading dimensions, odd origins).
 
 // Loads slot k of the segment, calling put(col, value) for each of its elements inside the
-// segment; elements whose source lies outside the array get `pad` (checked before any pointer).
-template <typename E, int N, int W, typename Put>
+// segment. CHECK=false promises a valid row, a segment inside the row and a slot vector inside
+// the array; otherwise elements whose source lies outside the array get `pad` (validity is checked
+// before any pointer is formed) and a slot vector that is not wholly inside the array moves
+// element by element.
+template <typename E, int N, int W, bool CHECK, typename Put>
 __device__ __forceinline__ void load_slot(const E* __restrict__ a, i64 rows, i64 cols, i64 r,
                                           i64 c0, int k, E pad, Put put) {
   typedef typename Raw<N * sizeof(E)>::type R;
-  const bool row_ok = in_range(r, rows);
   const i64 f = r * cols + c0;
-  const i64 base = floor_to(f, N) + (i64)k * N;
-  if (base - f >= W) return;  // the spare slot of an aligned segment
+  const i64 aligned = floor_to(f, N);
+  const int first = k * N - (int)(f - aligned);  // segment column of the slot's element 0
+  if (first >= W) return;                        // the spare slot of an aligned segment
+  const i64 base = aligned + (i64)k * N;
   Vec<E, N> v;
+  if (!CHECK) {
+    v.raw = __ldg(reinterpret_cast<const R*>(a + base));
+#pragma unroll
+    for (int e = 0; e < N; ++e)
+      if ((unsigned)(first + e) < (unsigned)W) put(first + e, v.e[e]);
+    return;
+  }
+  const bool row_ok = in_range(r, rows);
   const bool whole = row_ok && base >= 0 && base + N <= rows * cols;
   if (whole) v.raw = __ldg(reinterpret_cast<const R*>(a + base));
 #pragma unroll
   for (int e = 0; e < N; ++e) {
-    const i64 col = base + e - f;
-    if (col < 0 || col >= W) continue;
+    const int col = first + e;
+    if ((unsigned)col >= (unsigned)W) continue;
     const bool ok = row_ok && in_range(c0 + col, cols);
-    put((int)col, ok ? (whole ? v.e[e] : a[base + e]) : pad);
+    put(col, ok ? (whole ? v.e[e] : a[base + e]) : pad);
   }
 }
 
 // Stores slot k of the segment (c0 >= 0) from get(col), clipping at the row's end. A slot shared
 // with a neighbouring segment or row is written element by element, only its own elements.
-template <typename E, int N, int W, typename Get>
+// CHECK=false promises a valid row and a segment inside the row.
+template <typename E, int N, int W, bool CHECK, typename Get>
 __device__ __forceinline__ void store_slot(E* __restrict__ a, i64 rows, i64 cols, i64 r, i64 c0,
                                            int k, Get get) {
   typedef typename Raw<N * sizeof(E)>::type R;
-  if (!in_range(r, rows)) return;
+  if (CHECK && !in_range(r, rows)) return;
   const i64 f = r * cols + c0;
-  const i64 base = floor_to(f, N) + (i64)k * N;
-  const i64 width = cols - c0 < W ? cols - c0 : W;  // segment columns inside the row
-  if (base - f >= width) return;
+  const i64 aligned = floor_to(f, N);
+  const int first = k * N - (int)(f - aligned);
+  const int width = CHECK ? (int)(cols - c0 < W ? cols - c0 : W) : W;  // segment inside the row
+  if (first >= width) return;
+  const i64 base = aligned + (i64)k * N;
   Vec<E, N> v;
 #pragma unroll
-  for (int e = 0; e < N; ++e) {
-    const i64 col = base + e - f;
-    v.e[e] = (col >= 0 && col < width) ? get((int)col) : E(0);
-  }
-  if (base >= f && base + N <= f + width) {
+  for (int e = 0; e < N; ++e)
+    v.e[e] = (unsigned)(first + e) < (unsigned)width ? get(first + e) : E(0);
+  if (first >= 0 && first + N <= width) {
     *reinterpret_cast<R*>(a + base) = v.raw;
     return;
   }
 #pragma unroll
-  for (int e = 0; e < N; ++e) {
-    const i64 col = base + e - f;
-    if (col >= 0 && col < width) a[base + e] = v.e[e];
-  }
+  for (int e = 0; e < N; ++e)
+    if ((unsigned)(first + e) < (unsigned)width) a[base + e] = v.e[e];
 }
 
 // True when every element of origin + [0,h) x [0,w) lies inside a (rows, cols) array.
