@@ -8,10 +8,9 @@ import logging
 import sys
 from pathlib import Path
 
+from .benchmark import COPY_LIMIT_GBPS
 from .errors import TuneboxError
 from .records import EvalRecord, Status
-
-COPY_LIMIT_GBPS = 4250.0
 
 
 class Progress:
@@ -88,6 +87,18 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmark(args: argparse.Namespace) -> int:
+    from .benchmark import write_benchmark
+
+    doc = write_benchmark(Path(args.sweep), args.results, args.out, args.command)
+    for case in doc["cases"]:
+        ratio = f"{case['ratio']:.2f}x {case['baseline']}" if case["ratio"] else "no baseline"
+        print(f"{case['name']}: {case['tunebox_ms']:.4f} ms, {case['fraction_of_limit']:.0%} of the copy limit, "
+              f"{ratio}")
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _families(args: argparse.Namespace) -> int:
     from .families import get, names
 
@@ -129,6 +140,13 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", type=Path, default=Path("reports"))
     r.add_argument("--replay", action="store_true", help="report the replayed sweep even if a live one exists")
     r.set_defaults(run=_report)
+
+    b = sub.add_parser("benchmark", help="benchmark file of a live GPU sweep (winners vs torch)")
+    b.add_argument("sweep")
+    b.add_argument("--results", type=Path, default=Path("results"))
+    b.add_argument("--out", type=Path, required=True)
+    b.add_argument("--command", required=True, help="the exact command that produced the sweep, recorded")
+    b.set_defaults(run=_benchmark)
 
     f = sub.add_parser("families", help="list kernel families and their tunables")
     f.set_defaults(run=_families)

@@ -1,0 +1,82 @@
+"""Benchmark files: a live GPU sweep's winners side by side with the library baseline.
+
+Each case takes the winner and the baseline from the same interleaved finalist re-timing (same
+worker, same inputs, L2 flushed before every sample), so the ratio compares like with like.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from .errors import SpaceError
+from .records import EvalRecord, Status, canonical_json
+from .store.evallog import EvalLog
+from .sweep_spec import load_sweep
+
+COPY_LIMIT_GBPS = 4250.0  # H200 device-to-device copy, bytes read + written (measured through torch)
+PACKAGES = ("cuda-core", "cuda-bindings", "nvidia-cuda-nvrtc", "numpy", "optuna", "torch")
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _best(records: list[EvalRecord]) -> EvalRecord | None:
+    timed = [r for r in records if r.status is Status.OK and r.timing]
+    return min(timed, key=lambda r: r.timing.median_ms) if timed else None  # type: ignore[union-attr]
+
+
+def benchmark(sweep: Path, results: Path, command: str) -> dict[str, Any]:
+    """The benchmark document of a live sweep's finalists (raises SpaceError for replayed logs)."""
+    spec = load_sweep(sweep)
+    log = results / "sweeps" / spec.name / "evals.jsonl"
+    records = EvalLog(log).read()
+    if not records or any(r.replayed for r in records):
+        raise SpaceError(f"{log}: a benchmark needs a live GPU sweep (not replayed, not empty)")
+    cases = []
+    for named in spec.problems:
+        final = [r for r in records if r.phase == "final" and canonical_json(r.problem) == named.problem.key()]
+        winner = _best([r for r in final if not r.baseline])
+        baseline = _best([r for r in final if r.baseline])
+        if winner is None or winner.timing is None:
+            raise SpaceError(f"{named.name}: no re-timed winner in {log}")
+        ms = winner.timing.median_ms
+        case: dict[str, Any] = {
+            "name": named.name, "problem": named.problem.to_dict(), "config": winner.config,
+            "tunebox_ms": ms, "tunebox_noise": winner.timing.noise, "tunebox_gbps": winner.bandwidth_gbps,
+            "fraction_of_limit": (winner.bandwidth_gbps or 0.0) / COPY_LIMIT_GBPS,
+            "samples": len(winner.timing.samples_ms),
+            "baseline": baseline.baseline if baseline else None,
+            "baseline_ms": baseline.timing.median_ms if baseline and baseline.timing else None,
+        }
+        case["ratio"] = case["baseline_ms"] / ms if case["baseline_ms"] else None
+        case["baseline_fraction_of_limit"] = (
+            baseline.bandwidth_gbps / COPY_LIMIT_GBPS if baseline and baseline.bandwidth_gbps else None)
+        cases.append(case)
+    device = records[0].device
+    return {
+        "device": device.name if device else "unknown",
+        "device_info": device.__dict__ if device else None,
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "command": command,
+        "versions": {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES}},
+        "method": "winner and baseline re-timed interleaved in one worker on the same inputs; L2 flushed "
+                  "before every sample; medians; verified bit for bit first",
+        "copy_limit_gbps": COPY_LIMIT_GBPS,
+        "cases": cases,
+    }
+
+
+def write_benchmark(sweep: Path, results: Path, out: Path, command: str) -> dict[str, Any]:
+    document = benchmark(sweep, results, command)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(document, indent=2) + "\n")
+    return document
