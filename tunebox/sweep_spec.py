@@ -22,7 +22,7 @@ STRATEGIES = ("tpe", "random", "exhaustive")
 @dataclass(frozen=True)
 class SearchSettings:
     strategy: str = "tpe"
-    trials: int = 50  # evaluated (valid) variants per problem
+    trials: int = 50  # evaluated (valid) variants per problem; exhaustive evaluates every valid one
     seconds: float = 3600.0  # wall-clock budget of the whole sweep
     seed: int = 0
     finalists: int = 3  # top variants re-timed interleaved before a winner is declared

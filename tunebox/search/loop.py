@@ -26,7 +26,7 @@ from ..runner.protocol import Outcome
 from ..store.evallog import EvalLog
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
-from .strategy import Ask, OptunaStrategy
+from .strategy import Ask, ExhaustiveStrategy, OptunaStrategy, Strategy
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +92,8 @@ class Sweep:
 
     def run(self) -> SweepResult:
         start = time.perf_counter()
+        self.journal.parent.mkdir(parents=True, exist_ok=True)
+        self.db_path.parent.mkdir(parents=True, exist_ok=True)
         self.deadline = start + self.spec.search.seconds
         history = self.log.read()
         outcomes = tuple(self._problem(named, history) for named in self.spec.problems)
@@ -105,15 +107,16 @@ class Sweep:
         done = {canonical_json(r.config): r for r in mine if r.phase == "screen" and not r.baseline}
         seed = input_seed(self.spec.search.seed, problem)
         valid = [c for c in self.spec.space if not family.violations(problem, c)]
-        strategy = OptunaStrategy(self.journal, f"{self.spec.name}/{named.name}/{problem.key()}",
-                                  self.spec.space, self.spec.search.strategy, self.spec.search.seed,
-                                  valid if self.spec.search.strategy == "exhaustive" else ())
+        exhaustive = self.spec.search.strategy == "exhaustive"
+        strategy: Strategy = (ExhaustiveStrategy(valid) if exhaustive else OptunaStrategy(
+            self.journal, f"{self.spec.name}/{named.name}/{problem.key()}", self.spec.space,
+            self.spec.search.strategy, self.spec.search.seed))
         default = family.default_config(problem)
         if not family.violations(problem, default) and all(
                 default[p.name] in p.choices for p in self.spec.space.params):
             strategy.seed(default)
         evaluated = sum(r.status is not Status.INVALID for r in done.values())
-        budget = min(self.spec.search.trials, len(valid))
+        budget = len(valid) if exhaustive else min(self.spec.search.trials, len(valid))
         pending: deque[tuple[Ask, Config, Future[BuildResult]]] = deque()
         binaries: dict[tuple, EvalRecord] = {}
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
