@@ -63,7 +63,7 @@ def _tune(args: argparse.Namespace) -> int:
               f"{extra}; {stored}\n    {' '.join(f'{k}={v}' for k, v in p.winner.config.items())}\n"
               f"    statuses: {counts}")
     if result.breakdown:
-        parts = ", ".join(f"{k} {v:.1f} s" for k, v in result.breakdown.items())
+        parts = ", ".join(f"{k} {v:.1f} s" for k, v in result.breakdown.items() if v > 0)
         print(f"  time by stage: {parts}")
     return 0
 

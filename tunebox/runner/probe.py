@@ -28,4 +28,6 @@ def gpu_status() -> tuple[bool, str]:
     if done.returncode == 0:
         return True, f"{done.stdout.strip()} CUDA device(s)"
     last = (done.stderr.strip().splitlines() or ["unknown error"])[-1]
-    return False, last
+    if "DynamicLibNotFoundError" in last or "libcuda" in last:
+        return False, "no NVIDIA driver on this machine"
+    return False, last[:200]
