@@ -61,7 +61,8 @@ def evaluations_frame(inputs: ReportInputs) -> pd.DataFrame:
     """One row per record of the family, in evaluation order.
 
     Columns: trial, problem_key, name, status (``Status`` value), median_ms, noise (relative stdev),
-    bandwidth_gbps, replayed, baseline ("" for tuned variants), config (``k=v``), config_key
+    bandwidth_gbps, replayed, baseline ("" for tuned variants), phase ("screen" for every variant,
+    "final" for the finalists' interleaved re-timing), config (``k=v``), config_key
     (canonical JSON), message, device ("" when unknown). Raises ValueError when there is no record.
     """
     import pandas as pd
@@ -83,6 +84,7 @@ def evaluations_frame(inputs: ReportInputs) -> pd.DataFrame:
             "bandwidth_gbps": _nan(rec.bandwidth_gbps),
             "replayed": rec.replayed,
             "baseline": rec.baseline,
+            "phase": rec.phase,
             "config": label(rec.config),
             "config_key": canonical_json(rec.config),
             "message": rec.message,
@@ -96,7 +98,8 @@ def _timed_ok(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def winners_frame(inputs: ReportInputs) -> pd.DataFrame:
-    """One row per problem: its fastest OK tuned variant and how it compares.
+    """One row per problem: its winner (the fastest OK finalist re-timing, else the fastest OK
+    screened variant) and how it compares.
 
     Columns: problem_key, name, config (``k=v``, or ``NO_VALID`` when no variant is OK), trial,
     median_ms, bandwidth_gbps, copy_fraction (bandwidth / copy limit), default_ms (fastest OK
@@ -109,8 +112,9 @@ def winners_frame(inputs: ReportInputs) -> pd.DataFrame:
     events = evaluations_frame(inputs)
     rows = []
     for key, group in events.groupby("problem_key", sort=False):
-        variants = group[group["baseline"] == ""]
+        variants = group[(group["baseline"] == "") & (group["phase"] == "screen")]
         ok = _timed_ok(variants)
+        finals = _timed_ok(group[(group["baseline"] == "") & (group["phase"] == "final")])
         baselines = _timed_ok(group[group["baseline"] != ""])
         counts = variants["status"].value_counts()
         row: dict[str, Any] = {"problem_key": key, "name": group["name"].iloc[0], "config": NO_VALID,
@@ -122,7 +126,8 @@ def winners_frame(inputs: ReportInputs) -> pd.DataFrame:
             fastest = baselines.loc[baselines["median_ms"].idxmin()]
             row.update(baseline=fastest["baseline"], baseline_ms=fastest["median_ms"])
         if not ok.empty:
-            best = ok.loc[ok["median_ms"].idxmin()]
+            pool = finals if not finals.empty else ok
+            best = pool.loc[pool["median_ms"].idxmin()]
             default = inputs.default_configs.get(str(key))
             if default is not None:
                 row["default_ms"] = ok.loc[ok["config_key"] == canonical_json(default), "median_ms"].min()
@@ -146,7 +151,7 @@ def status_frame(inputs: ReportInputs) -> pd.DataFrame:
     import pandas as pd
 
     events = evaluations_frame(inputs)
-    variants = events[events["baseline"] == ""]
+    variants = events[(events["baseline"] == "") & (events["phase"] == "screen")]
     rows = []
     for key, group in variants.groupby("problem_key", sort=False):
         for status in Status:
@@ -167,7 +172,8 @@ def history_frame(inputs: ReportInputs) -> pd.DataFrame:
     far for the problem, NaN before the first OK variant).
     """
     events = evaluations_frame(inputs)
-    history = events.loc[events["baseline"] == "", ["problem_key", "name", "trial", "status"]].copy()
+    screened = (events["baseline"] == "") & (events["phase"] == "screen")
+    history = events.loc[screened, ["problem_key", "name", "trial", "status"]].copy()
     history["problem_trial"] = history.groupby("problem_key", sort=False).cumcount()
     history["median_ms"] = events["median_ms"].where(events["status"] == Status.OK.value)
     history["best_ms"] = history.groupby("problem_key", sort=False)["median_ms"].cummin()

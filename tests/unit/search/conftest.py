@@ -1,1 +1,0 @@
-from sweep_fixtures import recording, sweep_file  # noqa: F401  (fixtures)
