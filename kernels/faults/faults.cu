@@ -1,0 +1,26 @@
+// Family faults (test-only): a copy of n 32-bit words, repeated PASSES times, whose variants
+// misbehave on purpose so that the harness's isolation, verification and bookkeeping can be tested
+// against real GPU faults. FAULT selects the misbehaviour (see tunebox/families/faults.py).
+enum Fault {
+  NONE = 0, OOB_WRITE = 1, HANG = 2, WRONG_VALUE = 3, SKIP_ELEMENT = 4, MODIFY_INPUT = 5,
+  TOO_MUCH_SHARED = 6, OVER_LAUNCH_BOUNDS = 7, COMPILE_ERROR = 8
+};
+
+template <int BLOCK, int PASSES, int FAULT>
+__global__ void __launch_bounds__(BLOCK) faulty_copy(const unsigned* __restrict__ src, unsigned* dst, long long n) {
+  static_assert(FAULT != COMPILE_ERROR, "planted compile error");
+  const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+  if (FAULT == HANG) {
+    while (*(volatile const unsigned*)src != 0x5eed5eedu) {  // random input never holds this word
+    }
+  }
+  if (i >= n) return;
+  if (FAULT == SKIP_ELEMENT && i == n - 1) return;
+  for (int pass = 0; pass < PASSES; ++pass) {  // volatile: every pass really moves the word
+    unsigned v = *(volatile const unsigned*)(src + i);
+    if (FAULT == WRONG_VALUE && i == n / 2) v ^= 1u;
+    *(volatile unsigned*)(dst + i) = v;
+  }
+  if (FAULT == MODIFY_INPUT && i == 0) const_cast<unsigned*>(src)[0] ^= 1u;
+  if (FAULT == OOB_WRITE && i == 0) reinterpret_cast<unsigned*>(16)[0] = 1u;  // a wild pointer
+}
