@@ -132,23 +132,32 @@ class GpuSession:
                 self.fill(st.buffers[spec.name], et.poison, et.itemsize, math.prod(spec.shape))
 
     def verify(self, st: ProblemState) -> str:
-        """'' when outputs match the reference bit for bit and inputs are unchanged, else why not."""
-        for spec in st.family.buffers(st.problem):
+        """'' when outputs match the reference bit for bit and inputs are unchanged, else why not.
+
+        A modified input is restored from its pristine copy, so later variants see true inputs.
+        """
+        problems = []
+        for spec in sorted(st.family.buffers(st.problem), key=lambda s: s.role != "input"):
             n = math.prod(spec.shape)
             et = element_type(spec.dtype)
             against = st.pristine if spec.role == "input" else st.expected
             count, first = self.mismatches(st.buffers[spec.name], against[spec.name], n, et.itemsize)
             if not count:
                 continue
-            index = np.unravel_index(first, spec.shape)
+            index = tuple(int(i) for i in np.unravel_index(first, spec.shape))
             if spec.role == "input":
-                return f"input {spec.name} was modified ({count} elements, first at {index})"
+                _ok(self.driver.cuMemcpyDtoDAsync(int(st.buffers[spec.name].handle),
+                                                  int(st.pristine[spec.name].handle), n * et.itemsize,
+                                                  self.stream.handle))
+                problems.append(f"input {spec.name} was modified ({count} elements, first at {index})")
+                continue
             got = int(self.download(st.buffers[spec.name], 1, et.storage, first)[0])
             want = int(st.expected_host[spec.name].reshape(-1)[first])
             unwritten = " (never written)" if got == et.poison else ""
-            return (f"{spec.name}: {count} of {n} elements wrong; first at {tuple(map(int, index))}: "
-                    f"got 0x{got:x}{unwritten}, expected 0x{want:x}")
-        return ""
+            problems.append(f"{spec.name}: {count} of {n} elements wrong; first at {index}: "
+                            f"got 0x{got:x}{unwritten}, expected 0x{want:x}")
+        self.stream.sync()
+        return "; ".join(problems)
 
     def mismatches(self, a, b, n: int, itemsize: int) -> tuple[int, int]:
         from cuda.core import LaunchConfig, launch
