@@ -58,8 +58,9 @@ def main(conn: Connection) -> None:
         reply = _handle(session, job)
         conn.send(reply)
         fatal = reply.fatal if isinstance(reply, Outcome) else any(o.fatal for o in reply)
-        if fatal:
-            return
+        if fatal:  # the context is poisoned: exit without running CUDA destructors
+            conn.close()
+            os._exit(70)
 
 
 def _handle(session, job):
