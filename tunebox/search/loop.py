@@ -117,7 +117,8 @@ class Sweep:
             strategy.seed(default)
         evaluated = sum(r.status is not Status.INVALID for r in done.values())
         budget = len(valid) if exhaustive else min(self.spec.search.trials, len(valid))
-        pending: deque[tuple[Ask, Config, Future[BuildResult]]] = deque()
+        pending: deque[tuple[Ask, Config, Future[BuildResult] | None]] = deque()
+        inflight: set[str] = set()
         binaries: dict[tuple, EvalRecord] = {}
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
         asks = 0
@@ -133,16 +134,25 @@ class Sweep:
                 if key in done:  # resumed: answer from the log, never run again
                     strategy.tell(ask, done[key])
                     continue
+                if key in inflight:  # asked again while in flight: answered from its twin's record
+                    pending.append((ask, config, None))
+                    continue
                 broken = family.violations(problem, config)
                 if broken:
                     record = self._record(problem, config, Outcome(Status.INVALID, "; ".join(broken)), seed)
                     done[key] = record
                     strategy.tell(ask, record)
                     continue
+                inflight.add(key)
                 pending.append((ask, config, self.builder.submit(family.render(problem, config))))
             if not pending:
                 break
             ask, config, future = pending.popleft()
+            if future is None:
+                twin = done.get(canonical_json(config.as_dict()))
+                strategy.tell(ask, twin or EvalRecord(family.name, {}, {}, Status.INVALID))
+                continue
+            inflight.discard(canonical_json(config.as_dict()))
             record = self._evaluate(problem, config, future, seed, binaries)
             if record is None:
                 strategy.tell(ask, EvalRecord(family.name, {}, {}, Status.INVALID))
@@ -154,7 +164,8 @@ class Sweep:
             self._notify(named.name, record)
             self._check_breaker(failures, record)
         for ask, _, future in pending:  # deadline reached with compiles in flight
-            future.cancel()
+            if future is not None:
+                future.cancel()
             strategy.tell(ask, EvalRecord(family.name, {}, {}, Status.TIMEOUT))
         return self._finish(named, list(done.values()), mine, seed)
 

@@ -95,3 +95,14 @@ def test_kill_minus_nine_then_resume(sweep_file, recording, tmp_path):
     with sqlite3.connect(results / "winners.sqlite") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("SELECT COUNT(*) FROM winners").fetchone()[0] == 2
+
+
+def test_a_config_asked_twice_while_in_flight_is_evaluated_once(tmp_path):
+    sweep = write_sweep(tmp_path, strategy="random", trials=30)
+    text = sweep.read_text().replace('BM = [1, 4, 8, 16]', 'BM = [8]').replace('BN = [64, 128, 256]', 'BN = [128]')
+    sweep.write_text(text.replace('threads = [64, 128]', 'threads = [128]'))
+    recording = write_recording(sweep, tmp_path / "rec.jsonl")
+    result = tune(sweep, backend="replay", recording=recording, results=tmp_path / "r")
+    configs = screen_configs(tmp_path / "r")
+    assert len(configs) == len(set(configs))
+    assert result.evaluated == len(configs)
