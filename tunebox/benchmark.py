@@ -14,11 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SpaceError
+from .limits import COPY_LIMIT_GBPS
 from .records import EvalRecord, Status, canonical_json
 from .store.evallog import EvalLog
 from .sweep_spec import load_sweep
 
-COPY_LIMIT_GBPS = 4250.0  # H200 device-to-device copy, bytes read + written (measured through torch)
 PACKAGES = ("cuda-core", "cuda-bindings", "nvidia-cuda-nvrtc", "numpy", "optuna", "torch")
 
 

@@ -8,8 +8,8 @@ import logging
 import sys
 from pathlib import Path
 
-from .benchmark import COPY_LIMIT_GBPS
 from .errors import TuneboxError
+from .limits import COPY_LIMIT_GBPS
 from .records import EvalRecord, Status
 
 

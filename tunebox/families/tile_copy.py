@@ -17,6 +17,7 @@ import numpy as np
 from ..dtypes import PADDING_MODES, element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
 from ..kernels_dir import kernels_dir
+from ..limits import MAX_SHARED_BYTES
 from ..params import Config, Param, Space
 from .base import (
     Arg,
@@ -33,7 +34,6 @@ from .base import (
 
 BOUNDS = {"checked": 0, "split": 1, "unchecked": 2}
 STAGING = {"none": 0, "plain": 1, "padded": 2, "swizzled": 3}
-MAX_SHARED_BYTES = 227 * 1024
 MAX_REGISTER_BYTES = 256  # per thread in flight for the register path (64 registers)
 ADDRESS_REGISTERS = 40  # registers a thread of the register path needs besides its data
 MAX_SLOTS = 16  # aligned-window slots per thread and phase of the staged path (unrolled code size)

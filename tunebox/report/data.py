@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..limits import COPY_LIMIT_GBPS
 from ..records import DeviceInfo, EvalRecord, Status, canonical_json
 
 if TYPE_CHECKING:
@@ -34,7 +35,7 @@ class ReportInputs:
     records: tuple[EvalRecord, ...]
     default_configs: dict[str, dict[str, Any]] = field(default_factory=dict)
     problem_names: dict[str, str] = field(default_factory=dict)
-    copy_limit_gbps: float = 4250.0
+    copy_limit_gbps: float = COPY_LIMIT_GBPS
 
     def __post_init__(self) -> None:
         if not self.copy_limit_gbps > 0:

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..build.nvrtc import NvrtcBuilder, nvrtc_version
+from ..cuda_api import checked, load_kernel, marshal
 from ..dtypes import element_type
 from ..families import get as get_family
-from ..families.base import BufferArg, Family, KernelSource, Problem, ScalarArg
+from ..families.base import Family, KernelSource, Problem
 from ..kernels_dir import kernels_dir
 from ..records import DeviceInfo, KernelMetrics
 from .protocol import Variant
@@ -25,15 +26,7 @@ from .timing import BenchConfig
 
 log = logging.getLogger(__name__)
 
-_SCALAR = {"i32": np.int32, "i64": np.int64, "u16": np.uint16, "u32": np.uint32}
 _WORD = {2: "unsigned short", 4: "unsigned int"}
-
-
-def _ok(result: tuple) -> object:
-    err, *values = result
-    if int(err) != 0:
-        raise RuntimeError(f"CUDA driver call failed: {err!r}")
-    return values[0] if len(values) == 1 else (tuple(values) or None)
 
 
 @dataclass
@@ -64,7 +57,7 @@ class GpuSession:
         cc = self.device.compute_capability
         self.arch = f"sm_{cc.major}{cc.minor}"
         self.info = DeviceInfo(self.device.name, f"{cc.major}.{cc.minor}",
-                               str(_ok(driver.cuDriverGetVersion())), nvrtc_version())
+                               str(checked(driver.cuDriverGetVersion())), nvrtc_version())
         l2 = self.device.properties.l2_cache_size
         self.flush_words = max(1, 2 * l2 // 4)
         self.flush_buffer = self.device.allocate(self.flush_words * 4, stream=self.stream)
@@ -74,7 +67,7 @@ class GpuSession:
         self.compare = {}
         for size, ctype in _WORD.items():
             built = builder.build_one(KernelSource(code, f"mismatches<{ctype}>", ()))
-            self.compare[size] = self.load(built.cubin, built.lowered_name)
+            self.compare[size] = load_kernel(built.cubin, built.lowered_name, 0, self.device.device_id)
         builder.close()
         self.state: ProblemState | None = None
 
@@ -82,23 +75,23 @@ class GpuSession:
     def upload(self, array: np.ndarray):
         buf = self.device.allocate(max(array.nbytes, 1), stream=self.stream)
         self.stream.sync()
-        _ok(self.driver.cuMemcpyHtoD(int(buf.handle), np.ascontiguousarray(array).ctypes.data,
+        checked(self.driver.cuMemcpyHtoD(int(buf.handle), np.ascontiguousarray(array).ctypes.data,
                                      array.nbytes))
         return buf
 
     def download(self, buf, count: int, dtype, offset: int = 0) -> np.ndarray:
         out = np.empty(count, dtype=dtype)
         self.stream.sync()
-        _ok(self.driver.cuMemcpyDtoH(out.ctypes.data, int(buf.handle) + offset * out.itemsize,
+        checked(self.driver.cuMemcpyDtoH(out.ctypes.data, int(buf.handle) + offset * out.itemsize,
                                      out.nbytes))
         return out
 
     def fill(self, buf, value: int, itemsize: int, count: int) -> None:
         fn = self.driver.cuMemsetD32Async if itemsize == 4 else self.driver.cuMemsetD16Async
-        _ok(fn(int(buf.handle), value, count, self.stream.handle))
+        checked(fn(int(buf.handle), value, count, self.stream.handle))
 
     def flush_l2(self) -> None:
-        _ok(self.driver.cuMemsetD32Async(int(self.flush_buffer.handle), 0, self.flush_words,
+        checked(self.driver.cuMemsetD32Async(int(self.flush_buffer.handle), 0, self.flush_words,
                                          self.stream.handle))
 
     # -- problems -----------------------------------------------------------------------------
@@ -146,7 +139,7 @@ class GpuSession:
                 continue
             index = tuple(int(i) for i in np.unravel_index(first, spec.shape))
             if spec.role == "input":
-                _ok(self.driver.cuMemcpyDtoDAsync(int(st.buffers[spec.name].handle),
+                checked(self.driver.cuMemcpyDtoDAsync(int(st.buffers[spec.name].handle),
                                                   int(st.pristine[spec.name].handle), n * et.itemsize,
                                                   self.stream.handle))
                 problems.append(f"input {spec.name} was modified ({count} elements, first at {index})")
@@ -162,8 +155,8 @@ class GpuSession:
     def mismatches(self, a, b, n: int, itemsize: int) -> tuple[int, int]:
         from cuda.core import LaunchConfig, launch
 
-        _ok(self.driver.cuMemsetD32Async(int(self.scratch.handle), 0, 2, self.stream.handle))
-        _ok(self.driver.cuMemsetD32Async(int(self.scratch.handle) + 8, 0xFFFFFFFF, 2,
+        checked(self.driver.cuMemsetD32Async(int(self.scratch.handle), 0, 2, self.stream.handle))
+        checked(self.driver.cuMemsetD32Async(int(self.scratch.handle) + 8, 0xFFFFFFFF, 2,
                                          self.stream.handle))
         count_ptr = np.uint64(int(self.scratch.handle))
         first_ptr = np.uint64(int(self.scratch.handle) + 8)
@@ -174,26 +167,16 @@ class GpuSession:
         return int(count), int(first)
 
     # -- kernels ------------------------------------------------------------------------------
-    def load(self, cubin: bytes, symbol: str):
-        from cuda.core import ObjectCode
-
-        return ObjectCode.from_cubin(cubin).get_kernel(symbol)
-
     def launcher(self, st: ProblemState, variant: Variant) -> tuple[Callable[[], None], KernelMetrics]:
         """A zero-argument callable launching ``variant`` on ``st``'s buffers, and its metrics."""
         from cuda.core import LaunchConfig, launch
 
-        kernel = self.load(variant.cubin, variant.symbol)
         geo = variant.geometry
-        if geo.shared_bytes > 48 * 1024:
-            attr = self.driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-            _ok(self.driver.cuKernelSetAttribute(attr, geo.shared_bytes, kernel.handle,
-                                                 self.device.device_id))
+        kernel = load_kernel(variant.cubin, variant.symbol, geo.shared_bytes, self.device.device_id)
         attrs = kernel.attributes
         metrics = KernelMetrics(int(attrs.num_regs), int(attrs.shared_size_bytes) + geo.shared_bytes,
                                 int(attrs.local_size_bytes))
-        args = [st.buffers[a.name] if isinstance(a, BufferArg) else _SCALAR[a.ctype](a.value)
-                for a in variant.args if isinstance(a, BufferArg | ScalarArg)]
+        args = marshal(variant.args, st.buffers)
         config = LaunchConfig(grid=geo.grid, block=geo.block, shmem_size=geo.shared_bytes)
         return (lambda: launch(self.stream, config, kernel, *args)), metrics
 

@@ -16,13 +16,13 @@ from typing import Any
 import numpy as np
 
 from ..build.nvrtc import NvrtcBuilder, nvrtc_version
+from ..cuda_api import load_kernel, marshal
 from ..errors import InvalidProblem
 from ..families import get as get_family
-from ..families.base import BufferArg, Family, Problem
+from ..families.base import Family, Problem
 from ..records import DeviceInfo, Status
 from .lookup import Lookup, LookupResult
 
-_SCALAR = {"i32": np.int32, "i64": np.int64, "u16": np.uint16, "u32": np.uint32}
 _TYPESTR = {"<f4": "float32", "<f2": "float16"}
 
 
@@ -106,17 +106,13 @@ class Launcher:
             family.check(problem, config)
             kernel = self._kernel(family, problem, config)
         geo = family.geometry(problem, config)
-        args = [described[a.name].pointer if isinstance(a, BufferArg) else _SCALAR[a.ctype](a.value)
-                for a in family.args(problem, config)]
+        args = marshal(family.args(problem, config), {name: d.pointer for name, d in described.items()})
         handle = stream if stream is not None else next((d.stream for d in described.values() if d.stream), 0)
         launch(Stream.from_handle(int(handle or 0)), LaunchConfig(grid=geo.grid, block=geo.block,
                shmem_size=geo.shared_bytes), kernel, *args)
         return answer
 
     def _kernel(self, family: Family, problem: Problem, config) -> Any:
-        from cuda.bindings import driver
-        from cuda.core import ObjectCode
-
         source = family.render(problem, config)
         key = (source.name_expression, source.code)
         if key not in self._kernels:
@@ -124,12 +120,8 @@ class Launcher:
             built = self._builder.build_one(source)
             if built.status is not Status.OK:
                 raise InvalidProblem(f"{family.name}: the chosen variant failed to compile:\n{built.log[-2000:]}")
-            kernel = ObjectCode.from_cubin(built.cubin).get_kernel(built.lowered_name)
-            shared = family.geometry(problem, config).shared_bytes
-            if shared > 48 * 1024:
-                attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                driver.cuKernelSetAttribute(attr, shared, kernel.handle, self._device.device_id)
-            self._kernels[key] = kernel
+            self._kernels[key] = load_kernel(built.cubin, built.lowered_name,
+                                             family.geometry(problem, config).shared_bytes, self._device.device_id)
         return self._kernels[key]
 
 
