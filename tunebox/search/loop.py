@@ -8,7 +8,9 @@ configuration already in the log is told from the log instead of being evaluated
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import os
 import time
 from collections import deque
 from collections.abc import Callable
@@ -58,6 +60,16 @@ class SweepResult:
     seconds: float
     breakdown: dict[str, float] = field(default_factory=dict)  # seconds per stage
 
+    def summary(self) -> dict[str, float | int | str | bool]:
+        """Throughput of this invocation: variants per second, and the share of the wall time the
+        GPU worker spent verifying and timing (``device_busy``; compile time is summed over the
+        pool's threads, so it can exceed the wall time)."""
+        device = self.breakdown.get("verify", 0.0) + self.breakdown.get("time", 0.0)
+        return {"name": self.name, "replayed": self.replayed, "evaluated": self.evaluated,
+                "seconds": self.seconds, "variants_per_second": self.evaluated / self.seconds if self.seconds else 0.0,
+                "device_busy": device / self.seconds if self.seconds else 0.0,
+                **{f"{stage}_seconds": value for stage, value in self.breakdown.items()}}
+
 
 @dataclass(frozen=True)
 class LoopSettings:
@@ -67,6 +79,12 @@ class LoopSettings:
 
 
 Listener = Callable[[str, EvalRecord], None]
+
+
+def write_json_atomically(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
 
 
 def input_seed(base: int, problem: Problem) -> int:
@@ -97,8 +115,10 @@ class Sweep:
         self.deadline = start + self.spec.search.seconds
         history = self.log.read()
         outcomes = tuple(self._problem(named, history) for named in self.spec.problems)
-        return SweepResult(self.spec.name, self.backend.replayed, outcomes, self.evaluated,
-                           time.perf_counter() - start, dict(self.breakdown))
+        result = SweepResult(self.spec.name, self.backend.replayed, outcomes, self.evaluated,
+                             time.perf_counter() - start, dict(self.breakdown))
+        write_json_atomically(self.journal.parent / "summary.json", result.summary())
+        return result
 
     # -- one problem ------------------------------------------------------------------------------
     def _problem(self, named: NamedProblem, history: list[EvalRecord]) -> ProblemOutcome:

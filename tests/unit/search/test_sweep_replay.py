@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -38,6 +39,9 @@ def test_replay_sweep_stores_replayed_winners(sweep_file, recording, tmp_path):
     with WinnersDB(tmp_path / "r" / "winners.sqlite", read_only=True) as db:
         rows = db.all()
     assert len(rows) == 2 and all(w.replayed for w in rows)
+    summary = json.loads((tmp_path / "r" / "sweeps" / "small-replay" / "summary.json").read_text())
+    assert summary["evaluated"] == result.evaluated == 24 and summary["replayed"] is True
+    assert summary["variants_per_second"] == pytest.approx(24 / summary["seconds"])
 
 
 def test_exhaustive_search_finds_the_optimum_and_never_stores_a_wrong_result(tmp_path):
