@@ -65,7 +65,7 @@ def tune(sweep: Path | SweepSpec, *, backend: str = "auto", recording: Path | No
         spec = replace(spec, search=search_settings(settings_now, str(spec.source)))
     chosen = backend_instance or make_backend(spec, backend, recording)
     out = results / "sweeps" / (spec.name + ("-replay" if chosen.replayed else ""))
-    builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin")
+    builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s)
     try:
         return Sweep(spec, chosen, builder, out, db or results / "winners.sqlite", listeners,
                      settings).run()

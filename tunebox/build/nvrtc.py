@@ -20,6 +20,7 @@ from pathlib import Path
 
 from ..families.base import KernelSource
 from ..records import Status
+from .isolated import IsolatedCompiler
 
 log = logging.getLogger(__name__)
 
@@ -73,17 +74,49 @@ def _headers_digest(include_dirs: tuple[str, ...]) -> str:
     return h.hexdigest()
 
 
+def compile_nvrtc(source: KernelSource, arch: str, options: list[str]) -> BuildResult:
+    """One NVRTC compilation to CUBIN, in this process. Errors are a COMPILE_ERROR result."""
+    from cuda.bindings import nvrtc
+
+    prog = _check(nvrtc.nvrtcCreateProgram(source.code.encode(), b"variant.cu", 0, [], []))
+    try:
+        _check(nvrtc.nvrtcAddNameExpression(prog, source.name_expression.encode()))
+        opts = [o.encode() for o in options]
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        size = _check(nvrtc.nvrtcGetProgramLogSize(prog))
+        buf = b" " * size
+        nvrtc.nvrtcGetProgramLog(prog, buf)
+        text = buf.rstrip(b"\0 ").decode(errors="replace")
+        if int(err) != 0:
+            return BuildResult(source, arch, Status.COMPILE_ERROR, log=text)
+        lowered = _check(nvrtc.nvrtcGetLoweredName(prog, source.name_expression.encode()))
+        size = _check(nvrtc.nvrtcGetCUBINSize(prog))
+        cubin = b" " * size
+        _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    regs = _REGS.search(text)
+    spills = _SPILLS.search(text)
+    return BuildResult(source, arch, Status.OK, cubin=bytes(cubin), lowered_name=lowered.decode(), log=text,
+                       registers=int(regs.group(1)) if regs else 0,
+                       spill_bytes=int(spills.group(1)) if spills else 0)
+
+
 class NvrtcBuilder:
     """Compiles ``KernelSource`` to CUBIN for ``arch`` (e.g. "sm_90"), caching by content hash.
 
-    ``cache_dir`` None disables the disk cache. ``build`` and ``submit`` are thread-safe.
+    ``cache_dir`` None disables the disk cache. With ``timeout_s`` every compile runs in a helper
+    process that is killed when it takes longer (the result is a TIMEOUT record); without it,
+    compiles run in this process's threads. ``build`` and ``submit`` are thread-safe.
     """
 
-    def __init__(self, arch: str = "sm_90", cache_dir: Path | None = None, workers: int | None = None):
+    def __init__(self, arch: str = "sm_90", cache_dir: Path | None = None, workers: int | None = None,
+                 timeout_s: float | None = None):
         self.arch = arch
         self.cache_dir = cache_dir
         self._pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2,
                                         thread_name_prefix="nvrtc")
+        self._isolated = IsolatedCompiler(timeout_s) if timeout_s is not None else None
 
     def options(self, source: KernelSource) -> list[str]:
         return [f"--gpu-architecture={self.arch}", "--std=c++17", "--ptxas-options=-v",
@@ -105,6 +138,8 @@ class NvrtcBuilder:
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self._isolated is not None:
+            self._isolated.close()
 
     def build_one(self, source: KernelSource) -> BuildResult:
         key = self.cache_key(source)
@@ -119,31 +154,9 @@ class NvrtcBuilder:
         return result
 
     def _compile(self, source: KernelSource) -> BuildResult:
-        from cuda.bindings import nvrtc
-
-        prog = _check(nvrtc.nvrtcCreateProgram(source.code.encode(), b"variant.cu", 0, [], []))
-        try:
-            _check(nvrtc.nvrtcAddNameExpression(prog, source.name_expression.encode()))
-            opts = [o.encode() for o in self.options(source)]
-            (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-            size = _check(nvrtc.nvrtcGetProgramLogSize(prog))
-            buf = b" " * size
-            nvrtc.nvrtcGetProgramLog(prog, buf)
-            text = buf.rstrip(b"\0 ").decode(errors="replace")
-            if int(err) != 0:
-                return BuildResult(source, self.arch, Status.COMPILE_ERROR, log=text)
-            lowered = _check(nvrtc.nvrtcGetLoweredName(prog, source.name_expression.encode()))
-            size = _check(nvrtc.nvrtcGetCUBINSize(prog))
-            cubin = b" " * size
-            _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
-        finally:
-            nvrtc.nvrtcDestroyProgram(prog)
-        regs = _REGS.search(text)
-        spills = _SPILLS.search(text)
-        return BuildResult(source, self.arch, Status.OK, cubin=bytes(cubin),
-                           lowered_name=lowered.decode(), log=text,
-                           registers=int(regs.group(1)) if regs else 0,
-                           spill_bytes=int(spills.group(1)) if spills else 0)
+        if self._isolated is not None:
+            return self._isolated.compile(source, self.arch, self.options(source))
+        return compile_nvrtc(source, self.arch, self.options(source))
 
     def _paths(self, key: str) -> tuple[Path, Path] | None:
         if self.cache_dir is None:

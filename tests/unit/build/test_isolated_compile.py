@@ -1,0 +1,46 @@
+"""Compiles in killable helper processes: a compile past its timeout is killed and recorded as a
+timeout, and the builder keeps compiling afterwards."""
+
+from __future__ import annotations
+
+import time
+
+from tunebox.build.nvrtc import NvrtcBuilder
+from tunebox.families.base import KernelSource
+from tunebox.records import Status
+
+GOOD = KernelSource('extern "C" __global__ void ok(float* x) { x[threadIdx.x] += 1.0f; }', "ok", ())
+
+
+def slow_source(statements: int = 30000) -> KernelSource:
+    """About 20 s of ptxas work on this machine: a compile that runs far past a 3 s timeout."""
+    body = "".join(f"  a = a * x[{i % 61}] + {i % 7}.0f;\n" for i in range(statements))
+    code = 'extern "C" __global__ void slow(float* x) {\n  float a = x[threadIdx.x];\n' + body + "  x[0] = a;\n}\n"
+    return KernelSource(code, "slow", ())
+
+
+def test_a_compile_past_its_timeout_is_killed_and_the_builder_goes_on():
+    builder = NvrtcBuilder("sm_90", timeout_s=3.0, workers=1)
+    try:
+        assert builder.build_one(GOOD).status is Status.OK  # helper started and warm
+        start = time.monotonic()
+        slow = builder.build_one(slow_source())
+        assert time.monotonic() - start < 10
+        assert slow.status is Status.TIMEOUT and "killed after 3 s" in slow.log
+        after = builder.build_one(GOOD.__class__(GOOD.code.replace("1.0f", "2.0f"), "ok", ()))
+        assert after.status is Status.OK and after.cubin.startswith(b"\x7fELF")
+    finally:
+        builder.close()
+
+
+def test_isolated_and_in_process_compiles_agree():
+    isolated = NvrtcBuilder("sm_90", timeout_s=60.0, workers=2)
+    local = NvrtcBuilder("sm_90")
+    try:
+        a, b = isolated.build_one(GOOD), local.build_one(GOOD)
+        assert a.status is b.status is Status.OK and a.lowered_name == b.lowered_name and a.registers == b.registers
+        broken = KernelSource("this is not C++", "ok", ())
+        assert isolated.build_one(broken).status is Status.COMPILE_ERROR
+    finally:
+        isolated.close()
+        local.close()

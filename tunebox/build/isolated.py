@@ -1,0 +1,90 @@
+"""Compiles in helper processes that are killed when a compile runs past its timeout.
+
+Each thread of the builder's pool owns one helper (started with ``spawn`` on first use, replaced
+after a kill), so compiles stay parallel and a hung NVRTC never blocks the sweep.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing as mp
+import threading
+from multiprocessing.connection import Connection
+from typing import Any
+
+from ..families.base import KernelSource
+from ..records import Status
+
+log = logging.getLogger(__name__)
+
+
+def _serve(conn: Connection) -> None:
+    from .nvrtc import compile_nvrtc
+
+    while True:
+        try:
+            job = conn.recv()
+        except EOFError:
+            return
+        if job is None:
+            return
+        conn.send(compile_nvrtc(*job))
+
+
+class IsolatedCompiler:
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self._ctx = mp.get_context("spawn")
+        self._local = threading.local()
+        self._helpers: list[Any] = []
+        self._lock = threading.Lock()
+
+    def compile(self, source: KernelSource, arch: str, options: list[str]):
+        from .nvrtc import BuildResult
+
+        conn = self._connection()
+        conn.send((source, arch, options))
+        if conn.poll(self.timeout_s):
+            try:
+                return conn.recv()
+            except EOFError:
+                self._discard()
+                return BuildResult(source, arch, Status.COMPILE_ERROR, log="the compiler process died")
+        self._discard()
+        return BuildResult(source, arch, Status.TIMEOUT,
+                           log=f"compile killed after {self.timeout_s:.0f} s")
+
+    def close(self) -> None:
+        with self._lock:
+            helpers, self._helpers = self._helpers, []
+        for proc, conn in helpers:
+            with contextlib.suppress(OSError):
+                conn.send(None)
+            proc.join(2)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+
+    def _connection(self) -> Connection:
+        helper = getattr(self._local, "helper", None)
+        if helper is None or not helper[0].is_alive():
+            parent, child = self._ctx.Pipe()
+            proc = self._ctx.Process(target=_serve, args=(child,), daemon=True, name="tunebox-nvrtc")
+            proc.start()
+            child.close()
+            helper = (proc, parent)
+            self._local.helper = helper
+            with self._lock:
+                self._helpers.append(helper)
+        return helper[1]
+
+    def _discard(self) -> None:
+        proc, conn = self._local.helper
+        self._local.helper = None
+        log.info("killing a compiler process (pid %d)", proc.pid)
+        proc.kill()
+        proc.join()
+        conn.close()
+        with self._lock:
+            self._helpers = [h for h in self._helpers if h[0] is not proc]
