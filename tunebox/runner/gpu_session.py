@@ -26,7 +26,7 @@ from .timing import BenchConfig
 
 log = logging.getLogger(__name__)
 
-_WORD = {2: "unsigned short", 4: "unsigned int"}
+_WORD = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int"}  # compare kernels by word size
 
 
 @dataclass
@@ -130,20 +130,27 @@ class GpuSession:
         A modified input is restored from its pristine copy, so later variants see true inputs.
         """
         problems = []
-        for spec in sorted(st.family.buffers(st.problem), key=lambda s: s.role != "input"):
+        for spec in st.family.buffers(st.problem):
+            if spec.role != "input":
+                continue
+            host = st.host_inputs[spec.name]  # any dtype (data bits, indices, masks): compared as bytes
+            word = 4 if host.nbytes % 4 == 0 else 2 if host.nbytes % 2 == 0 else 1
+            count, first = self.mismatches(st.buffers[spec.name], st.pristine[spec.name], host.nbytes // word, word)
+            if count:
+                checked(self.driver.cuMemcpyDtoDAsync(int(st.buffers[spec.name].handle),
+                                                      int(st.pristine[spec.name].handle), host.nbytes,
+                                                      self.stream.handle))
+                index = tuple(int(i) for i in np.unravel_index(first * word // host.itemsize, host.shape))
+                problems.append(f"input {spec.name} was modified ({count} words, first at {index})")
+        for spec in st.family.buffers(st.problem):
+            if spec.role != "output":
+                continue
             n = math.prod(spec.shape)
             et = element_type(spec.dtype)
-            against = st.pristine if spec.role == "input" else st.expected
-            count, first = self.mismatches(st.buffers[spec.name], against[spec.name], n, et.itemsize)
+            count, first = self.mismatches(st.buffers[spec.name], st.expected[spec.name], n, et.itemsize)
             if not count:
                 continue
             index = tuple(int(i) for i in np.unravel_index(first, spec.shape))
-            if spec.role == "input":
-                checked(self.driver.cuMemcpyDtoDAsync(int(st.buffers[spec.name].handle),
-                                                  int(st.pristine[spec.name].handle), n * et.itemsize,
-                                                  self.stream.handle))
-                problems.append(f"input {spec.name} was modified ({count} elements, first at {index})")
-                continue
             got = int(self.download(st.buffers[spec.name], 1, et.storage, first)[0])
             want = int(st.expected_host[spec.name].reshape(-1)[first])
             unwritten = " (never written)" if got == et.poison else ""
