@@ -17,7 +17,7 @@ import numpy as np
 
 from ..build.nvrtc import NvrtcBuilder, nvrtc_version
 from ..cuda_api import load_kernel, marshal
-from ..errors import InvalidProblem
+from ..errors import CompileError, InvalidProblem
 from ..families import get as get_family
 from ..families.base import Family, Problem
 from ..records import DeviceInfo, Status
@@ -119,7 +119,8 @@ class Launcher:
             assert self._builder is not None
             built = self._builder.build_one(source)
             if built.status is not Status.OK:
-                raise InvalidProblem(f"{family.name}: the chosen variant failed to compile:\n{built.log[-2000:]}")
+                raise CompileError(f"{family.name} {config.label()}: the chosen variant did not compile "
+                                   f"({built.status.value}); see .log", built.log)
             self._kernels[key] = load_kernel(built.cubin, built.lowered_name,
                                              family.geometry(problem, config).shared_bytes, self._device.device_id)
         return self._kernels[key]
