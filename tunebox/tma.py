@@ -1,0 +1,121 @@
+"""TMA tensor maps: requests checked against every rule of ``cuTensorMapEncodeTiled``, the swizzle
+address map, and encoding through cuda.bindings.
+
+A request is written in numpy's row-major order (shape, byte strides and box outermost first); the
+driver's order (innermost first, the innermost stride implied) is derived in ``encode``. ``violations``
+needs no GPU and names the driver rule each broken field breaks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InvalidConfig
+
+# element type -> (bytes, CUtensorMapDataType member)
+DATA_TYPES = {
+    "uint8": (1, "CU_TENSOR_MAP_DATA_TYPE_UINT8"), "uint16": (2, "CU_TENSOR_MAP_DATA_TYPE_UINT16"),
+    "uint32": (4, "CU_TENSOR_MAP_DATA_TYPE_UINT32"), "int32": (4, "CU_TENSOR_MAP_DATA_TYPE_INT32"),
+    "int64": (8, "CU_TENSOR_MAP_DATA_TYPE_INT64"), "float16": (2, "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"),
+    "bfloat16": (2, "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"), "float32": (4, "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"),
+}
+FLOAT_TYPES = ("float16", "bfloat16", "float32")
+SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
+L2_PROMOTION = ("none", "64B", "128B", "256B")
+
+
+@dataclass(frozen=True)
+class TensorMapRequest:
+    dtype: str
+    shape: tuple[int, ...]  # elements, outermost first
+    strides: tuple[int, ...]  # bytes, outermost first; the innermost must be the element size
+    box: tuple[int, ...]  # elements copied per operation, outermost first
+    address: int  # device address of element (0, ..., 0)
+    swizzle: str = "none"
+    element_strides: tuple[int, ...] | None = None  # traversal strides, default all 1
+    oob_fill: str = "zero"  # "zero", or "nan" (floating-point types only)
+    l2_promotion: str = "none"
+
+
+def violations(req: TensorMapRequest) -> list[str]:
+    """Every driver rule the request breaks (empty when ``cuTensorMapEncodeTiled`` would accept it)."""
+    if req.dtype not in DATA_TYPES:
+        return [f"dtype {req.dtype!r} has no tensor-map type; use one of {sorted(DATA_TYPES)}"]
+    size = DATA_TYPES[req.dtype][0]
+    rank = len(req.shape)
+    element_strides = req.element_strides or (1,) * rank
+    broken = []
+    if not 1 <= rank <= 5:
+        return [f"rank {rank}: a tensor map has 1 to 5 dimensions"]
+    if not len(req.strides) == len(req.box) == len(element_strides) == rank:
+        return ["shape, strides, box and element_strides must have one entry per dimension"]
+    if req.address % 16:
+        broken.append(f"global address 0x{req.address:x} is not 16-byte aligned")
+    for d, extent in enumerate(req.shape):
+        if not 1 <= extent <= 2**32:
+            broken.append(f"shape[{d}] = {extent}: each dimension must lie in [1, 2^32]")
+    if req.strides[-1] != size:
+        broken.append(f"the innermost stride must be the element size ({size} bytes): tensor maps need a "
+                      "contiguous innermost dimension")
+    for d in range(rank - 1):
+        stride = req.strides[d]
+        if stride % 16 or not 0 < stride < 2**40:
+            broken.append(f"strides[{d}] = {stride} bytes: outer strides must be multiples of 16 below 2^40")
+    # Outer strides need not be ordered (RaggedTMA3DTile folds a small-stride selector outermost), but
+    # the innermost rows may not overlap.
+    if rank > 1 and req.strides[-2] < req.shape[-1] * size:
+        broken.append(f"strides[{rank - 2}] = {req.strides[-2]} bytes is shorter than one innermost row "
+                      f"({req.shape[-1]} x {size} bytes)")
+    for d, extent in enumerate(req.box):
+        if not 1 <= extent <= 256:
+            broken.append(f"box[{d}] = {extent}: box dimensions must lie in [1, 256]")
+    inner_bytes = req.box[-1] * size
+    if inner_bytes % 16:
+        broken.append(f"the box's inner extent is {inner_bytes} bytes: it must be a multiple of 16")
+    if any(not 1 <= s <= 8 for s in element_strides) or element_strides[-1] != 1:
+        broken.append("element strides must lie in [1, 8], the innermost being 1")
+    if req.swizzle not in SWIZZLE_BYTES:
+        broken.append(f"swizzle {req.swizzle!r} is not one of {list(SWIZZLE_BYTES)}")
+    elif req.swizzle != "none" and inner_bytes > SWIZZLE_BYTES[req.swizzle]:
+        broken.append(f"swizzle {req.swizzle} spans {SWIZZLE_BYTES[req.swizzle]} bytes but the box's inner "
+                      f"extent is {inner_bytes} bytes")
+    if req.oob_fill not in ("zero", "nan") or (req.oob_fill == "nan" and req.dtype not in FLOAT_TYPES):
+        broken.append(f"oob_fill {req.oob_fill!r}: 'zero', or 'nan' for floating-point types only")
+    if req.l2_promotion not in L2_PROMOTION:
+        broken.append(f"l2_promotion {req.l2_promotion!r} is not one of {list(L2_PROMOTION)}")
+    return broken
+
+
+def swizzled_offset(offset: int, swizzle: str) -> int:
+    """Byte offset, inside shared memory, of byte ``offset`` of a box stored with ``swizzle``, from a
+    base aligned to the swizzle period (256 / 512 / 1024 bytes): the 16-byte chunk index within each
+    128-byte line is XORed with the line index modulo 2, 4 or 8 (PTX ISA, tensor swizzling modes).
+    Self-inverse."""
+    bits = {"none": 0, "32B": 1, "64B": 2, "128B": 3}[swizzle]
+    return offset ^ (((offset >> 7) & ((1 << bits) - 1)) << 4)
+
+
+def encode(req: TensorMapRequest):
+    """The ``CUtensorMap`` for a valid request (needs the CUDA driver); raises InvalidConfig naming
+    every broken rule otherwise."""
+    broken = violations(req)
+    if broken:
+        raise InvalidConfig("tensor map: " + "; ".join(broken))
+    from cuda.bindings import driver as cu
+
+    from .cuda_api import checked
+
+    rank = len(req.shape)
+    swizzle = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}[req.swizzle]
+    promotion = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}[req.l2_promotion]
+    fill = "NONE" if req.oob_fill == "zero" else "NAN_REQUEST_ZERO_FMA"
+    return checked(cu.cuTensorMapEncodeTiled(
+        getattr(cu.CUtensorMapDataType, DATA_TYPES[req.dtype][1]), rank, req.address,
+        [cu.cuuint64_t(x) for x in reversed(req.shape)],
+        [cu.cuuint64_t(x) for x in reversed(req.strides[:-1])],
+        [cu.cuuint32_t(x) for x in reversed(req.box)],
+        [cu.cuuint32_t(x) for x in reversed(req.element_strides or (1,) * rank)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
+        getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{promotion}"),
+        getattr(cu.CUtensorMapFloatOOBfill, f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{fill}")))
