@@ -56,7 +56,8 @@ def tune(sweep: Path | SweepSpec, *, backend: str = "auto", recording: Path | No
          settings: LoopSettings = DEFAULT_LOOP, backend_instance: Backend | None = None,
          ) -> SweepResult:
     """Run (or resume) a sweep. Evaluations go to ``results/sweeps/<name>[-replay]/``, winners to
-    ``db`` (default ``results/winners.sqlite``)."""
+    ``db`` (default ``results/winners.sqlite``, or ``results/winners-replay.sqlite`` on the replay
+    backend, so replayed winners never mix with measured ones)."""
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(sweep)
     overrides = {k: v for k, v in (("trials", trials), ("seconds", seconds), ("strategy", strategy))
                  if v is not None}
@@ -67,8 +68,8 @@ def tune(sweep: Path | SweepSpec, *, backend: str = "auto", recording: Path | No
     out = results / "sweeps" / (spec.name + ("-replay" if chosen.replayed else ""))
     builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s)
     try:
-        return Sweep(spec, chosen, builder, out, db or results / "winners.sqlite", listeners,
-                     settings).run()
+        default_db = results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
+        return Sweep(spec, chosen, builder, out, db or default_db, listeners, settings).run()
     finally:
         builder.close()
         chosen.close()

@@ -62,6 +62,7 @@ def _tune(args: argparse.Namespace) -> int:
         print(f"  {p.name}: {ms:.4f} ms, {gbps:.0f} GB/s ({gbps / COPY_LIMIT_GBPS:.0%} of copy limit)"
               f"{extra}; {stored}\n    {' '.join(f'{k}={v}' for k, v in p.winner.config.items())}\n"
               f"    statuses: {counts}")
+    print(f"  evaluation log: {result.log_path}\n  winners: {result.db_path}")
     if result.breakdown:
         parts = ", ".join(f"{k} {v:.1f} s" for k, v in result.breakdown.items() if v > 0)
         print(f"  time by stage: {parts}")

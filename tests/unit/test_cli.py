@@ -32,7 +32,7 @@ def tuned(sweep_file, recording, tmp_path, capsys):
 
 
 def test_query_answers_exact_nearest_and_default(tuned, capsys):
-    db = str(tuned / "winners.sqlite")
+    db = str(tuned / "winners-replay.sqlite")
     exact = {"dtype": "float32", "src": [1000, 1000], "dst": [1000, 1000]}
     code, out, _ = run(capsys, "query", "tile_copy", json.dumps(exact), "--db", db)
     assert code == 0 and json.loads(out)["source"] == "exact"
@@ -74,7 +74,7 @@ def test_bad_input_is_one_clear_line(capsys, tmp_path, argv, fragment):
 
 
 def test_malformed_sweep_is_rejected_and_nothing_is_stored(tuned, tmp_path, capsys):
-    db = tuned / "winners.sqlite"
+    db = tuned / "winners-replay.sqlite"
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     bad = tmp_path / "bad.toml"
     bad.write_text('family = "tile_copy"\n[[problems]]\ndtype = "float32"\nsrc = [1, 1]\ndst = [1, 1]\nsrc_typo = 3\n')

@@ -59,6 +59,8 @@ class SweepResult:
     evaluated: int  # evaluations run in this invocation (not counting ones read from the log)
     seconds: float
     breakdown: dict[str, float] = field(default_factory=dict)  # seconds per stage
+    log_path: Path | None = None
+    db_path: Path | None = None
 
     def summary(self) -> dict[str, float | int | str | bool]:
         """Throughput of this invocation: variants per second, and the share of the wall time the
@@ -116,7 +118,7 @@ class Sweep:
         history = self.log.read()
         outcomes = tuple(self._problem(named, history) for named in self.spec.problems)
         result = SweepResult(self.spec.name, self.backend.replayed, outcomes, self.evaluated,
-                             time.perf_counter() - start, dict(self.breakdown))
+                             time.perf_counter() - start, dict(self.breakdown), self.log.path, self.db_path)
         write_json_atomically(self.journal.parent / "summary.json", result.summary())
         return result
 

@@ -36,7 +36,7 @@ def test_replay_sweep_stores_replayed_winners(sweep_file, recording, tmp_path):
         assert p.winner is not None and p.winner.replayed and p.winner.phase == "final"
         assert p.baseline is not None and p.baseline.baseline == "torch: fake"
         assert p.stored
-    with WinnersDB(tmp_path / "r" / "winners.sqlite", read_only=True) as db:
+    with WinnersDB(tmp_path / "r" / "winners-replay.sqlite", read_only=True) as db:
         rows = db.all()
     assert len(rows) == 2 and all(w.replayed for w in rows)
     summary = json.loads((tmp_path / "r" / "sweeps" / "small-replay" / "summary.json").read_text())
@@ -96,7 +96,7 @@ def test_kill_minus_nine_then_resume(sweep_file, recording, tmp_path):
     assert done.returncode == 0, done.stderr
     configs = screen_configs(results)
     assert len(configs) == len(set(configs)) == 50  # nothing lost, nothing evaluated twice
-    with sqlite3.connect(results / "winners.sqlite") as conn:
+    with sqlite3.connect(results / "winners-replay.sqlite") as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
         assert conn.execute("SELECT COUNT(*) FROM winners").fetchone()[0] == 2
 
