@@ -150,5 +150,6 @@ def _torch_baseline(session, st):
 
 
 def _signed(bits: np.ndarray) -> np.ndarray:
-    """Storage bits viewed as the signed integer type of the same width (torch has no uint16 ops)."""
-    return bits.view(np.int16 if bits.dtype.itemsize == 2 else np.int32)
+    """A buffer viewed as the integer type of its width that torch handles (torch has no uint16 ops):
+    uint8 stays (masks), 2/4/8-byte words become int16/int32/int64 (data bits, indices)."""
+    return bits.view({1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[bits.dtype.itemsize])
