@@ -10,6 +10,7 @@ from .base import Family
 
 _REGISTRY: dict[str, str] = {
     "tile_copy": "tunebox.families.tile_copy:TileCopy",
+    "gather": "tunebox.families.gather:Gather", "scatter": "tunebox.families.scatter:Scatter",
     "faults": "tunebox.families.faults:Faults",  # test-only: planted faults for the harness's tests
 }
 

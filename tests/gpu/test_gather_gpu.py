@@ -1,0 +1,188 @@
+"""gather and scatter on the GPU, verified bit for bit by the worker: every mode (sentinels,
+out-of-range indices, masks, offsets, every padding) on odd shapes with both index types and all
+dtypes, all-invalid indices, repeated gather indices, rows and offsets beyond 2^31, and scatter
+leaving every untargeted element untouched (still poison: see tunebox.families.scatter); sabotaged
+variants are rejected; the torch baselines match the reference."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from tunebox.families import get
+from tunebox.families.base import KernelSource
+from tunebox.records import Status
+from tunebox.runner.protocol import EvaluateJob, RetimeJob, Variant
+from tunebox.runner.timing import SCREEN
+
+pytestmark = pytest.mark.gpu
+GATHER, SCATTER = get("gather"), get("scatter")
+DTYPES = ["float32", "bfloat16", "float16"]
+INDEX_DTYPES = ["int32", "int64"]
+PADDINGS = [{"padding": m} for m in ("zero", "neg_zero", "nan", "pos_inf", "neg_inf")] + [
+    {"padding": "value", "pad_value": -3.25}]
+HUGE_TIMEOUT_S = 300  # seeded inputs of 8 GiB are made and uploaded inside the job
+
+# Odd shapes: D not a multiple of any vector (or a multiple of only some), N and K odd.
+GATHER_ODD = [
+    {"rows": 1001, "cols": 73, "count": 999, "sentinel_rate": 0.1, "oob_rate": 0.1},
+    {"rows": 257, "cols": 130, "count": 4097, "offset": -3, "mask": True, "mask_rate": 0.3, "sentinel_rate": 0.05},
+    {"rows": 33, "cols": 1, "count": 1001, "offset": 5, "oob_rate": 0.2},
+    {"rows": 7, "cols": 4099, "count": 3, "mask": True, "mask_rate": 0.34},
+    {"rows": 999, "cols": 66, "count": 777, "offset": 2},  # every index valid: check_bounds='false' runs too
+]
+SCATTER_ODD = [
+    {"rows": 1001, "cols": 73, "count": 999},
+    {"rows": 4097, "cols": 130, "count": 2049, "offset": -3, "mask": True, "mask_rate": 0.3},
+    {"rows": 1001, "cols": 1, "count": 333, "offset": 5},
+    {"rows": 7, "cols": 4099, "count": 7, "mask": True, "mask_rate": 0.5},
+    {"rows": 3001, "cols": 66, "count": 1, "offset": 2},
+]
+
+
+def evaluate(runner, builder, family, problem, config, source: KernelSource | None = None,
+             timeout_s: float | None = None):
+    build = builder.build_one(source or family.render(problem, config))
+    assert build.status is Status.OK, build.log
+    variant = Variant(build.cubin, build.lowered_name, family.geometry(problem, config), family.args(problem, config))
+    job = EvaluateJob(family.name, problem.to_dict(), variant, SCREEN, 1234, time=False)
+    return runner.run(job, timeout_s=timeout_s)
+
+
+def configs_for(family, problem):
+    """A spread of valid variants: every vector width and check_bounds value with one, four and
+    sixteen rows per block, at a seeded choice of threads."""
+    seen, chosen = set(), []
+    configs = [c for c in family.space if not family.violations(problem, c)]
+    random.Random(str(problem)).shuffle(configs)
+    for c in configs:
+        key = (c["vec_bytes"], c["check_bounds"], c["rows_per_block"])
+        if c["rows_per_block"] in (1, 4, 16) and key not in seen:
+            seen.add(key)
+            chosen.append(c)
+    return chosen
+
+
+def assert_all_ok(runner, builder, family, problem, configs) -> None:
+    assert configs
+    for config in configs:
+        outcome = evaluate(runner, builder, family, problem, config)
+        assert outcome.status is Status.OK, (problem, config.label(), outcome.message)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+@pytest.mark.parametrize("shape", GATHER_ODD, ids=str)
+def test_gather_every_mode_is_exact(runner, builder, dtype, index_dtype, shape):
+    problem = GATHER.parse_problem({"dtype": dtype, "index_dtype": index_dtype, "padding": "nan", **shape})
+    configs = configs_for(GATHER, problem)
+    assert {c["check_bounds"] for c in configs} == ({"true", "false"} if problem.all_valid else {"true"})
+    assert_all_ok(runner, builder, GATHER, problem, configs)
+    for padding in PADDINGS:  # the padding is a runtime argument: the default variant covers it
+        p = GATHER.parse_problem({"dtype": dtype, "index_dtype": index_dtype, **shape, **padding})
+        assert_all_ok(runner, builder, GATHER, p, [GATHER.default_config(p)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+@pytest.mark.parametrize("shape", SCATTER_ODD, ids=str)
+def test_scatter_writes_targets_and_nothing_else(runner, builder, dtype, index_dtype, shape):
+    """Every element of A that no valid entry targets must still hold the poison the worker wrote
+    before the launch: reference() says so, and the worker compares all N x D elements."""
+    problem = SCATTER.parse_problem({"dtype": dtype, "index_dtype": index_dtype, **shape})
+    configs = configs_for(SCATTER, problem)
+    assert {c["check_bounds"] for c in configs} == ({"true"} if problem.mask else {"true", "false"})
+    assert_all_ok(runner, builder, SCATTER, problem, configs)
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+def test_all_sentinel_and_all_out_of_range(runner, builder, index_dtype):
+    for invalid in ({"sentinel_rate": 1.0}, {"oob_rate": 1.0}, {"sentinel_rate": 0.5, "oob_rate": 0.5},
+                    {"mask": True, "mask_rate": 1.0}):
+        for padding in PADDINGS:
+            problem = GATHER.parse_problem({"dtype": "bfloat16", "rows": 11, "cols": 37, "count": 513,
+                                            "index_dtype": index_dtype, **invalid, **padding})
+            assert problem.valid_entries == 0
+            assert_all_ok(runner, builder, GATHER, problem, configs_for(GATHER, problem)[:4])
+    problem = SCATTER.parse_problem({"dtype": "float32", "rows": 513, "cols": 37, "count": 513,
+                                     "index_dtype": index_dtype, "mask": True, "mask_rate": 1.0})
+    assert problem.valid_entries == 0  # nothing written: A must come back all poison
+    assert_all_ok(runner, builder, SCATTER, problem, configs_for(SCATTER, problem))
+
+
+def test_gather_repeated_indices(runner, builder):
+    """3 rows, 5001 indices: every row is read by well over a thousand entries."""
+    problem = GATHER.parse_problem({"dtype": "float16", "rows": 3, "cols": 1000, "count": 5001})
+    assert_all_ok(runner, builder, GATHER, problem, configs_for(GATHER, problem))
+
+
+@pytest.mark.parametrize(("index_dtype", "extra"), [
+    ("int32", {"offset": 2**31}),  # idx -2^31 .. 2^31 - 1 reach rows 0 .. 2^32 - 1
+    ("int64", {"offset": 2**31 + 12345, "sentinel_rate": 0.1, "oob_rate": 0.1}),
+])
+def test_gather_rows_beyond_2_31(runner, builder, index_dtype, extra):
+    """N = 2^32 rows of one float16 (8 GiB): 4097 uniform draws read rows above 2^31 with
+    certainty (a miss has probability 2^-4097), through 64-bit row offsets and index arithmetic."""
+    problem = GATHER.parse_problem({"dtype": "float16", "rows": 2**32, "cols": 1, "count": 4097,
+                                    "index_dtype": index_dtype, "padding": "nan", **extra})
+    configs = [GATHER.default_config(problem)] + configs_for(GATHER, problem)[:3]
+    for config in configs:
+        outcome = evaluate(runner, builder, GATHER, problem, config, timeout_s=HUGE_TIMEOUT_S)
+        assert outcome.status is Status.OK, (config.label(), outcome.message)
+
+
+@pytest.mark.parametrize(("index_dtype", "offset"), [("int32", 2**31), ("int64", -(2**40))])
+def test_scatter_rows_beyond_2_31(runner, builder, index_dtype, offset):
+    problem = SCATTER.parse_problem({"dtype": "float16", "rows": 2**32, "cols": 1, "count": 4097,
+                                     "index_dtype": index_dtype, "offset": offset, "mask": True, "mask_rate": 0.25})
+    for config in [SCATTER.default_config(problem)] + configs_for(SCATTER, problem)[:3]:
+        outcome = evaluate(runner, builder, SCATTER, problem, config, timeout_s=HUGE_TIMEOUT_S)
+        assert outcome.status is Status.OK, (config.label(), outcome.message)
+
+
+def test_sabotaged_variants_are_rejected(runner, builder):
+    gather = GATHER.parse_problem({"dtype": "float32", "rows": 300, "cols": 77, "count": 301, "sentinel_rate": 0.1})
+    scatter = SCATTER.parse_problem({"dtype": "float16", "rows": 300, "cols": 77, "count": 300})
+    for family, problem in ((GATHER, gather), (SCATTER, scatter)):  # the last entry of each is written
+        config = family.default_config(problem)
+        good = family.render(problem, config)
+        skips_last_row = replace(good, code=good.code.replace("if (k >= K) return;", "if (k >= K - 1) return;"))
+        assert skips_last_row.code != good.code
+        outcome = evaluate(runner, builder, family, problem, config, skips_last_row)
+        assert outcome.status is Status.WRONG_RESULT and "never written" in outcome.message, outcome.message
+        assert evaluate(runner, builder, family, problem, config).status is Status.OK
+    # a scatter that ignores the mask writes rows that must stay untouched (bfloat16 poison 0x7fad)
+    masked = SCATTER.parse_problem({"dtype": "bfloat16", "rows": 300, "cols": 77, "count": 300, "mask": True,
+                                    "mask_rate": 0.5})
+    config = SCATTER.default_config(masked)
+    good = SCATTER.render(masked, config)
+    ignores_mask = replace(good, code=good.code.replace("if (MASK && __ldg(mask + k) == 0) return -1;", ""))
+    assert ignores_mask.code != good.code
+    outcome = evaluate(runner, builder, SCATTER, masked, config, ignores_mask)
+    assert outcome.status is Status.WRONG_RESULT and "expected 0x7fad" in outcome.message, outcome.message
+    assert evaluate(runner, builder, SCATTER, masked, config).status is Status.OK
+
+
+@pytest.mark.parametrize(("family", "data"), [
+    (GATHER, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "count": 8192}),
+    (GATHER, {"dtype": "float16", "rows": 4096, "cols": 130, "count": 8192, "index_dtype": "int64", "offset": 3,
+              "sentinel_rate": 0.05, "oob_rate": 0.05, "mask": True, "mask_rate": 0.2, "padding": "neg_inf"}),
+    (SCATTER, {"dtype": "bfloat16", "rows": 8192, "cols": 512, "count": 8192}),
+    (SCATTER, {"dtype": "float32", "rows": 8192, "cols": 64, "count": 4096, "index_dtype": "int64",
+               "mask": True, "mask_rate": 0.5}),
+], ids=["gather", "gather_masked_int64", "scatter", "scatter_masked_int64"])
+def test_variants_time_and_torch_baseline_matches(runner, builder, family, data):
+    """K is a multiple of 4 here: the worker hands every input to torch through ``_signed``, which
+    views a uint8 mask as int32 words."""
+    pytest.importorskip("torch")
+    problem = family.parse_problem(data)
+    config = family.default_config(problem)
+    build = builder.build_one(family.render(problem, config))
+    variant = Variant(build.cubin, build.lowered_name, family.geometry(problem, config), family.args(problem, config))
+    outcomes = runner.run(RetimeJob(family.name, problem.to_dict(), (variant,), SCREEN, 7))
+    assert len(outcomes) == 2
+    assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
+    assert outcomes[1].status is Status.OK, outcomes[1].message
+    assert outcomes[1].baseline.startswith("torch: ")

@@ -1,0 +1,498 @@
+"""gather without a GPU: numpy reference on hand-computed cases, problem parsing, seeded inputs,
+validity rules, geometry, work, distance, the shipped sweep, and NVRTC compilation (to CUBIN, sm_90)
+of every dtype x index type x check_bounds x vector width kind."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tunebox.build.nvrtc import NvrtcBuilder
+from tunebox.dtypes import PADDING_MODES, element_type
+from tunebox.errors import InvalidConfig, InvalidProblem
+from tunebox.families import get
+from tunebox.families.base import BufferArg, BufferSpec, ScalarArg
+from tunebox.families.gather import Gather, GatherProblem
+from tunebox.params import Config
+from tunebox.records import Status
+from tunebox.sweep_spec import load_sweep
+
+G = Gather()
+DTYPES = ("float32", "float16", "bfloat16")
+INDEX_DTYPES = ("int32", "int64")
+NAN32 = 0x7FC00000
+REPO = Path(__file__).resolve().parents[3]
+
+
+def problem(dtype: str = "float32", rows: int = 4, cols: int = 4, count: int = 2, **extra) -> GatherProblem:
+    return G.parse_problem({"dtype": dtype, "rows": rows, "cols": cols, "count": count, **extra})
+
+
+def config(**values) -> Config:
+    base = {"rows_per_block": 4, "threads": 64, "vec_bytes": 16, "check_bounds": "true"}
+    return G.config({**base, **values})
+
+
+def arange_a(dtype: str, shape: tuple[int, int], start: int = 1) -> np.ndarray:
+    storage = element_type(dtype).storage
+    return np.arange(start, start + shape[0] * shape[1], dtype=np.int64).astype(storage).reshape(shape)
+
+
+def ref(p: GatherProblem, a: np.ndarray, idx, mask=None) -> np.ndarray:
+    inputs = {"A": a, "idx": np.asarray(idx, dtype=np.dtype(p.index_dtype))}
+    if mask is not None:
+        inputs["mask"] = np.asarray(mask, dtype=np.uint8)
+    before = {k: v.copy() for k, v in inputs.items()}
+    out = G.reference(p, inputs)
+    for k, v in before.items():
+        np.testing.assert_array_equal(inputs[k], v)  # inputs are not modified
+    assert set(out) == {"out"}
+    assert out["out"].shape == (p.count, p.cols) and out["out"].dtype == a.dtype
+    return out["out"]
+
+
+# ---------------------------------------------------------------------------------------------
+# numpy reference on hand-computed cases. A = [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12], [13, ...]]
+
+A = arange_a("float32", (4, 4))
+P = [NAN32] * 4  # a padding row, padding "nan" for float32
+
+
+def test_reference_warp_even_rows() -> None:
+    """Warp's tile_load_indexed example: rows 0 and 2 of arange(1, 17).reshape(4, 4)."""
+    for index_dtype in INDEX_DTYPES:
+        got = ref(problem(index_dtype=index_dtype), A, [0, 2])
+        np.testing.assert_array_equal(got, [[1, 2, 3, 4], [9, 10, 11, 12]])
+
+
+def test_reference_offset_is_added_to_every_index() -> None:
+    np.testing.assert_array_equal(ref(problem(offset=1), A, [-1, 1]), [[1, 2, 3, 4], [9, 10, 11, 12]])
+    got = ref(problem(count=3, offset=-2, padding="nan"), A, [2, 5, 1])  # rows 0, 3 and -1
+    np.testing.assert_array_equal(got, [[1, 2, 3, 4], [13, 14, 15, 16], P])
+
+
+def test_reference_sentinel_rows_read_padding() -> None:
+    got = ref(problem(count=4, padding="nan"), A, [-1, 3, -1, 0])
+    np.testing.assert_array_equal(got, [P, [13, 14, 15, 16], P, [1, 2, 3, 4]])
+    zero = ref(problem(count=2), A, [-1, 1])  # padding "zero"
+    np.testing.assert_array_equal(zero, [[0, 0, 0, 0], [5, 6, 7, 8]])
+
+
+def test_reference_out_of_range_rows_read_padding() -> None:
+    """Beyond either end: no wrap-around (-2 is not row 2, 4 is not row 0)."""
+    got = ref(problem(count=5, padding="neg_inf"), A, [4, -2, 100, 3, -(2**31)])
+    inf = [0xFF800000] * 4
+    np.testing.assert_array_equal(got, [inf, inf, inf, [13, 14, 15, 16], inf])
+
+
+def test_reference_masked_rows_read_padding() -> None:
+    got = ref(problem(count=4, mask=True, padding="nan"), A, [0, 1, 2, -1], mask=[1, 0, 1, 1])
+    np.testing.assert_array_equal(got, [[1, 2, 3, 4], P, [9, 10, 11, 12], P])
+
+
+def test_reference_repeated_indices() -> None:
+    got = ref(problem(count=4), A, [2, 2, 0, 2])
+    np.testing.assert_array_equal(got, [[9, 10, 11, 12], [9, 10, 11, 12], [1, 2, 3, 4], [9, 10, 11, 12]])
+
+
+@pytest.mark.parametrize(("dtype", "pad"), [("bfloat16", 0xC050), ("float16", 0xC280), ("float32", 0xC0500000)])
+def test_reference_pad_value(dtype: str, pad: int) -> None:
+    a = arange_a(dtype, (3, 2))
+    got = ref(problem(dtype, rows=3, cols=2, count=2, padding="value", pad_value=-3.25), a, [5, 1])
+    np.testing.assert_array_equal(got, [[pad, pad], [3, 4]])
+
+
+def test_reference_int64_offsets_never_overflow() -> None:
+    """Huge int64 indices plus a huge offset: validity is decided without forming idx + offset."""
+    p = problem(count=4, index_dtype="int64", offset=2**61, padding="nan")
+    idx = [-(2**61), -(2**61) + 3, 2**63 - 1, -(2**63)]
+    np.testing.assert_array_equal(ref(p, A, idx), [[1, 2, 3, 4], [13, 14, 15, 16], P, P])
+
+
+def _naive(p: GatherProblem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    out = np.empty((p.count, p.cols), dtype=inputs["A"].dtype)
+    for k in range(p.count):
+        row = int(inputs["idx"][k]) + p.offset
+        ok = 0 <= row < p.rows and (not p.mask or inputs["mask"][k] != 0)
+        out[k] = inputs["A"][row] if ok else p.pad_bits
+    return out
+
+
+def test_reference_matches_definition_on_random_problems() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        mode = PADDING_MODES[int(rng.integers(len(PADDING_MODES)))]
+        mask = bool(rng.integers(2))
+        rates = rng.dirichlet([1, 1, 1, 1])[:3] * 0.9
+        p = problem(DTYPES[int(rng.integers(3))], rows=int(rng.integers(1, 9)), cols=int(rng.integers(1, 9)),
+                    count=int(rng.integers(1, 20)), index_dtype=INDEX_DTYPES[int(rng.integers(2))],
+                    offset=int(rng.integers(-5, 6)), mask=mask, padding=mode,
+                    sentinel_rate=float(rates[0]), oob_rate=float(rates[1]),
+                    **({"mask_rate": float(rates[2])} if mask else {}),
+                    **({"pad_value": 1.5} if mode == "value" else {}))
+        inputs = G.make_inputs(p, rng)
+        got = G.reference(p, inputs)["out"]
+        np.testing.assert_array_equal(got, _naive(p, inputs), err_msg=str(p))
+        assert int((got != p.pad_bits).all(axis=1).sum()) == p.valid_entries  # random bits are never padding
+
+
+# ---------------------------------------------------------------------------------------------
+# seeded inputs
+
+
+def _rows(p: GatherProblem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    return inputs["idx"].astype(np.int64) + p.offset
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+def test_make_inputs_has_exact_fractions(index_dtype: str) -> None:
+    p = problem("bfloat16", rows=1000, cols=3, count=2000, index_dtype=index_dtype, offset=-7, mask=True,
+                mask_rate=0.25, sentinel_rate=0.05, oob_rate=0.1)
+    inputs = G.make_inputs(p, np.random.default_rng(5))
+    assert set(inputs) == {"A", "idx", "mask"}
+    assert inputs["A"].shape == (1000, 3) and inputs["A"].dtype == np.uint16
+    assert inputs["idx"].shape == (2000,) and inputs["idx"].dtype == np.dtype(index_dtype)
+    assert inputs["mask"].shape == (2000,) and inputs["mask"].dtype == np.uint8
+    assert set(np.unique(inputs["mask"]).tolist()) == {0, 1}
+    rows, masked = _rows(p, inputs), inputs["mask"] == 0
+    sentinel, beyond = rows == -1, rows >= 1000
+    assert (p.sentinels, p.out_of_range, p.masked_out) == (100, 200, 500)
+    assert (int(sentinel.sum()), int(beyond.sum()), int(masked.sum())) == (100, 200, 500)
+    assert not (sentinel & masked).any() and not (beyond & masked).any()  # disjoint positions
+    assert ((rows >= -1) & (rows < 2000)).all()  # sentinels are row -1, out-of-range rows lie in [N, 2N)
+    assert int((inputs["idx"] == -1 + 7).sum()) == 100  # sentinel entries store -1 - offset
+    assert p.valid_entries == 1200 == int((~sentinel & ~beyond & ~masked).sum())
+
+
+def test_make_inputs_without_invalid_entries() -> None:
+    p = problem("float16", rows=50, cols=8, count=3000, offset=5)
+    inputs = G.make_inputs(p, np.random.default_rng(0))
+    assert set(inputs) == {"A", "idx"}
+    rows = _rows(p, inputs)
+    assert ((rows >= 0) & (rows < 50)).all()
+    assert len(np.unique(rows)) == 50  # uniform draws: every row, many repeated
+    assert p.all_valid and p.valid_entries == 3000
+
+
+def test_make_inputs_is_seeded() -> None:
+    p = problem("float32", rows=100, cols=5, count=64, sentinel_rate=0.5, mask=True, mask_rate=0.25)
+    a, b = (G.make_inputs(p, np.random.default_rng(3)) for _ in range(2))
+    c = G.make_inputs(p, np.random.default_rng(4))
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key])
+    assert not all(np.array_equal(a[k], c[k]) for k in a)
+
+
+def test_make_inputs_all_sentinel_and_all_out_of_range() -> None:
+    s = problem(rows=10, cols=2, count=7, sentinel_rate=1.0, padding="nan")
+    inputs = G.make_inputs(s, np.random.default_rng(1))
+    assert (inputs["idx"] == -1).all() and s.valid_entries == 0
+    assert (G.reference(s, inputs)["out"] == NAN32).all()
+    o = problem(rows=10, cols=2, count=7, oob_rate=1.0, index_dtype="int64")
+    rows = _rows(o, G.make_inputs(o, np.random.default_rng(1)))
+    assert ((rows >= 10) & (rows < 20)).all()
+
+
+def test_make_inputs_int32_index_near_its_limit() -> None:
+    """An offset of 2^31: rows 0..N-1 are stored as -2^31 .. N-1-2^31 and fit int32; out-of-range
+    rows are drawn only as far as int32 reaches."""
+    p = problem("float16", rows=100, cols=1, count=500, offset=2**31, oob_rate=0.2)
+    inputs = G.make_inputs(p, np.random.default_rng(2))
+    rows = _rows(p, inputs)
+    assert inputs["idx"].dtype == np.int32 and ((rows >= 0) & (rows < 200)).all()
+    assert int((rows >= 100).sum()) == 100
+    q = problem("float16", rows=100, cols=1, count=500, offset=101 - 2**31, oob_rate=0.2)
+    inputs = G.make_inputs(q, np.random.default_rng(2))
+    rows = _rows(q, inputs)
+    assert int((rows == 100).sum()) == 100  # row N is stored as 2^31 - 1: no row beyond it fits int32
+    assert int(inputs["idx"].max()) == 2**31 - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# parse_problem
+
+
+def test_parse_problem_defaults_and_round_trip() -> None:
+    p = G.parse_problem({"dtype": "bfloat16", "rows": 100, "cols": 73, "count": 51})
+    assert p == GatherProblem("bfloat16", 100, 73, 51)
+    assert (p.index_dtype, p.offset, p.mask, p.mask_rate, p.sentinel_rate, p.oob_rate, p.padding) == (
+        "int32", 0, False, 0.0, 0.0, 0.0, "zero")
+    assert G.parse_problem(p.to_dict()) == p and p.dtype == "bfloat16"
+    q = problem("float16", rows=9, cols=3, count=4, index_dtype="int64", offset=-3, mask=True, mask_rate=0.5,
+                sentinel_rate=0.25, oob_rate=0, padding="value", pad_value=2)
+    assert type(q.pad_value) is float and type(q.oob_rate) is float
+    assert G.parse_problem(q.to_dict()) == q and q.key() == G.parse_problem(q.to_dict()).key()
+    assert p.key() != q.key()
+    assert get("gather") is get("gather") and isinstance(get("gather"), Gather)
+
+
+@pytest.mark.parametrize(("data", "fragment"), [
+    ({"src": [1, 1]}, "src"),
+    ({"axis": 0}, "axis"),
+    ({"dtype": "int32"}, "int32"),
+    ({"rows": 0}, "rows"),
+    ({"cols": -1}, "cols"),
+    ({"count": 2.0}, "count"),
+    ({"count": True}, "count"),
+    ({"rows": 2**21, "cols": 2**19}, "too many"),
+    ({"count": 2**21, "cols": 2**19}, "too many"),
+    ({"count": 2**31, "cols": 1}, "count"),
+    ({"index_dtype": "uint32"}, "index_dtype"),
+    ({"index_dtype": 32}, "index_dtype"),
+    ({"offset": 1.0}, "offset"),
+    ({"offset": True}, "offset"),
+    ({"offset": 2**62}, "offset"),
+    ({"mask": 1}, "mask"),
+    ({"mask_rate": 0.5}, "mask_rate"),
+    ({"mask": True, "mask_rate": 1.5}, "mask_rate"),
+    ({"mask": True, "mask_rate": "0.5"}, "mask_rate"),
+    ({"sentinel_rate": -0.1}, "sentinel_rate"),
+    ({"sentinel_rate": True}, "sentinel_rate"),
+    ({"oob_rate": 2}, "oob_rate"),
+    ({"sentinel_rate": 0.5, "oob_rate": 0.6}, "exceed 1"),
+    ({"sentinel_rate": 0.5, "mask": True, "mask_rate": 0.6}, "exceed 1"),
+    ({"padding": "ZERO"}, "padding"),
+    ({"pad_value": 1.0}, "pad_value"),
+    ({"padding": "value", "pad_value": "1"}, "pad_value"),
+    ({"padding": "value", "pad_value": 10**400}, "pad_value"),
+    ({"offset": 2**31, "sentinel_rate": 0.5}, "int64"),  # row -1 would be stored as -1 - 2^31
+    ({"offset": -(2**31) + 3}, "int64"),  # row N - 1 = 3 would be stored as 2^31
+    ({"offset": -(2**31) + 4, "oob_rate": 0.5}, "int64"),  # out-of-range row N = 4 would be stored as 2^31
+], ids=repr)
+def test_parse_problem_errors(data: dict, fragment: str) -> None:
+    base = {"dtype": "float32", "rows": 4, "cols": 4, "count": 4}
+    with pytest.raises(InvalidProblem, match=fragment) as info:
+        G.parse_problem({**base, **data})
+    assert "\n" not in str(info.value) and str(info.value).startswith("gather: ") or "dtype" in str(info.value)
+
+
+def test_parse_problem_missing_keys_and_limits() -> None:
+    for key in ("dtype", "rows", "cols", "count"):
+        data = {"dtype": "float32", "rows": 4, "cols": 4, "count": 4}
+        del data[key]
+        with pytest.raises(InvalidProblem):
+            G.parse_problem(data)
+    assert problem(rows=2**31 + 100, cols=1, count=2**31 - 1, index_dtype="int64").rows == 2**31 + 100
+    with pytest.raises(InvalidProblem, match="int64"):  # rows beyond 2^31 need an offset with int32
+        problem(rows=2**31 + 100, cols=1, count=5)
+    assert problem(rows=2**31 + 100, cols=1, count=5, offset=2**31).offset == 2**31
+    assert problem(offset=-(2**31) + 4).offset == -(2**31) + 4
+    assert problem(offset=-(2**31) + 5, oob_rate=0.5).offset == -(2**31) + 5
+    assert problem(index_dtype="int64", offset=2**62 - 1, sentinel_rate=0.5).offset == 2**62 - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# validity rules: each with a passing and a failing case
+
+ODD = problem("bfloat16", rows=1001, cols=73, count=999, sentinel_rate=0.1)
+CLEAN = problem("bfloat16", rows=1024, cols=512, count=4096)
+
+
+def assert_rule(p: GatherProblem, good: Config, bad: Config, fragment: str) -> None:
+    assert G.violations(p, good) == [], G.violations(p, good)
+    G.check(p, good)
+    broken = G.violations(p, bad)
+    assert any(fragment in b for b in broken), broken
+    with pytest.raises(InvalidConfig, match=fragment):
+        G.check(p, bad)
+
+
+def test_rule_vec_bytes_multiple_of_element() -> None:
+    f32 = problem("float32", rows=10, cols=64, count=10)
+    assert_rule(f32, config(vec_bytes=4, threads=64, rows_per_block=1), config(vec_bytes=2), "vec_bytes=2")
+    assert G.violations(problem("float16", rows=10, cols=64, count=10), config(vec_bytes=2)) == []
+
+
+def test_rule_threads_per_row_have_work() -> None:
+    # 512 bf16 in 16-byte vectors: 64 vectors, so at most 64 threads per row
+    assert_rule(CLEAN, config(threads=256, rows_per_block=4), config(threads=256, rows_per_block=2), "idle")
+    assert G.violations(CLEAN, config(threads=128, rows_per_block=2, vec_bytes=16)) == []
+    # 2-byte vectors: 512 vectors a row, every team size is fine
+    assert G.violations(CLEAN, config(threads=512, rows_per_block=1, vec_bytes=2)) == []
+    # D = 73 is odd: the kernel moves it element by element, 73 vectors (96 threads at most)
+    assert_rule(ODD, config(threads=64, rows_per_block=1), config(threads=128, rows_per_block=1), "idle")
+    # D = 1: one vector per row, 32 threads per row at most
+    one = problem("float16", rows=10, cols=1, count=10)
+    assert_rule(one, config(threads=64, rows_per_block=2), config(threads=64, rows_per_block=1), "idle")
+
+
+def test_rule_check_bounds_false_needs_all_valid_inputs() -> None:
+    unchecked = config(threads=256, rows_per_block=4, check_bounds="false")
+    assert G.violations(CLEAN, unchecked) == []
+    assert G.violations(problem("bfloat16", rows=1024, cols=512, count=4096, offset=-3), unchecked) == []
+    for extra in ({"sentinel_rate": 0.05}, {"oob_rate": 0.01}, {"mask": True}, {"mask": True, "mask_rate": 0.5}):
+        p = problem("bfloat16", rows=1024, cols=512, count=4096, **extra)
+        assert_rule(p, config(threads=256, rows_per_block=4), unchecked, "check_bounds='false'")
+    # a rate too small to place a single invalid entry leaves every input valid
+    assert G.violations(problem("bfloat16", rows=1024, cols=512, count=4, sentinel_rate=0.01), unchecked) == []
+
+
+def test_violations_reports_every_broken_rule() -> None:
+    assert len(G.violations(ODD, config(threads=512, rows_per_block=1, check_bounds="false"))) == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# default_config, geometry, buffers, args, work, distance
+
+VARIETY = [(d, r, c, k) for d in DTYPES for (r, c, k) in [(1, 1, 1), (1001, 73, 999), (2**20, 512, 2**20),
+                                                          (7, 2**20, 3), (10, 64, 1), (3, 2, 10**6)]]
+
+
+@pytest.mark.parametrize(("dtype", "rows", "cols", "count"), VARIETY)
+def test_default_config_is_valid(dtype: str, rows: int, cols: int, count: int) -> None:
+    for extra in ({}, {"mask": True, "sentinel_rate": 0.5}):
+        p = problem(dtype, rows=rows, cols=cols, count=count, **extra)
+        assert G.violations(p, G.default_config(p)) == []
+
+
+def test_geometry_buffers_args() -> None:
+    p = problem("bfloat16", rows=1001, cols=73, count=999, index_dtype="int64", offset=-5, padding="neg_zero")
+    cfg = config(rows_per_block=8, threads=256, vec_bytes=8)
+    geo = G.geometry(p, cfg)
+    assert (geo.grid, geo.block, geo.shared_bytes) == ((125, 1, 1), (256, 1, 1), 0)
+    assert G.buffers(p) == (BufferSpec("A", (1001, 73), "bfloat16", "input"),
+                            BufferSpec("idx", (999,), "int64", "input"),
+                            BufferSpec("out", (999, 73), "bfloat16", "output"))
+    assert G.args(p, cfg) == (BufferArg("A"), BufferArg("idx"), BufferArg("out"), ScalarArg("i64", 1001),
+                              ScalarArg("i64", 73), ScalarArg("i64", 999), ScalarArg("i64", -5),
+                              ScalarArg("u16", 0x8000))
+    m = problem("float32", rows=10, cols=4, count=3, mask=True, padding="nan")
+    assert [b.name for b in G.buffers(m)] == ["A", "idx", "mask", "out"]
+    assert G.buffers(m)[2] == BufferSpec("mask", (3,), "uint8", "input")
+    assert G.args(m, cfg)[:4] == (BufferArg("A"), BufferArg("idx"), BufferArg("mask"), BufferArg("out"))
+    assert G.args(m, cfg)[-1] == ScalarArg("u32", NAN32)
+    source = G.render(m, cfg)
+    assert source.name_expression == "gather_rows_masked<unsigned int, int, 8, 256, 2, true>"
+    assert G.render(p, cfg).name_expression == "gather_rows<unsigned short, long long, 8, 256, 4, true>"
+    # the buffers the worker creates are the ones make_inputs and reference fill
+    inputs = G.make_inputs(m, np.random.default_rng(0))
+    outputs = G.reference(m, inputs)
+    for spec in G.buffers(m):
+        array = inputs[spec.name] if spec.role == "input" else outputs[spec.name]
+        assert array.shape == spec.shape and array.dtype.name in (spec.dtype, element_type(m.element).storage.__name__)
+
+
+def test_work() -> None:
+    p = problem("bfloat16", rows=1000, cols=512, count=2000)
+    assert G.work(p).bytes_moved == 2000 * 512 * 2 * 2 + 2000 * 4 and G.work(p).flops == 0
+    s = problem("bfloat16", rows=1000, cols=512, count=2000, sentinel_rate=0.05, oob_rate=0.05, index_dtype="int64",
+                mask=True, mask_rate=0.1)
+    assert s.valid_entries == 1600
+    assert G.work(s).bytes_moved == (2000 + 1600) * 512 * 2 + 2000 * (8 + 1)
+
+
+def test_distance() -> None:
+    a = problem("float32", rows=1024, cols=64, count=4096)
+    assert G.distance(a, a) == 0
+    assert G.distance(a, problem("float32", rows=1024, cols=64, count=4096, sentinel_rate=0.5, offset=3)) == 0
+    for other in (problem("float16", rows=1024, cols=64, count=4096),
+                  problem("float32", rows=1024, cols=64, count=4096, index_dtype="int64"),
+                  problem("float32", rows=1024, cols=64, count=4096, mask=True)):
+        assert G.distance(a, other) is None
+    b = problem("float32", rows=2048, cols=128, count=1024)
+    assert G.distance(a, b) == pytest.approx(1 + 1 + 2) == G.distance(b, a)
+
+
+def test_problem_type_is_checked() -> None:
+    from tunebox.families.scatter import Scatter
+
+    s = Scatter().parse_problem({"dtype": "float32", "rows": 4, "cols": 4, "count": 4})
+    with pytest.raises(TypeError, match="GatherProblem"):
+        G.buffers(s)
+
+
+def test_shipped_sweep_loads() -> None:
+    spec = load_sweep(REPO / "spaces" / "gather.toml")
+    assert spec.family.name == "gather" and spec.search.strategy == "tpe" and spec.search.trials == 40
+    assert spec.search.finalists == 3 and spec.space.size() < G.space.size()
+    assert {n.name for n in spec.problems} == {"gather_bf16_1M_x512", "gather_bf16_1M_x512_sentinel5",
+                                               "gather_f32_1M_x64_int64"}
+    for named in spec.problems:
+        assert named.problem.count == named.problem.rows == 2**20
+        assert sum(1 for c in spec.space if not G.violations(named.problem, c)) >= 40
+
+
+# ---------------------------------------------------------------------------------------------
+# the torch baseline, as the worker runs it (torch is on the GPU host only)
+
+
+def test_torch_baseline_matches_reference() -> None:
+    torch = pytest.importorskip("torch")
+    from tunebox.runner.worker import _signed
+
+    cases = [problem("bfloat16", rows=50, cols=6, count=40), problem("float32", rows=50, cols=3, count=40, offset=4),
+             problem("float16", rows=50, cols=5, count=40, index_dtype="int64", sentinel_rate=0.25, oob_rate=0.25,
+                     mask=True, mask_rate=0.25, padding="value", pad_value=-2.0, offset=-3)]
+    for p in cases:
+        inputs = G.make_inputs(p, np.random.default_rng(0))
+        tensors = {k: torch.from_numpy(_signed(v)) for k, v in inputs.items()}
+        got = G.torch_baseline(p).run(tensors)["out"]
+        want = torch.from_numpy(_signed(G.reference(p, inputs)["out"]))
+        assert torch.equal(got.contiguous().view(want.dtype), want), p
+
+
+# ---------------------------------------------------------------------------------------------
+# compilation under NVRTC (no GPU): dtype x index type x check_bounds, vector widths rotating
+
+
+def _matrix() -> list[tuple[str, str, str, int]]:
+    cases = []
+    for dtype in DTYPES:
+        widths = [v for v in (2, 4, 8, 16) if v % element_type(dtype).itemsize == 0]
+        n = 0
+        for index_dtype in INDEX_DTYPES:
+            for check in ("true", "false"):
+                cases.append((dtype, index_dtype, check, widths[n % len(widths)]))
+                n += 1
+    return cases
+
+
+MATRIX = _matrix()
+MASKED = [("bfloat16", "int32", 16), ("float32", "int64", 8)]
+
+
+def _pick(dtype: str, index_dtype: str, check: str, vec_bytes: int, mask: bool = False) -> tuple[GatherProblem, Config]:
+    """A seeded choice among the valid configs of that kind, on an odd problem (D = 37) when bounds are
+    checked."""
+    extra = {"mask": True, "mask_rate": 0.5} if mask else {}
+    p = problem(dtype, rows=1001, cols=37 if check == "true" else 64, count=999, index_dtype=index_dtype, **extra)
+    sub = G.space.restrict({"vec_bytes": [vec_bytes], "check_bounds": [check]})
+    candidates = [c for c in sub if not G.violations(p, c)]
+    assert candidates, (dtype, index_dtype, check, vec_bytes)
+    return p, random.Random(f"{dtype}/{index_dtype}/{check}/{vec_bytes}/{mask}").choice(candidates)
+
+
+def test_matrix_covers_every_kind() -> None:
+    for dtype in DTYPES:
+        rows = [m for m in MATRIX if m[0] == dtype]
+        assert {m[3] for m in rows} == {v for v in (2, 4, 8, 16) if v % element_type(dtype).itemsize == 0}
+        assert {(m[1], m[2]) for m in rows} == {(i, c) for i in INDEX_DTYPES for c in ("true", "false")}
+
+
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory: pytest.TempPathFactory):
+    picks = [_pick(*m) for m in MATRIX] + [_pick(d, i, "true", v, mask=True) for d, i, v in MASKED]
+    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path_factory.mktemp("nvrtc"), workers=4)
+    try:
+        results = builder.build([G.render(p, c) for p, c in picks])
+    finally:
+        builder.close()
+    return list(zip(picks, results, strict=True))
+
+
+@pytest.mark.parametrize("index", range(len(MATRIX) + len(MASKED)),
+                         ids=[f"{d}-{i}-check_{c}-v{v}" for d, i, c, v in MATRIX] + [f"{d}-{i}-masked-v{v}"
+                                                                                     for d, i, v in MASKED])
+def test_variant_compiles(compiled, index: int) -> None:
+    (p, cfg), result = compiled[index]
+    assert G.violations(p, cfg) == []
+    assert result.status is Status.OK, result.log
+    assert result.cubin.startswith(b"\x7fELF") and result.registers > 0
+    assert result.spill_bytes == 0, (cfg.label(), result.log)
+    kernel = "gather_rows_masked" if p.mask else "gather_rows"
+    assert result.lowered_name.startswith("_Z") and kernel in result.lowered_name
+    assert result.source.name_expression.startswith(f"{kernel}<{element_type(p.element).ctype}, ")
+    assert result.source.name_expression.endswith(f", {cfg['check_bounds']}>")

@@ -1,0 +1,282 @@
+"""What the indexed families ``gather`` and ``scatter`` share: problems, index types, seeded index
+draws, the tunable space, validity rules, launch geometry and rendering.
+
+Both move whole ROWS of a row-major ``A`` of ``rows`` x ``cols`` (N x D) elements through ``count``
+(K) indices ``idx`` (int32 or int64) plus a runtime ``offset``; entry k is *valid* when
+``mask[k] != 0`` (only if the problem has a ``mask``: a uint8 buffer of K zeros and ones) and
+``0 <= idx[k] + offset < N``. A negative row is out of range (no wrap-around), so an index whose row
+is -1 is a padding sentinel that never touches memory. ``check_bounds = "false"`` promises that every
+entry is valid: the rules accept it only for problems whose inputs have no sentinels, no
+out-of-range indices and no mask.
+
+Seeded inputs place invalid entries at exactly ``round(rate * K)`` positions each (sentinels,
+out-of-range and masked-out entries at disjoint positions, so the number of valid rows, and with it
+``work()``, follows from the problem alone). A sentinel entry stores ``-1 - offset`` (row -1; plain
+-1 when ``offset`` is 0); an out-of-range entry's row lies in ``[N, 2N)`` (as far as the index
+type reaches: at least row N, checked at parse).
+
+Neither family implements ``problem_from_arrays`` yet: the rates describe seeded inputs, so a launch
+on caller arrays could not tell whether the caller's indices keep check_bounds='false''s promise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import element_type
+from ..errors import InvalidProblem
+from ..kernels_dir import kernels_dir
+from ..params import Config, Param, Space
+from .base import Family, KernelSource, LaunchGeometry, Problem
+
+
+@dataclass(frozen=True)
+class IndexType:
+    """An index buffer's element type (indices are signed integers, not raw element bits)."""
+
+    name: str
+    itemsize: int
+    numpy: type[np.signedinteger]
+    ctype: str  # C++ type of the kernel's index pointer
+
+    @property
+    def limits(self) -> tuple[int, int]:
+        info = np.iinfo(self.numpy)
+        return int(info.min), int(info.max)
+
+
+INDEX_TYPES = {"int32": IndexType("int32", 4, np.int32, "int"),
+               "int64": IndexType("int64", 8, np.int64, "long long")}
+MASK_DTYPE = "uint8"  # the mask buffer: one byte per index, 0 (masked out) or 1
+MAX_ELEMENTS = 2**40  # K * D and N * D stay below this
+MAX_COUNT = 2**31 - 1  # one grid block per rows_per_block indices
+MAX_OFFSET = 2**62  # |offset| below this: idx + offset cannot wrap into [0, N) in the kernel
+WARP = 32
+
+
+def index_type(name: str) -> IndexType:
+    return INDEX_TYPES[name]
+
+
+@dataclass(frozen=True)
+class IndexedProblem(Problem):
+    element: str
+    rows: int  # N: rows of A
+    cols: int  # D: elements per row
+    count: int  # K: indices
+    index_dtype: str = "int32"
+    offset: int = 0
+    mask: bool = False
+    mask_rate: float = 0.0  # fraction of masked-out entries (mask only)
+
+    @property
+    def dtype(self) -> str:
+        return self.element
+
+    @property
+    def sentinels(self) -> int:
+        return 0
+
+    @property
+    def out_of_range(self) -> int:
+        return 0
+
+    @property
+    def masked_out(self) -> int:
+        return min(round(self.mask_rate * self.count), self.count - self.sentinels - self.out_of_range)
+
+    @property
+    def valid_entries(self) -> int:
+        """Entries whose row moves: K less sentinels, out-of-range and masked-out entries."""
+        return self.count - self.sentinels - self.out_of_range - self.masked_out
+
+    @property
+    def all_valid(self) -> bool:
+        """The inputs promise every entry valid: what check_bounds='false' needs."""
+        return self.sentinels == 0 and self.out_of_range == 0 and not self.mask
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"dtype": self.element, "rows": self.rows, "cols": self.cols, "count": self.count,
+                             "index_dtype": self.index_dtype, "offset": self.offset, "mask": self.mask}
+        if self.mask:
+            d["mask_rate"] = self.mask_rate
+        return d
+
+
+def reject_unknown(family: str, data: Mapping[str, Any], known: set[str]) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise InvalidProblem(f"{family}: unknown problem key(s) {unknown}; known: {sorted(known)}")
+
+
+def positive(family: str, data: Mapping[str, Any], key: str) -> int:
+    value = data.get(key)
+    if type(value) is not int or value < 1:
+        raise InvalidProblem(f"{family}: {key} must be a positive integer, got {value!r}")
+    return value
+
+
+def rate(family: str, data: Mapping[str, Any], key: str) -> float:
+    value = data.get(key, 0.0)
+    if type(value) not in (int, float) or not 0.0 <= value <= 1.0:
+        raise InvalidProblem(f"{family}: {key} must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+def parse_common(family: str, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields both families share, checked; the caller rejects unknown keys first."""
+    element_type(data.get("dtype"))
+    rows, cols, count = (positive(family, data, k) for k in ("rows", "cols", "count"))
+    for name, n in (("rows", rows), ("count", count)):
+        if n * cols >= MAX_ELEMENTS:
+            raise InvalidProblem(f"{family}: {name} x cols = {n} x {cols} has too many elements (limit 2^40)")
+    if count > MAX_COUNT:
+        raise InvalidProblem(f"{family}: count {count} exceeds {MAX_COUNT}")
+    index_dtype = data.get("index_dtype", "int32")
+    if not isinstance(index_dtype, str) or index_dtype not in INDEX_TYPES:
+        raise InvalidProblem(f"{family}: index_dtype must be one of {sorted(INDEX_TYPES)}, got {index_dtype!r}")
+    offset = data.get("offset", 0)
+    if type(offset) is not int or not -MAX_OFFSET < offset < MAX_OFFSET:
+        raise InvalidProblem(f"{family}: offset must be an integer of magnitude below 2^62, got {offset!r}")
+    mask = data.get("mask", False)
+    if not isinstance(mask, bool):
+        raise InvalidProblem(f"{family}: mask must be true or false, got {mask!r}")
+    if "mask_rate" in data and not mask:
+        raise InvalidProblem(f"{family}: mask_rate is given only with mask = true")
+    return {"element": data["dtype"], "rows": rows, "cols": cols, "count": count, "index_dtype": index_dtype,
+            "offset": offset, "mask": mask, "mask_rate": rate(family, data, "mask_rate")}
+
+
+def check_index_range(family: str, p: IndexedProblem, sentinel: bool, beyond: bool) -> None:
+    """Every stored index (row - offset) of the seeded inputs must fit the index type: the valid rows,
+    row -1 when ``sentinel``, and at least row N when ``beyond``."""
+    lo, hi = index_type(p.index_dtype).limits
+    low_row = -1 if sentinel else 0
+    high_row = p.rows if beyond else p.rows - 1
+    if low_row - p.offset < lo or high_row - p.offset > hi:
+        raise InvalidProblem(f"{family}: with offset {p.offset}, rows {low_row}..{high_row} need indices outside "
+                             f"{p.index_dtype}; use index_dtype = 'int64' or a smaller offset")
+
+
+def draw_invalid(p: IndexedProblem, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeded, disjoint positions of the sentinel, out-of-range and masked-out entries."""
+    if p.sentinels == p.out_of_range == p.masked_out == 0:
+        empty = np.empty(0, dtype=np.int64)
+        return empty, empty, empty
+    order = rng.permutation(p.count)
+    a, b = p.sentinels, p.sentinels + p.out_of_range
+    return order[:a], order[a:b], order[b:b + p.masked_out]
+
+
+def mask_bytes(p: IndexedProblem, masked: np.ndarray) -> np.ndarray:
+    mask = np.ones(p.count, dtype=np.uint8)
+    mask[masked] = 0
+    return mask
+
+
+def to_index(p: IndexedProblem, rows: np.ndarray) -> np.ndarray:
+    """Stored indices of the given rows: row - offset, in the index type (range checked at parse)."""
+    return (rows.astype(np.int64) - p.offset).astype(index_type(p.index_dtype).numpy)
+
+
+def valid_rows(p: IndexedProblem, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """(valid, rows): which entries are valid, and their rows (idx + offset; meaningful where valid).
+    Validity is tested without forming idx + offset, so no index can overflow."""
+    idx = inputs["idx"].astype(np.int64)
+    valid = (idx >= -p.offset) & (idx < p.rows - p.offset)
+    if p.mask:
+        valid &= inputs["mask"] != 0
+    return valid, np.where(valid, idx, -p.offset) + p.offset
+
+
+def signed(bits: int, itemsize: int) -> int:
+    """A storage bit pattern as the signed integer of its width (torch moves bits as int16/int32)."""
+    width = 8 * itemsize
+    return bits - (1 << width) if bits >= 1 << (width - 1) else bits
+
+
+class IndexedFamily(Family):
+    """The shared space, rules, geometry and rendering of ``gather`` and ``scatter``."""
+
+    kernel: str  # the kernel template; "_masked" is appended for masked problems
+    problem_type: type[IndexedProblem]
+    space = Space((
+        Param("rows_per_block", (1, 2, 4, 8, 16), "indices (rows) each block moves, one team of threads per row"),
+        Param("threads", (64, 128, 256, 512), "threads per block"),
+        Param("vec_bytes", (2, 4, 8, 16), "bytes per vector access (narrower when the row pitch needs it)"),
+        Param("check_bounds", ("true", "false"), "test every index; 'false' promises all are valid"),
+    ))
+
+    @property
+    def source_files(self):  # type: ignore[override]
+        return (kernels_dir() / "include" / "tunebox" / "tile.cuh", kernels_dir() / "gather" / "gather.cu")
+
+    @staticmethod
+    def row_vectors(p: IndexedProblem, vec_bytes: int) -> int:
+        """Vectors per row at the widest width (at most vec_bytes) dividing the row: what the kernel
+        uses on aligned buffers."""
+        width = vec_bytes // element_type(p.element).itemsize
+        while p.cols % width:
+            width //= 2
+        return p.cols // width
+
+    def default_config(self, problem: Problem) -> Config:
+        p = self._as_problem(problem)
+        vectors = self.row_vectors(p, 16)
+        per_row = next(r for r in (1, 2, 4, 8, 16) if 256 // r <= _warps(vectors))
+        return self.space.validate({"rows_per_block": per_row, "threads": 256, "vec_bytes": 16,
+                                    "check_bounds": "true"})
+
+    def violations(self, problem: Problem, config: Config) -> list[str]:
+        p = self._as_problem(problem)
+        size = element_type(p.element).itemsize
+        vec_bytes, threads, per_row = int(config["vec_bytes"]), int(config["threads"]), int(config["rows_per_block"])
+        if vec_bytes % size:
+            return [f"vec_bytes={vec_bytes} is not a multiple of the {size}-byte element"]
+        broken = []
+        team, vectors = threads // per_row, self.row_vectors(p, vec_bytes)
+        if team > _warps(vectors):
+            broken.append(f"{team} threads per row (threads / rows_per_block) exceed the row's {vectors} vectors "
+                          f"rounded up to whole warps: threads would idle")
+        if config["check_bounds"] == "false" and not p.all_valid:
+            broken.append("check_bounds='false' needs inputs with no sentinels, no out-of-range indices and no mask")
+        return broken
+
+    def render(self, problem: Problem, config: Config) -> KernelSource:
+        p = self._as_problem(problem)
+        et = element_type(p.element)
+        targs = (et.ctype, index_type(p.index_dtype).ctype, config["rows_per_block"], config["threads"],
+                 int(config["vec_bytes"]) // et.itemsize, config["check_bounds"])
+        name = self.kernel + ("_masked" if p.mask else "")
+        code = (kernels_dir() / "gather" / "gather.cu").read_text()
+        return KernelSource(code, f"{name}<" + ", ".join(map(str, targs)) + ">", (str(kernels_dir() / "include"),))
+
+    def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
+        p = self._as_problem(problem)
+        return LaunchGeometry((math.ceil(p.count / int(config["rows_per_block"])), 1, 1),
+                              (int(config["threads"]), 1, 1), 0)
+
+    def index_bytes(self, p: IndexedProblem) -> int:
+        """Bytes of the index (and mask) buffers, each read once."""
+        return p.count * (index_type(p.index_dtype).itemsize + (1 if p.mask else 0))
+
+    def distance(self, a: Problem, b: Problem) -> float | None:
+        pa, pb = self._as_problem(a), self._as_problem(b)
+        if (pa.element, pa.index_dtype, pa.mask) != (pb.element, pb.index_dtype, pb.mask):
+            return None
+        return sum(abs(math.log2(x / y)) for x, y in ((pa.rows, pb.rows), (pa.cols, pb.cols), (pa.count, pb.count)))
+
+    def _as_problem(self, problem: Problem) -> Any:
+        if not isinstance(problem, self.problem_type):
+            raise TypeError(f"{self.name} needs a {self.problem_type.__name__}, got {type(problem).__name__}")
+        return problem
+
+
+def _warps(n: int) -> int:
+    """n rounded up to whole warps."""
+    return -(-n // WARP) * WARP
