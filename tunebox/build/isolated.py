@@ -14,6 +14,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from ..families.base import KernelSource
+from ..ipc import requests
 from ..records import Status
 
 log = logging.getLogger(__name__)
@@ -22,13 +23,7 @@ log = logging.getLogger(__name__)
 def _serve(conn: Connection) -> None:
     from .nvrtc import compile_nvrtc
 
-    while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
-        if job is None:
-            return
+    for job in requests(conn):
         conn.send(compile_nvrtc(*job))
 
 

@@ -16,6 +16,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from ..ipc import requests
 from ..records import Status
 from .cuda_errors import classify
 from .protocol import EvaluateJob, Outcome, RetimeJob
@@ -48,13 +49,7 @@ def main(conn: Connection) -> None:
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
     conn.send(("ready", session.info))
-    while True:
-        try:
-            job = conn.recv()
-        except EOFError:
-            return
-        if job is None:
-            return
+    for job in requests(conn):
         reply = _handle(session, job)
         conn.send(reply)
         fatal = reply.fatal if isinstance(reply, Outcome) else any(o.fatal for o in reply)
