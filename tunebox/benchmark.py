@@ -17,7 +17,7 @@ from .errors import SpaceError
 from .limits import COPY_LIMIT_GBPS
 from .records import EvalRecord, Status, canonical_json
 from .store.evallog import EvalLog
-from .sweep_spec import load_sweep
+from .sweep_spec import SweepSpec, load_sweep
 
 PACKAGES = ("cuda-core", "cuda-bindings", "nvidia-cuda-nvrtc", "numpy", "optuna", "torch")
 
@@ -34,34 +34,22 @@ def _best(records: list[EvalRecord]) -> EvalRecord | None:
     return min(timed, key=lambda r: r.timing.median_ms) if timed else None  # type: ignore[union-attr]
 
 
-def benchmark(sweep: Path, results: Path, command: str) -> dict[str, Any]:
-    """The benchmark document of a live sweep's finalists (raises SpaceError for replayed logs)."""
-    spec = load_sweep(sweep)
-    log = results / "sweeps" / spec.name / "evals.jsonl"
-    records = EvalLog(log).read()
-    if not records or any(r.replayed for r in records):
-        raise SpaceError(f"{log}: a benchmark needs a live GPU sweep (not replayed, not empty)")
-    cases = []
-    for named in spec.problems:
-        final = [r for r in records if r.phase == "final" and canonical_json(r.problem) == named.problem.key()]
-        winner = _best([r for r in final if not r.baseline])
-        baseline = _best([r for r in final if r.baseline])
-        if winner is None or winner.timing is None:
-            raise SpaceError(f"{named.name}: no re-timed winner in {log}")
-        ms = winner.timing.median_ms
-        case: dict[str, Any] = {
-            "name": named.name, "problem": named.problem.to_dict(), "config": winner.config,
-            "tunebox_ms": ms, "tunebox_noise": winner.timing.noise, "tunebox_gbps": winner.bandwidth_gbps,
-            "fraction_of_limit": (winner.bandwidth_gbps or 0.0) / COPY_LIMIT_GBPS,
-            "samples": len(winner.timing.samples_ms),
-            "baseline": baseline.baseline if baseline else None,
-            "baseline_ms": baseline.timing.median_ms if baseline and baseline.timing else None,
-        }
-        case["ratio"] = case["baseline_ms"] / ms if case["baseline_ms"] else None
-        case["baseline_fraction_of_limit"] = (
-            baseline.bandwidth_gbps / COPY_LIMIT_GBPS if baseline and baseline.bandwidth_gbps else None)
-        cases.append(case)
-    device = records[0].device
+def benchmark(sweeps: list[Path], results: Path, command: str) -> dict[str, Any]:
+    """One benchmark document of the finalists of live sweeps (raises SpaceError for replayed or
+    missing logs, and for sweeps measured on different devices)."""
+    cases: list[dict[str, Any]] = []
+    devices = set()
+    for sweep in sweeps:
+        spec = load_sweep(sweep)
+        log = results / "sweeps" / spec.name / "evals.jsonl"
+        records = EvalLog(log).read()
+        if not records or any(r.replayed for r in records):
+            raise SpaceError(f"{log}: a benchmark needs a live GPU sweep (not replayed, not empty)")
+        devices |= {r.device for r in records}
+        cases += _cases(spec, records, log)
+    if len(devices) != 1:
+        raise SpaceError(f"the sweeps were measured on {len(devices)} devices; benchmark one device at a time")
+    device = devices.pop()
     return {
         "device": device.name if device else "unknown",
         "device_info": device.__dict__ if device else None,
@@ -75,8 +63,32 @@ def benchmark(sweep: Path, results: Path, command: str) -> dict[str, Any]:
     }
 
 
-def write_benchmark(sweep: Path, results: Path, out: Path, command: str) -> dict[str, Any]:
-    document = benchmark(sweep, results, command)
+def _cases(spec: SweepSpec, records: list[EvalRecord], log: Path) -> list[dict[str, Any]]:
+    cases = []
+    for named in spec.problems:
+        final = [r for r in records if r.phase == "final" and canonical_json(r.problem) == named.problem.key()]
+        winner = _best([r for r in final if not r.baseline])
+        baseline = _best([r for r in final if r.baseline])
+        if winner is None or winner.timing is None:
+            raise SpaceError(f"{named.name}: no re-timed winner in {log}")
+        ms = winner.timing.median_ms
+        case: dict[str, Any] = {
+            "name": named.name, "family": spec.family.name, "problem": named.problem.to_dict(), "config": winner.config,
+            "tunebox_ms": ms, "tunebox_noise": winner.timing.noise, "tunebox_gbps": winner.bandwidth_gbps,
+            "fraction_of_limit": (winner.bandwidth_gbps or 0.0) / COPY_LIMIT_GBPS,
+            "samples": len(winner.timing.samples_ms),
+            "baseline": baseline.baseline if baseline else None,
+            "baseline_ms": baseline.timing.median_ms if baseline and baseline.timing else None,
+        }
+        case["ratio"] = case["baseline_ms"] / ms if case["baseline_ms"] else None
+        case["baseline_fraction_of_limit"] = (
+            baseline.bandwidth_gbps / COPY_LIMIT_GBPS if baseline and baseline.bandwidth_gbps else None)
+        cases.append(case)
+    return cases
+
+
+def write_benchmark(sweeps: list[Path], results: Path, out: Path, command: str) -> dict[str, Any]:
+    document = benchmark(sweeps, results, command)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(document, indent=2) + "\n")
     return document

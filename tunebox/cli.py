@@ -91,7 +91,7 @@ def _report(args: argparse.Namespace) -> int:
 def _benchmark(args: argparse.Namespace) -> int:
     from .benchmark import write_benchmark
 
-    doc = write_benchmark(Path(args.sweep), args.results, args.out, args.command)
+    doc = write_benchmark([Path(s) for s in args.sweep], args.results, args.out, args.command)
     for case in doc["cases"]:
         ratio = f"{case['ratio']:.2f}x {case['baseline']}" if case["ratio"] else "no baseline"
         print(f"{case['name']}: {case['tunebox_ms']:.4f} ms, {case['fraction_of_limit']:.0%} of the copy limit, "
@@ -142,8 +142,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--replay", action="store_true", help="report the replayed sweep even if a live one exists")
     r.set_defaults(run=_report)
 
-    b = sub.add_parser("benchmark", help="benchmark file of a live GPU sweep (winners vs torch)")
-    b.add_argument("sweep")
+    b = sub.add_parser("benchmark", help="benchmark file of live GPU sweeps (winners vs torch)")
+    b.add_argument("sweep", nargs="+", help="sweep files whose live results to include")
     b.add_argument("--results", type=Path, default=Path("results"))
     b.add_argument("--out", type=Path, required=True)
     b.add_argument("--command", required=True, help="the exact command that produced the sweep, recorded")
