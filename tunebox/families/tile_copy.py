@@ -38,6 +38,7 @@ MAX_REGISTER_BYTES = 256  # per thread in flight for the register path (64 regis
 ADDRESS_REGISTERS = 40  # registers a thread of the register path needs besides its data
 MAX_SLOTS = 16  # aligned-window slots per thread and phase of the staged path (unrolled code size)
 MAX_EXTENT = 2**31 - 1
+MAX_BLOCKS = 2**31 - 1  # grid.x
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,9 @@ class TileCopy(Family):
             budget = min(MAX_REGISTER_BYTES, 4 * (min(255, 65536 // threads) - ADDRESS_REGISTERS))
             if bm * bn * et.itemsize // threads > budget:
                 broken.append(f"more than {budget} bytes per thread in registers at {threads} threads")
+        blocks = self.geometry(p, config).grid[0]
+        if blocks > MAX_BLOCKS:
+            broken.append(f"{blocks} blocks exceed the grid limit {MAX_BLOCKS}: use larger tiles")
         if config["bounds"] == "unchecked" and not self._every_tile_full(p, bm, bn, vec):
             broken.append("bounds='unchecked' needs every tile full, inside src and aligned")
         return broken

@@ -697,3 +697,9 @@ def test_staged_tile_with_little_work_does_not_spill(builder: NvrtcBuilder) -> N
     result = builder.build_one(TC.render(p, cfg))
     assert result.status is Status.OK
     assert result.spill_bytes == 0, f"{cfg.label()}: {result.registers} registers, {result.spill_bytes} bytes spilled"
+
+
+def test_rule_grid_limit() -> None:
+    huge = problem("float16", src=(2**20, 2**19), dst=(2**20, 2**19))  # 2^39 elements
+    assert_rule(huge, config(BM=8, BN=1024, threads=256, vec_bytes=16), config(BM=1, BN=64, threads=64,
+                                                                                 vec_bytes=2), "grid limit")
