@@ -11,6 +11,8 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+from collections.abc import Callable
+from multiprocessing.connection import Connection
 from typing import Any
 
 from ..errors import DeviceUnavailable
@@ -23,7 +25,9 @@ log = logging.getLogger(__name__)
 
 class GpuRunner:
     def __init__(self, job_timeout_s: float = 60.0, start_timeout_s: float = 180.0,
-                 recycle_after: int = 500) -> None:
+                 recycle_after: int = 500, target: Callable[[Connection], None] = worker.main) -> None:
+        """``target`` is the worker's entry point (``worker.main``; tests pass stand-ins)."""
+        self.target = target
         self.job_timeout_s = job_timeout_s
         self.start_timeout_s = start_timeout_s
         self.recycle_after = recycle_after
@@ -32,12 +36,11 @@ class GpuRunner:
         self._conn: Any = None
         self._jobs = 0
         self.replacements = 0
-        self.device: DeviceInfo | None = None
 
     def start(self) -> DeviceInfo:
         """Start a worker and wait for its canary; raises DeviceUnavailable if it cannot."""
         parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=worker.main, args=(child,), daemon=True,
+        self._proc = self._ctx.Process(target=self.target, args=(child,), daemon=True,
                                        name="tunebox-gpu-worker")
         self._proc.start()
         child.close()
@@ -53,7 +56,6 @@ class GpuRunner:
             self._kill()
             raise DeviceUnavailable(f"no usable GPU: {payload}. Use --backend replay on a machine "
                                     "without a GPU.")
-        self.device = payload
         return payload
 
     def run(self, job: Any, timeout_s: float | None = None) -> Any:

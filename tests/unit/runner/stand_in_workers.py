@@ -1,0 +1,34 @@
+"""Stand-ins for the GPU worker (importable by spawned processes): they speak the worker's protocol
+and misbehave on request, so the parent side's isolation can be tested without a GPU."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from tunebox.records import DeviceInfo, Status
+from tunebox.runner.protocol import Outcome
+
+DEVICE = DeviceInfo("stand-in", "9.0", "13000", "13.0")
+
+
+def obliging(conn) -> None:
+    """Answers ``"hang"`` by hanging, ``"die"`` by dying, ``"sticky"`` like a poisoned context, and
+    anything else with OK and its pid (so a replacement shows)."""
+    conn.send(("ready", DEVICE))
+    while True:
+        job = conn.recv()
+        if job is None:
+            return
+        if job == "hang":
+            time.sleep(3600)
+        if job == "die":
+            os._exit(1)
+        if job == "sticky":
+            conn.send(Outcome(Status.RUNTIME_ERROR, "CUDA_ERROR_ILLEGAL_ADDRESS", fatal=True))
+            os._exit(70)
+        conn.send(Outcome(Status.OK, message=str(os.getpid())))
+
+
+def failing_canary(conn) -> None:
+    conn.send(("failed", "canary: the compare kernel found differences in equal buffers"))

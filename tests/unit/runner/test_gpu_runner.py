@@ -1,0 +1,58 @@
+"""The parent side of the GPU worker, on CPU stand-ins: timeouts kill and replace, deaths and sticky
+errors replace, workers are recycled, a failed canary refuses to start."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from stand_in_workers import failing_canary, obliging
+
+from tunebox.errors import DeviceUnavailable
+from tunebox.records import Status
+from tunebox.runner.gpu_runner import GpuRunner
+
+
+@pytest.fixture
+def runner():
+    r = GpuRunner(job_timeout_s=2, start_timeout_s=60, target=obliging)
+    r.start()
+    yield r
+    r.close()
+
+
+def pid(runner) -> str:
+    outcome = runner.run("work")
+    assert outcome.status is Status.OK
+    return outcome.message
+
+
+def test_a_hung_job_is_killed_at_its_timeout_and_the_worker_replaced(runner):
+    before = pid(runner)
+    start = time.monotonic()
+    outcome = runner.run("hang")
+    assert outcome.status is Status.TIMEOUT and time.monotonic() - start < 15
+    assert runner.replacements == 1 and pid(runner) != before
+
+
+@pytest.mark.parametrize("job, status", [("die", Status.RUNTIME_ERROR), ("sticky", Status.RUNTIME_ERROR)])
+def test_death_and_sticky_errors_replace_the_worker(runner, job, status):
+    before = pid(runner)
+    outcome = runner.run(job)
+    assert outcome.status is status and outcome.fatal
+    assert runner.replacements == 1 and pid(runner) != before
+
+
+def test_workers_are_recycled():
+    r = GpuRunner(job_timeout_s=5, start_timeout_s=60, recycle_after=2, target=obliging)
+    r.start()
+    try:
+        pids = [pid(r) for _ in range(5)]
+    finally:
+        r.close()
+    assert pids[0] == pids[1] != pids[2] == pids[3] != pids[4]
+
+
+def test_a_failed_canary_refuses_to_start():
+    with pytest.raises(DeviceUnavailable, match="canary"):
+        GpuRunner(start_timeout_s=60, target=failing_canary).start()
