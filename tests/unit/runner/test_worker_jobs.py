@@ -1,0 +1,95 @@
+"""The GPU worker's job handling on a stand-in session (no GPU): statuses, fatality, timing, retimes."""
+
+from __future__ import annotations
+
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from tunebox.families.base import LaunchGeometry
+from tunebox.records import KernelMetrics, Status
+from tunebox.runner import worker
+from tunebox.runner.protocol import EvaluateJob, RetimeJob, Variant
+from tunebox.runner.timing import SCREEN
+
+VARIANT = Variant(b"cubin", "k", LaunchGeometry((1, 1, 1), (32, 1, 1), 0), ())
+METRICS = KernelMetrics(32, 0, 0)
+
+
+class StandInSession:
+    """Records what the worker asks of a GPU session; misbehaves as told."""
+
+    def __init__(self, wrong: str = "", launch_error: Exception | None = None, prepare_error: Exception | None = None):
+        self.wrong, self.launch_error, self.prepare_error = wrong, launch_error, prepare_error
+        self.launches = 0
+        self.stream = SimpleNamespace(sync=lambda: None, handle=0)
+
+    def prepare(self, family, problem, seed):
+        if self.prepare_error:
+            raise self.prepare_error
+        return SimpleNamespace(family=None, problem=problem)
+
+    def launcher(self, st, variant):
+        def launch():
+            self.launches += 1
+            if self.launch_error:
+                raise self.launch_error
+        return launch, METRICS
+
+    def poison_outputs(self, st):
+        pass
+
+    def verify(self, st):
+        return self.wrong
+
+    def time_interleaved(self, launches, bench):
+        for fn in launches:
+            fn()
+        return [tuple(1.0 + k for k in range(bench.min_samples)) for _ in launches]
+
+
+def evaluate(session, time=True):
+    return worker._handle(session, EvaluateJob("tile_copy", {}, VARIANT, SCREEN, 0, time=time))
+
+
+def test_a_correct_variant_is_verified_then_timed():
+    outcome = evaluate(StandInSession())
+    assert outcome.status is Status.OK and len(outcome.samples_ms) == 10 and outcome.metrics == METRICS
+    assert set(outcome.stage_seconds) == {"prepare", "verify", "time"} and not outcome.fatal
+
+
+def test_a_wrong_variant_is_never_timed():
+    session = StandInSession(wrong="dst: 1 of 9 elements wrong")
+    outcome = evaluate(session)
+    assert outcome.status is Status.WRONG_RESULT and outcome.samples_ms == () and session.launches == 1
+
+
+@pytest.mark.parametrize("error, status, fatal", [
+    (RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS"), Status.RUNTIME_ERROR, True),
+    (RuntimeError("CUDA call failed: CUDA_ERROR_INVALID_VALUE"), Status.RESOURCE_ERROR, False),
+])
+def test_launch_errors_are_classified(error, status, fatal):
+    outcome = evaluate(StandInSession(launch_error=error))
+    assert outcome.status is status and outcome.fatal is fatal and "CUDA_ERROR" in outcome.message
+
+
+def test_verification_only():
+    assert evaluate(StandInSession(), time=False).samples_ms == ()
+
+
+def test_retime_reports_every_variant_then_the_baseline(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # torch absent: the baseline says so, the variants are timed
+    outcomes = worker._handle(StandInSession(), RetimeJob("tile_copy", {}, (VARIANT, VARIANT), SCREEN, 0))
+    assert [o.status for o in outcomes] == [Status.OK, Status.OK, Status.INVALID]
+    assert "torch is not installed" in outcomes[-1].message
+
+
+def test_a_failure_outside_the_launch_fails_every_retimed_variant():
+    outcomes = worker._handle(StandInSession(prepare_error=MemoryError("host")),
+                              RetimeJob("tile_copy", {}, (VARIANT,), SCREEN, 0))
+    assert len(outcomes) == 2 and all(o.status is Status.RUNTIME_ERROR and o.fatal for o in outcomes)
+
+
+def test_unknown_jobs_are_answered_not_raised():
+    assert worker._handle(StandInSession(), "nonsense").status is Status.RUNTIME_ERROR
