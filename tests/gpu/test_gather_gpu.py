@@ -1,8 +1,10 @@
 """gather and scatter on the GPU, verified bit for bit by the worker: every mode (sentinels,
 out-of-range indices, masks, offsets, every padding) on odd shapes with both index types and all
-dtypes, all-invalid indices, repeated gather indices, rows and offsets beyond 2^31, and scatter
-leaving every untargeted element untouched (still poison: see tunebox.families.scatter); sabotaged
-variants are rejected; the torch baselines match the reference."""
+dtypes, the Warp tile_load_indexed / cuTile sparse-view forms of gather (a window of the other axis
+from a dense offset, running off either end; axis 1 column gathers), all-invalid indices, repeated
+gather indices, rows and offsets beyond 2^31, and scatter leaving every untargeted element untouched
+(still poison: see tunebox.families.scatter); sabotaged variants are rejected; the torch baselines
+match the reference."""
 
 from __future__ import annotations
 
@@ -32,6 +34,21 @@ GATHER_ODD = [
     {"rows": 33, "cols": 1, "count": 1001, "offset": 5, "oob_rate": 0.2},
     {"rows": 7, "cols": 4099, "count": 3, "mask": True, "mask_rate": 0.34},
     {"rows": 999, "cols": 66, "count": 777, "offset": 2},  # every index valid: check_bounds='false' runs too
+]
+# The sparse-view forms on odd shapes: windows that start before column 0, run past the end, sit at
+# vector-aligned offsets or at odd ones; axis 1 column gathers with windows of rows.
+GATHER_SPARSE = [
+    {"rows": 1001, "cols": 73, "count": 999, "dense_offset": -5, "window": 40, "sentinel_rate": 0.1, "oob_rate": 0.1},
+    {"rows": 257, "cols": 130, "count": 4097, "offset": -3, "dense_offset": 64, "window": 96, "mask": True,
+     "mask_rate": 0.3, "sentinel_rate": 0.05},
+    {"rows": 33, "cols": 130, "count": 1001, "dense_offset": 101, "window": 77, "oob_rate": 0.2},
+    {"rows": 999, "cols": 66, "count": 777, "offset": 2, "dense_offset": 2, "window": 64},  # every index valid
+    {"rows": 1001, "cols": 73, "count": 999, "axis": 1, "dense_offset": -4, "window": 37, "sentinel_rate": 0.1,
+     "oob_rate": 0.1},
+    {"rows": 130, "cols": 257, "count": 4097, "axis": 1, "offset": -3, "mask": True, "mask_rate": 0.3,
+     "sentinel_rate": 0.05},  # the default window: all N rows
+    {"rows": 7, "cols": 33, "count": 1001, "axis": 1, "dense_offset": 3, "window": 9},  # every index valid
+    {"rows": 2000, "cols": 5, "count": 3, "axis": 1, "dense_offset": 1, "window": 1999, "oob_rate": 0.34},
 ]
 SCATTER_ODD = [
     {"rows": 1001, "cols": 73, "count": 999},
@@ -83,6 +100,32 @@ def test_gather_every_mode_is_exact(runner, builder, dtype, index_dtype, shape):
     for padding in PADDINGS:  # the padding is a runtime argument: the default variant covers it
         p = GATHER.parse_problem({"dtype": dtype, "index_dtype": index_dtype, **shape, **padding})
         assert_all_ok(runner, builder, GATHER, p, [GATHER.default_config(p)])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+@pytest.mark.parametrize("shape", GATHER_SPARSE, ids=str)
+def test_gather_sparse_views_are_exact(runner, builder, dtype, index_dtype, shape):
+    problem = GATHER.parse_problem({"dtype": dtype, "index_dtype": index_dtype, "padding": "nan", **shape})
+    assert not problem.whole_rows
+    configs = configs_for(GATHER, problem)
+    assert {c["check_bounds"] for c in configs} == ({"true", "false"} if problem.all_valid else {"true"})
+    assert_all_ok(runner, builder, GATHER, problem, configs)
+    for padding in PADDINGS:
+        p = GATHER.parse_problem({"dtype": dtype, "index_dtype": index_dtype, **shape, **padding})
+        assert_all_ok(runner, builder, GATHER, p, [GATHER.default_config(p)])
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+def test_gather_sparse_view_all_invalid_or_outside(runner, builder, index_dtype):
+    """Every element padding: all entries invalid, or the window missing A on the dense axis."""
+    for axis in (0, 1):
+        for extra in ({"sentinel_rate": 0.5, "oob_rate": 0.5, "window": 9}, {"dense_offset": -20, "window": 20},
+                      {"dense_offset": 37, "window": 3, "mask": True, "mask_rate": 0.5}):
+            problem = GATHER.parse_problem({"dtype": "bfloat16", "rows": 37, "cols": 37, "count": 513, "axis": axis,
+                                            "index_dtype": index_dtype, "padding": "neg_inf", **extra})
+            assert problem.valid_entries == 0 or problem.dense_inside == 0
+            assert_all_ok(runner, builder, GATHER, problem, configs_for(GATHER, problem)[:4])
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -169,10 +212,18 @@ def test_sabotaged_variants_are_rejected(runner, builder):
     (GATHER, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "count": 8192}),
     (GATHER, {"dtype": "float16", "rows": 4096, "cols": 130, "count": 8192, "index_dtype": "int64", "offset": 3,
               "sentinel_rate": 0.05, "oob_rate": 0.05, "mask": True, "mask_rate": 0.2, "padding": "neg_inf"}),
+    (GATHER, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "count": 8192, "dense_offset": 64, "window": 256}),
+    (GATHER, {"dtype": "float32", "rows": 4096, "cols": 130, "count": 8192, "dense_offset": -3, "window": 140,
+              "sentinel_rate": 0.05, "mask": True, "mask_rate": 0.1, "padding": "nan"}),
+    (GATHER, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "count": 8192, "axis": 1, "window": 64}),
+    (GATHER, {"dtype": "float16", "rows": 300, "cols": 4099, "count": 8192, "axis": 1, "dense_offset": -2,
+              "index_dtype": "int64", "offset": 1, "oob_rate": 0.1, "mask": True, "mask_rate": 0.2,
+              "padding": "value", "pad_value": -3.25}),
     (SCATTER, {"dtype": "bfloat16", "rows": 8192, "cols": 512, "count": 8192}),
     (SCATTER, {"dtype": "float32", "rows": 8192, "cols": 64, "count": 4096, "index_dtype": "int64",
                "mask": True, "mask_rate": 0.5}),
-], ids=["gather", "gather_masked_int64", "scatter", "scatter_masked_int64"])
+], ids=["gather", "gather_masked_int64", "gather_sparse_view", "gather_window_masked", "gather_cols",
+        "gather_cols_masked_int64", "scatter", "scatter_masked_int64"])
 def test_variants_time_and_torch_baseline_matches(runner, builder, family, data):
     """K is a multiple of 4 here: the worker hands every input to torch through ``_signed``, which
     views a uint8 mask as int32 words."""

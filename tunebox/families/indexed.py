@@ -5,7 +5,8 @@ Both move whole ROWS of a row-major ``A`` of ``rows`` x ``cols`` (N x D) element
 (K) indices ``idx`` (int32 or int64) plus a runtime ``offset``; entry k is *valid* when
 ``mask[k] != 0`` (only if the problem has a ``mask``: a uint8 buffer of K zeros and ones) and
 ``0 <= idx[k] + offset < N``. A negative row is out of range (no wrap-around), so an index whose row
-is -1 is a padding sentinel that never touches memory. ``check_bounds = "false"`` promises that every
+is -1 is a padding sentinel that never touches memory. (gather's axis-1 form indexes columns instead:
+``IndexedProblem.extent``, D there, takes N's place in these rules.) ``check_bounds = "false"`` promises that every
 entry is valid: the rules accept it only for problems whose inputs have no sentinels, no
 out-of-range indices and no mask.
 
@@ -77,6 +78,11 @@ class IndexedProblem(Problem):
     @property
     def dtype(self) -> str:
         return self.element
+
+    @property
+    def extent(self) -> int:
+        """Extent of the indexed axis: valid entries satisfy ``0 <= idx + offset < extent`` (N here)."""
+        return self.rows
 
     @property
     def sentinels(self) -> int:
@@ -154,10 +160,10 @@ def parse_common(family: str, data: Mapping[str, Any]) -> dict[str, Any]:
 
 def check_index_range(family: str, p: IndexedProblem, sentinel: bool, beyond: bool) -> None:
     """Every stored index (row - offset) of the seeded inputs must fit the index type: the valid rows,
-    row -1 when ``sentinel``, and at least row N when ``beyond``."""
+    row -1 when ``sentinel``, and at least row N (``p.extent``) when ``beyond``."""
     lo, hi = index_type(p.index_dtype).limits
     low_row = -1 if sentinel else 0
-    high_row = p.rows if beyond else p.rows - 1
+    high_row = p.extent if beyond else p.extent - 1
     if low_row - p.offset < lo or high_row - p.offset > hi:
         raise InvalidProblem(f"{family}: with offset {p.offset}, rows {low_row}..{high_row} need indices outside "
                              f"{p.index_dtype}; use index_dtype = 'int64' or a smaller offset")
@@ -188,7 +194,7 @@ def valid_rows(p: IndexedProblem, inputs: Mapping[str, np.ndarray]) -> tuple[np.
     """(valid, rows): which entries are valid, and their rows (idx + offset; meaningful where valid).
     Validity is tested without forming idx + offset, so no index can overflow."""
     idx = inputs["idx"].astype(np.int64)
-    valid = (idx >= -p.offset) & (idx < p.rows - p.offset)
+    valid = (idx >= -p.offset) & (idx < p.extent - p.offset)
     if p.mask:
         valid &= inputs["mask"] != 0
     return valid, np.where(valid, idx, -p.offset) + p.offset
@@ -252,9 +258,13 @@ class IndexedFamily(Family):
         et = element_type(p.element)
         targs = (et.ctype, index_type(p.index_dtype).ctype, config["rows_per_block"], config["threads"],
                  int(config["vec_bytes"]) // et.itemsize, config["check_bounds"])
-        name = self.kernel + ("_masked" if p.mask else "")
+        name = self.kernel_name(p)
         code = (kernels_dir() / "gather" / "gather.cu").read_text()
         return KernelSource(code, f"{name}<" + ", ".join(map(str, targs)) + ">", (str(kernels_dir() / "include"),))
+
+    def kernel_name(self, p: IndexedProblem) -> str:
+        """The kernel template that moves ``p``."""
+        return self.kernel + ("_masked" if p.mask else "")
 
     def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
         p = self._as_problem(problem)

@@ -1,6 +1,7 @@
-"""gather without a GPU: numpy reference on hand-computed cases, problem parsing, seeded inputs,
-validity rules, geometry, work, distance, the shipped sweep, and NVRTC compilation (to CUBIN, sm_90)
-of every dtype x index type x check_bounds x vector width kind."""
+"""gather without a GPU: numpy reference on hand-computed cases (whole rows, and the Warp
+tile_load_indexed / cuTile sparse-view forms: axis, window, dense_offset), problem parsing, seeded
+inputs, validity rules, geometry, work, distance, the shipped sweep, and NVRTC compilation (to CUBIN,
+sm_90) of every dtype x index type x check_bounds x vector width kind of every kernel form."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def ref(p: GatherProblem, a: np.ndarray, idx, mask=None) -> np.ndarray:
     for k, v in before.items():
         np.testing.assert_array_equal(inputs[k], v)  # inputs are not modified
     assert set(out) == {"out"}
-    assert out["out"].shape == (p.count, p.cols) and out["out"].dtype == a.dtype
+    assert out["out"].shape == p.out_shape and out["out"].dtype == a.dtype
     return out["out"]
 
 
@@ -140,6 +141,107 @@ def test_reference_matches_definition_on_random_problems() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# the Warp tile_load_indexed / cuTile sparse-view forms: axis, window, dense_offset (hand-computed)
+
+
+def test_reference_warp_even_rows_with_explicit_keys() -> None:
+    """The same Warp example spelled out: axis 0, the full window, dense offset 0."""
+    p = problem(axis=0, window=4, dense_offset=0)
+    assert p == problem() and p.whole_rows
+    np.testing.assert_array_equal(ref(p, A, [0, 2]), [[1, 2, 3, 4], [9, 10, 11, 12]])
+
+
+def test_reference_cutile_sparse_view() -> None:
+    """cutile-python: x = arange(64).reshape(8, 8), rows arange(4), dense Slice(start=2, length=4)."""
+    x = arange_a("float32", (8, 8), start=0)
+    for index_dtype in INDEX_DTYPES:
+        p = problem(rows=8, cols=8, count=4, index_dtype=index_dtype, dense_offset=2, window=4)
+        assert p.out_shape == (4, 4) and not p.whole_rows
+        got = ref(p, x, np.arange(4))
+        np.testing.assert_array_equal(got, [[2, 3, 4, 5], [10, 11, 12, 13], [18, 19, 20, 21], [26, 27, 28, 29]])
+
+
+def test_reference_column_gather() -> None:
+    """axis 1: out[j, k] = A[dense_offset + j, idx[k] + offset]; out is (window, K)."""
+    p = problem(count=2, axis=1)
+    assert p.out_shape == (4, 2) and p.window is None and p.span == 4
+    np.testing.assert_array_equal(ref(p, A, [3, 0]), [[4, 1], [8, 5], [12, 9], [16, 13]])
+    q = problem(count=3, axis=1, window=2, dense_offset=1, offset=-1)  # columns 2, 0, 3 of rows 1 and 2
+    np.testing.assert_array_equal(ref(q, A, [3, 1, 4]), [[7, 5, 8], [11, 9, 12]])
+    r = problem(rows=4, cols=3, count=4, axis=1, window=1, dense_offset=3)  # the last row; A is 4 x 3 here
+    np.testing.assert_array_equal(ref(r, arange_a("float32", (4, 3)), [2, 2, 0, 1]), [[12, 12, 10, 11]])
+
+
+def test_reference_dense_range_outside_reads_padding() -> None:
+    """A negative dense_offset and a window running past the end read the padding, on both axes."""
+    got = ref(problem(count=2, dense_offset=-2, window=4, padding="nan"), A, [1, 3])
+    np.testing.assert_array_equal(got, [[NAN32, NAN32, 5, 6], [NAN32, NAN32, 13, 14]])
+    got = ref(problem(count=1, dense_offset=2, window=5, padding="nan"), A, [2])
+    np.testing.assert_array_equal(got, [[11, 12, NAN32, NAN32, NAN32]])
+    got = ref(problem(count=1, dense_offset=-1, window=6), A, [0])  # both ends, padding zero
+    np.testing.assert_array_equal(got, [[0, 1, 2, 3, 4, 0]])
+    got = ref(problem(count=2, axis=1, dense_offset=-1, window=6, padding="nan"), A, [1, 2])
+    np.testing.assert_array_equal(got, [[NAN32] * 2, [2, 3], [6, 7], [10, 11], [14, 15], [NAN32] * 2])
+    for start in (4, 100, -6, -(2**40)):  # the window misses A entirely
+        for axis in (0, 1):
+            out = ref(problem(count=2, axis=axis, dense_offset=start, window=2, padding="nan"), A, [0, 1])
+            assert (out == NAN32).all()
+
+
+def test_reference_sentinels_on_both_axes() -> None:
+    got = ref(problem(count=3, dense_offset=1, window=3, padding="nan"), A, [-1, 2, 5])
+    np.testing.assert_array_equal(got, [[NAN32] * 3, [10, 11, 12], [NAN32] * 3])
+    got = ref(problem(count=3, axis=1, padding="nan"), A, [-1, 1, 4])
+    np.testing.assert_array_equal(got, [[NAN32, 2, NAN32], [NAN32, 6, NAN32], [NAN32, 10, NAN32],
+                                        [NAN32, 14, NAN32]])
+    got = ref(problem(count=2, axis=1, offset=2, window=2), A, [-3, -1])  # column -1 (sentinel) and column 1
+    np.testing.assert_array_equal(got, [[0, 2], [0, 6]])
+
+
+def test_reference_mask_on_both_axes() -> None:
+    got = ref(problem(count=3, mask=True, dense_offset=3, window=2, padding="nan"), A, [0, 1, 2], mask=[1, 0, 1])
+    np.testing.assert_array_equal(got, [[4, NAN32], [NAN32, NAN32], [12, NAN32]])
+    got = ref(problem(count=3, axis=1, mask=True, window=2, padding="nan"), A, [0, 1, 3], mask=[0, 1, 1])
+    np.testing.assert_array_equal(got, [[NAN32, 2, 4], [NAN32, 6, 8]])
+
+
+def _warp(p: GatherProblem, inputs: dict[str, np.ndarray]) -> np.ndarray:
+    """Warp's rule element by element: the indexed axis reads offset + idx, the dense axis
+    dense_offset + position; out of range on any side (or masked out) reads the padding."""
+    a = inputs["A"]
+    out = np.empty(p.out_shape, dtype=a.dtype)
+    for i, j in np.ndindex(*p.out_shape):
+        k, c = (i, j) if p.axis == 0 else (j, i)
+        g = [0, 0]
+        g[p.axis] = int(inputs["idx"][k]) + p.offset
+        g[1 - p.axis] = p.dense_offset + c
+        ok = 0 <= g[0] < p.rows and 0 <= g[1] < p.cols and (not p.mask or inputs["mask"][k] != 0)
+        out[i, j] = a[g[0], g[1]] if ok else p.pad_bits
+    return out
+
+
+def test_reference_matches_warp_rule_on_random_problems() -> None:
+    rng = np.random.default_rng(12)
+    for _ in range(200):
+        mode = PADDING_MODES[int(rng.integers(len(PADDING_MODES)))]
+        mask, axis = bool(rng.integers(2)), int(rng.integers(2))
+        rates = rng.dirichlet([1, 1, 1, 1])[:3] * 0.9
+        rows, cols = int(rng.integers(1, 9)), int(rng.integers(1, 9))
+        dense = cols if axis == 0 else rows
+        p = problem(DTYPES[int(rng.integers(3))], rows=rows, cols=cols, count=int(rng.integers(1, 12)), axis=axis,
+                    window=int(rng.integers(1, 2 * dense + 3)), dense_offset=int(rng.integers(-dense - 2, dense + 3)),
+                    index_dtype=INDEX_DTYPES[int(rng.integers(2))], offset=int(rng.integers(-5, 6)), mask=mask,
+                    padding=mode, sentinel_rate=float(rates[0]), oob_rate=float(rates[1]),
+                    **({"mask_rate": float(rates[2])} if mask else {}),
+                    **({"pad_value": 1.5} if mode == "value" else {}))
+        inputs = G.make_inputs(p, rng)
+        got = G.reference(p, inputs)["out"]
+        np.testing.assert_array_equal(got, _warp(p, inputs), err_msg=str(p))
+        moved = int((got != p.pad_bits).sum())  # random bits are never padding
+        assert moved == p.valid_entries * p.dense_inside, p
+
+
+# ---------------------------------------------------------------------------------------------
 # seeded inputs
 
 
@@ -211,6 +313,19 @@ def test_make_inputs_int32_index_near_its_limit() -> None:
     assert int(inputs["idx"].max()) == 2**31 - 1
 
 
+def test_make_inputs_axis_1_draws_columns() -> None:
+    """axis 1 indexes columns: valid indices in [0, D), out-of-range ones in [D, 2D), sentinels -1."""
+    p = problem("float16", rows=1000, cols=37, count=3000, axis=1, offset=-4, sentinel_rate=0.1, oob_rate=0.2,
+                mask=True, mask_rate=0.1, window=9, dense_offset=-3)
+    inputs = G.make_inputs(p, np.random.default_rng(6))
+    assert inputs["A"].shape == (1000, 37)
+    cols = _rows(p, inputs)
+    assert int((cols == -1).sum()) == 300 and int((cols >= 37).sum()) == 600
+    assert ((cols >= -1) & (cols < 74)).all()
+    assert len(np.unique(cols[(cols >= 0) & (cols < 37)])) == 37
+    assert p.valid_entries == 3000 - 300 - 600 - 300
+
+
 # ---------------------------------------------------------------------------------------------
 # parse_problem
 
@@ -229,9 +344,40 @@ def test_parse_problem_defaults_and_round_trip() -> None:
     assert get("gather") is get("gather") and isinstance(get("gather"), Gather)
 
 
+def test_parse_problem_new_keys_round_trip() -> None:
+    """axis, window and dense_offset appear in to_dict (and so in the problem key) only when they
+    differ from the whole-row default: every existing problem keeps its key and meaning."""
+    p = problem("bfloat16", rows=100, cols=73, count=51)
+    assert set(p.to_dict()) == {"dtype", "rows", "cols", "count", "index_dtype", "offset", "mask", "sentinel_rate",
+                                "oob_rate", "padding"}
+    assert (p.axis, p.window, p.dense_offset, p.span, p.whole_rows) == (0, None, 0, 73, True)
+    assert problem("bfloat16", rows=100, cols=73, count=51, axis=0, window=73, dense_offset=0) == p
+    w = problem("float32", rows=9, cols=8, count=5, dense_offset=-3, window=6, index_dtype="int64", sentinel_rate=0.2)
+    assert w.to_dict()["window"] == 6 and w.to_dict()["dense_offset"] == -3 and "axis" not in w.to_dict()
+    assert G.parse_problem(w.to_dict()) == w and w.out_shape == (5, 6) and not w.whole_rows
+    c = problem("float16", rows=9, cols=8, count=5, axis=1)
+    assert c.to_dict()["axis"] == 1 and "window" not in c.to_dict() and (c.span, c.out_shape) == (9, (9, 5))
+    assert G.parse_problem(c.to_dict()) == c and problem("float16", rows=9, cols=8, count=5, axis=1, window=9) == c
+    d = problem("float16", rows=9, cols=8, count=5, axis=1, window=8)  # D is no default on axis 1
+    assert d.window == 8 and G.parse_problem(d.to_dict()) == d
+    assert len({x.key() for x in (p, w, c, d)}) == 4
+    assert problem(dense_offset=2**62 - 1).dense_offset == 2**62 - 1
+
+
 @pytest.mark.parametrize(("data", "fragment"), [
     ({"src": [1, 1]}, "src"),
-    ({"axis": 0}, "axis"),
+    ({"axis": 2}, "axis"),
+    ({"axis": True}, "axis"),
+    ({"axis": "1"}, "axis"),
+    ({"axis": -1}, "axis"),
+    ({"window": 0}, "window"),
+    ({"window": 2.0}, "window"),
+    ({"window": True}, "window"),
+    ({"window": 2**38, "count": 4}, "too many"),
+    ({"dense_offset": 1.0}, "dense_offset"),
+    ({"dense_offset": False}, "dense_offset"),
+    ({"dense_offset": -(2**62)}, "dense_offset"),
+    ({"axis": 1, "cols": 4, "offset": -(2**31) + 3}, "int64"),  # column 3 would be stored as 2^31
     ({"dtype": "int32"}, "int32"),
     ({"rows": 0}, "rows"),
     ({"cols": -1}, "cols"),
@@ -330,6 +476,42 @@ def test_rule_check_bounds_false_needs_all_valid_inputs() -> None:
     assert G.violations(problem("bfloat16", rows=1024, cols=512, count=4, sentinel_rate=0.01), unchecked) == []
 
 
+SPARSE = problem("bfloat16", rows=1024, cols=512, count=4096, dense_offset=64, window=256)
+
+
+def test_rule_window_vectors() -> None:
+    """A window moves in vectors dividing D, the window and dense_offset: 256 bf16 from 64 in 16-byte
+    vectors is 32 vectors (one warp per row); an odd dense_offset moves element by element."""
+    assert G.row_vectors(SPARSE, 16) == 32 and G.row_vectors(SPARSE, 4) == 128
+    assert_rule(SPARSE, config(threads=128, rows_per_block=4), config(threads=128, rows_per_block=2), "idle")
+    odd = problem("bfloat16", rows=1024, cols=512, count=4096, dense_offset=3, window=256)
+    assert G.row_vectors(odd, 16) == 256
+    assert G.violations(odd, config(threads=256, rows_per_block=1)) == []
+    assert G.row_vectors(problem("float32", rows=4, cols=64, count=4, dense_offset=-2, window=64), 16) == 32
+    assert G.row_vectors(problem("float32", rows=4, cols=64, count=4, dense_offset=-4, window=12), 16) == 3
+
+
+def test_rules_axis_1() -> None:
+    """axis 1: threads x (vec_bytes / element) entries a block, rows_per_block output rows."""
+    p = problem("float32", rows=1000, cols=300, count=1000, axis=1, window=8)  # 250 vectors of 4 entries
+    assert_rule(p, config(threads=256, rows_per_block=8), config(threads=512, rows_per_block=8), "idle")
+    assert_rule(p, config(threads=256, rows_per_block=8), config(threads=256, rows_per_block=16), "rows_per_block")
+    assert G.violations(p, config(threads=512, rows_per_block=1, vec_bytes=4)) == []  # 1000 vectors of 1
+    tiny = problem("float16", rows=10, cols=3, count=1, axis=1, window=1)  # 64 threads are always allowed
+    assert_rule(tiny, config(threads=64, rows_per_block=1), config(threads=128, rows_per_block=1), "idle")
+    bad = problem("float16", rows=10, cols=3, count=100, axis=1, sentinel_rate=0.1)
+    assert_rule(bad, config(threads=64, rows_per_block=8), config(threads=64, rows_per_block=8, check_bounds="false"),
+                "check_bounds='false'")
+    assert G.violations(p, config(threads=256, rows_per_block=8, check_bounds="false")) == []
+    assert G.violations(p, config(vec_bytes=2)) == ["vec_bytes=2 is not a multiple of the 4-byte element"]
+    # 2^20 entries in tiles of 64 and 2^19 rows in strips of 1: 2^33 blocks, capped to a multiple of the
+    # 2^14 tiles below 2^31 (each block walks 4 strips)
+    huge = problem("float16", rows=2**20, cols=2**19, count=2**20, axis=1, window=2**19, index_dtype="int64")
+    assert G.violations(huge, config(threads=64, rows_per_block=1, vec_bytes=2)) == []
+    assert G.geometry(huge, config(threads=64, rows_per_block=1, vec_bytes=2)).grid == (2**14 * (2**17 - 1), 1, 1)
+    assert G.geometry(huge, config(threads=512, rows_per_block=16, vec_bytes=16)).grid == (2**8 * 2**15, 1, 1)
+
+
 def test_violations_reports_every_broken_rule() -> None:
     assert len(G.violations(ODD, config(threads=512, rows_per_block=1, check_bounds="false"))) == 2
 
@@ -346,6 +528,40 @@ def test_default_config_is_valid(dtype: str, rows: int, cols: int, count: int) -
     for extra in ({}, {"mask": True, "sentinel_rate": 0.5}):
         p = problem(dtype, rows=rows, cols=cols, count=count, **extra)
         assert G.violations(p, G.default_config(p)) == []
+
+
+@pytest.mark.parametrize(("dtype", "rows", "cols", "count"), VARIETY)
+def test_default_config_is_valid_on_new_forms(dtype: str, rows: int, cols: int, count: int) -> None:
+    whole = {} if rows * count < 2**40 else {"window": 1000}  # the default window N, where it fits
+    for extra in ({"axis": 1, **whole}, {"dense_offset": 3, "window": 7},
+                  {"axis": 1, "window": 1, "dense_offset": -5, "mask": True, "sentinel_rate": 0.5},
+                  {"dense_offset": -64, "window": 1024, "oob_rate": 0.25}):
+        p = problem(dtype, rows=rows, cols=cols, count=count, **extra)
+        assert G.violations(p, G.default_config(p)) == [], (p, G.default_config(p).label())
+
+
+def test_geometry_buffers_args_new_forms() -> None:
+    w = problem("float16", rows=1001, cols=73, count=999, dense_offset=-5, window=40, mask=True, padding="nan")
+    cfg = config(rows_per_block=8, threads=256, vec_bytes=8)
+    assert G.geometry(w, cfg).grid == (125, 1, 1)
+    assert G.buffers(w)[-1] == BufferSpec("out", (999, 40), "float16", "output")
+    assert G.args(w, cfg)[4:] == tuple(ScalarArg("i64", v) for v in (1001, 73, 999, 0, -5, 40)) + (
+        ScalarArg("u16", 0x7E00),)
+    assert G.render(w, cfg).name_expression == "gather_window_masked<unsigned short, int, 8, 256, 4, true>"
+    c = problem("float32", rows=1001, cols=73, count=999, axis=1, window=17, dense_offset=3, offset=-2,
+                index_dtype="int64")
+    cfg = config(rows_per_block=4, threads=64, vec_bytes=8)
+    geo = G.geometry(c, cfg)  # 999 entries in tiles of 64 x 2, 17 rows in strips of 4
+    assert (geo.grid, geo.block, geo.shared_bytes) == ((8 * 5, 1, 1), (64, 1, 1), 0)
+    assert G.buffers(c)[-1] == BufferSpec("out", (17, 999), "float32", "output")
+    assert G.args(c, cfg) == (BufferArg("A"), BufferArg("idx"), BufferArg("out"),
+                              *(ScalarArg("i64", v) for v in (1001, 73, 999, -2, 3, 17)), ScalarArg("u32", 0))
+    assert G.render(c, cfg).name_expression == "gather_cols<unsigned int, long long, 4, 64, 2, true>"
+    for q in (w, c):
+        inputs = G.make_inputs(q, np.random.default_rng(0))
+        outputs = G.reference(q, inputs)
+        for spec in G.buffers(q):
+            assert (inputs[spec.name] if spec.role == "input" else outputs[spec.name]).shape == spec.shape
 
 
 def test_geometry_buffers_args() -> None:
@@ -384,6 +600,31 @@ def test_work() -> None:
     assert G.work(s).bytes_moved == (2000 + 1600) * 512 * 2 + 2000 * (8 + 1)
 
 
+def test_work_new_forms() -> None:
+    """Bytes really moved: every output element written, the in-range part of the window read for
+    every valid entry, and the indices (and mask) read once."""
+    assert SPARSE.dense_inside == 256
+    assert G.work(SPARSE).bytes_moved == (4096 * 256 + 4096 * 256) * 2 + 4096 * 4
+    edge = problem("float32", rows=100, cols=64, count=10, dense_offset=-8, window=100, sentinel_rate=0.2)
+    assert edge.dense_inside == 64 and edge.valid_entries == 8
+    assert G.work(edge).bytes_moved == (10 * 100 + 8 * 64) * 4 + 10 * 4
+    c = problem("float16", rows=100, cols=64, count=10, axis=1, dense_offset=90, window=20, mask=True, mask_rate=0.5)
+    assert c.dense_inside == 10 and c.valid_entries == 5
+    assert G.work(c).bytes_moved == (20 * 10 + 5 * 10) * 2 + 10 * 5
+    miss = problem("float16", rows=100, cols=64, count=10, axis=1, dense_offset=-30, window=20)
+    assert miss.dense_inside == 0 and G.work(miss).bytes_moved == 20 * 10 * 2 + 10 * 4
+
+
+def test_distance_new_forms() -> None:
+    a = problem("float32", rows=1024, cols=64, count=4096)
+    assert G.distance(a, problem("float32", rows=1024, cols=64, count=4096, axis=1)) is None
+    w = problem("float32", rows=1024, cols=64, count=4096, window=32, dense_offset=16)
+    assert G.distance(a, w) == 1 == G.distance(w, a)
+    c1 = problem("float32", rows=1024, cols=64, count=4096, axis=1, window=16)
+    c2 = problem("float32", rows=2048, cols=64, count=4096, axis=1, window=64)
+    assert G.distance(c1, c2) == pytest.approx(1 + 2)
+
+
 def test_distance() -> None:
     a = problem("float32", rows=1024, cols=64, count=4096)
     assert G.distance(a, a) == 0
@@ -409,7 +650,10 @@ def test_shipped_sweep_loads() -> None:
     assert spec.family.name == "gather" and spec.search.strategy == "tpe" and spec.search.trials == 40
     assert spec.search.finalists == 3 and spec.space.size() < G.space.size()
     assert {n.name for n in spec.problems} == {"gather_bf16_1M_x512", "gather_bf16_1M_x512_sentinel5",
-                                               "gather_f32_1M_x64_int64"}
+                                               "gather_f32_1M_x64_int64", "gather_bf16_1M_x512_sparse_view_64_256"}
+    sparse = next(n.problem for n in spec.problems if n.name.endswith("sparse_view_64_256"))
+    assert (sparse.axis, sparse.dense_offset, sparse.window, sparse.out_shape) == (0, 64, 256, (2**20, 256))
+    assert G.render(sparse, G.default_config(sparse)).name_expression.startswith("gather_window<")
     for named in spec.problems:
         assert named.problem.count == named.problem.rows == 2**20
         assert sum(1 for c in spec.space if not G.violations(named.problem, c)) >= 40
@@ -425,7 +669,15 @@ def test_torch_baseline_matches_reference() -> None:
 
     cases = [problem("bfloat16", rows=50, cols=6, count=40), problem("float32", rows=50, cols=3, count=40, offset=4),
              problem("float16", rows=50, cols=5, count=40, index_dtype="int64", sentinel_rate=0.25, oob_rate=0.25,
-                     mask=True, mask_rate=0.25, padding="value", pad_value=-2.0, offset=-3)]
+                     mask=True, mask_rate=0.25, padding="value", pad_value=-2.0, offset=-3),
+             problem("bfloat16", rows=50, cols=16, count=40, dense_offset=4, window=8),
+             problem("float32", rows=50, cols=7, count=40, dense_offset=-3, window=12, sentinel_rate=0.25,
+                     padding="nan"),
+             problem("float32", rows=50, cols=7, count=40, dense_offset=9, window=2, mask=True),
+             problem("bfloat16", rows=30, cols=50, count=40, axis=1, sentinel_rate=0.25, padding="neg_inf"),
+             problem("float16", rows=50, cols=9, count=40, axis=1, dense_offset=45, window=10, mask=True,
+                     mask_rate=0.25, oob_rate=0.25, index_dtype="int64", padding="value", pad_value=-2.0, offset=2),
+             problem("float32", rows=6, cols=5, count=8, axis=1, dense_offset=-4, window=3)]
     for p in cases:
         inputs = G.make_inputs(p, np.random.default_rng(0))
         tensors = {k: torch.from_numpy(_signed(v)) for k, v in inputs.items()}
@@ -454,15 +706,23 @@ MATRIX = _matrix()
 MASKED = [("bfloat16", "int32", 16), ("float32", "int64", 8)]
 
 
-def _pick(dtype: str, index_dtype: str, check: str, vec_bytes: int, mask: bool = False) -> tuple[GatherProblem, Config]:
+FORMS = {"rows": {}, "window": {"dense_offset": -3, "window": 40}, "cols": {"axis": 1, "dense_offset": -2, "window": 7}}
+NEW = [(form, d, i, c, v) for form in ("window", "cols") for d, i, c, v in MATRIX]
+NEW_MASKED = [("window", "float16", "int64", 8), ("cols", "bfloat16", "int32", 16), ("cols", "float32", "int64", 4)]
+
+
+def _pick(dtype: str, index_dtype: str, check: str, vec_bytes: int, mask: bool = False,
+          form: str = "rows") -> tuple[GatherProblem, Config]:
     """A seeded choice among the valid configs of that kind, on an odd problem (D = 37) when bounds are
     checked."""
     extra = {"mask": True, "mask_rate": 0.5} if mask else {}
-    p = problem(dtype, rows=1001, cols=37 if check == "true" else 64, count=999, index_dtype=index_dtype, **extra)
+    p = problem(dtype, rows=1001, cols=37 if check == "true" else 64, count=999, index_dtype=index_dtype, **extra,
+                **FORMS[form])
     sub = G.space.restrict({"vec_bytes": [vec_bytes], "check_bounds": [check]})
     candidates = [c for c in sub if not G.violations(p, c)]
     assert candidates, (dtype, index_dtype, check, vec_bytes)
-    return p, random.Random(f"{dtype}/{index_dtype}/{check}/{vec_bytes}/{mask}").choice(candidates)
+    suffix = "" if form == "rows" else f"/{form}"
+    return p, random.Random(f"{dtype}/{index_dtype}/{check}/{vec_bytes}/{mask}{suffix}").choice(candidates)
 
 
 def test_matrix_covers_every_kind() -> None:
@@ -474,7 +734,9 @@ def test_matrix_covers_every_kind() -> None:
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory):
-    picks = [_pick(*m) for m in MATRIX] + [_pick(d, i, "true", v, mask=True) for d, i, v in MASKED]
+    picks = ([_pick(*m) for m in MATRIX] + [_pick(d, i, "true", v, mask=True) for d, i, v in MASKED]
+             + [_pick(d, i, c, v, form=f) for f, d, i, c, v in NEW]
+             + [_pick(d, i, "true", v, mask=True, form=f) for f, d, i, v in NEW_MASKED])
     builder = NvrtcBuilder("sm_90", cache_dir=tmp_path_factory.mktemp("nvrtc"), workers=4)
     try:
         results = builder.build([G.render(p, c) for p, c in picks])
@@ -483,16 +745,27 @@ def compiled(tmp_path_factory: pytest.TempPathFactory):
     return list(zip(picks, results, strict=True))
 
 
-@pytest.mark.parametrize("index", range(len(MATRIX) + len(MASKED)),
-                         ids=[f"{d}-{i}-check_{c}-v{v}" for d, i, c, v in MATRIX] + [f"{d}-{i}-masked-v{v}"
-                                                                                     for d, i, v in MASKED])
+IDS = ([f"{d}-{i}-check_{c}-v{v}" for d, i, c, v in MATRIX] + [f"{d}-{i}-masked-v{v}" for d, i, v in MASKED]
+       + [f"{f}-{d}-{i}-check_{c}-v{v}" for f, d, i, c, v in NEW]
+       + [f"{f}-{d}-{i}-masked-v{v}" for f, d, i, v in NEW_MASKED])
+
+
+def test_new_forms_cover_every_kind() -> None:
+    for form in ("window", "cols"):
+        assert sorted(m[1:] for m in NEW if m[0] == form) == sorted(MATRIX)
+    assert {f for f, *_ in NEW_MASKED} == {"window", "cols"}
+
+
+@pytest.mark.parametrize("index", range(len(IDS)), ids=IDS)
 def test_variant_compiles(compiled, index: int) -> None:
     (p, cfg), result = compiled[index]
     assert G.violations(p, cfg) == []
     assert result.status is Status.OK, result.log
     assert result.cubin.startswith(b"\x7fELF") and result.registers > 0
     assert result.spill_bytes == 0, (cfg.label(), result.log)
-    kernel = "gather_rows_masked" if p.mask else "gather_rows"
+    kernel = G.kernel_name(p)
+    assert kernel.startswith({"rows": "gather_rows", "window": "gather_window", "cols": "gather_cols"}[
+        "rows" if p.whole_rows else "window" if p.axis == 0 else "cols"]) and kernel.endswith("_masked") == p.mask
     assert result.lowered_name.startswith("_Z") and kernel in result.lowered_name
     assert result.source.name_expression.startswith(f"{kernel}<{element_type(p.element).ctype}, ")
     assert result.source.name_expression.endswith(f", {cfg['check_bounds']}>")
