@@ -1,16 +1,16 @@
 """Where the device sources live: ``kernels/`` beside the package in a checkout, else the copy
-installed as package data (``tunebox.kernels``)."""
+installed with the package as ``tunebox/kernels`` (package data ``tunebox.kernels``)."""
 
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
 
 @cache
 def kernels_dir() -> Path:
-    checkout = Path(__file__).resolve().parent.parent / "kernels"
-    if (checkout / "include" / "tunebox").is_dir():
-        return checkout
-    return Path(str(resources.files("tunebox.kernels")))
+    package = Path(__file__).resolve().parent
+    for candidate in (package.parent / "kernels", package / "kernels"):
+        if (candidate / "include" / "tunebox").is_dir():
+            return candidate
+    raise FileNotFoundError(f"no kernels/ beside {package} nor inside it: reinstall tunebox")
