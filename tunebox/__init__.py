@@ -4,6 +4,8 @@ Three jobs: ``tune`` a sweep, ``lookup``/``launch`` tuned variants at run time, 
 Importing ``tunebox`` loads neither Optuna nor matplotlib; ``tune`` and ``report`` import them.
 """
 
+from functools import cache
+
 from .errors import (
     CompileError,
     DatabaseError,
@@ -43,8 +45,13 @@ def lookup(family: str, problem: dict, device: DeviceInfo, db: str = "results/wi
     from .families import get
 
     fam = get(family)
-    with Lookup(db) as lk:
-        return lk.lookup(fam, fam.parse_problem(problem), device)
+    return _lookup_in(str(db)).lookup(fam, fam.parse_problem(problem), device)
+
+
+@cache
+def _lookup_in(db: str) -> Lookup:
+    """One warm ``Lookup`` per database for the life of the process."""
+    return Lookup(db)
 
 
 def report(*args, **kwargs):

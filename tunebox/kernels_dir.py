@@ -14,3 +14,9 @@ def kernels_dir() -> Path:
         if (candidate / "include" / "tunebox").is_dir():
             return candidate
     raise FileNotFoundError(f"no kernels/ beside {package} nor inside it: reinstall tunebox")
+
+
+@cache
+def kernel_source(relative: str) -> str:
+    """The text of a device source under ``kernels/`` (read once per process)."""
+    return (kernels_dir() / relative).read_text()

@@ -64,7 +64,9 @@ def _check(result: tuple) -> object:
     return values[0] if len(values) == 1 else values
 
 
+@cache
 def _headers_digest(include_dirs: tuple[str, ...]) -> str:
+    """Digest of every header the include folders hold (read once per process)."""
     h = hashlib.sha256()
     for root in include_dirs:
         for path in sorted(Path(root).rglob("*")):

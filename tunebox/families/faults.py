@@ -19,7 +19,7 @@ import numpy as np
 
 from ..dtypes import element_type, random_bits
 from ..errors import InvalidProblem
-from ..kernels_dir import kernels_dir
+from ..kernels_dir import kernel_source, kernels_dir
 from ..params import Config, Param, Space
 from .base import Arg, BufferArg, BufferSpec, Family, KernelSource, LaunchGeometry, Problem, ScalarArg, Work
 
@@ -67,7 +67,7 @@ class Faults(Family):
         return []
 
     def render(self, problem: Problem, config: Config) -> KernelSource:
-        code = (kernels_dir() / "faults" / "faults.cu").read_text()
+        code = kernel_source("faults/faults.cu")
         fault = FAULTS.index(str(config["fault"]))
         return KernelSource(code, f"faulty_copy<{config['block']}, {config['passes']}, {fault}>", ())
 

@@ -31,7 +31,7 @@ import numpy as np
 
 from ..dtypes import element_type
 from ..errors import InvalidProblem
-from ..kernels_dir import kernels_dir
+from ..kernels_dir import kernel_source, kernels_dir
 from ..params import Config, Param, Space
 from .base import Family, KernelSource, LaunchGeometry, Problem
 
@@ -259,7 +259,7 @@ class IndexedFamily(Family):
         targs = (et.ctype, index_type(p.index_dtype).ctype, config["rows_per_block"], config["threads"],
                  int(config["vec_bytes"]) // et.itemsize, config["check_bounds"])
         name = self.kernel_name(p)
-        code = (kernels_dir() / "gather" / "gather.cu").read_text()
+        code = kernel_source("gather/gather.cu")
         return KernelSource(code, f"{name}<" + ", ".join(map(str, targs)) + ">", (str(kernels_dir() / "include"),))
 
     def kernel_name(self, p: IndexedProblem) -> str:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..dtypes import PADDING_MODES, element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
-from ..kernels_dir import kernels_dir
+from ..kernels_dir import kernel_source, kernels_dir
 from ..limits import MAX_SHARED_BYTES
 from ..params import Config, Param, Space
 from .base import (
@@ -192,7 +192,7 @@ class TileCopy(Family):
         targs = (et.ctype, config["BM"], config["BN"], config["threads"], vec,
                  BOUNDS[str(config["bounds"])], STAGING[str(config["staging"])],
                  config["tiles_per_block"], str(p.transpose).lower())
-        code = (kernels_dir() / "tile_copy" / "tile_copy.cu").read_text()
+        code = kernel_source("tile_copy/tile_copy.cu")
         return KernelSource(code, "tile_copy<" + ", ".join(map(str, targs)) + ">",
                             (str(kernels_dir() / "include"),))
 

@@ -19,7 +19,7 @@ from ..cuda_api import checked, load_kernel, marshal
 from ..dtypes import element_type
 from ..families import get as get_family
 from ..families.base import Family, KernelSource, Problem
-from ..kernels_dir import kernels_dir
+from ..kernels_dir import kernel_source
 from ..records import DeviceInfo, KernelMetrics
 from .protocol import Variant
 from .timing import BenchConfig
@@ -63,7 +63,7 @@ class GpuSession:
         self.flush_buffer = self.device.allocate(self.flush_words * 4, stream=self.stream)
         self.scratch = self.device.allocate(16, stream=self.stream)
         builder = NvrtcBuilder(self.arch, cache_dir=None, workers=1)
-        code = (kernels_dir() / "runtime" / "compare.cu").read_text()
+        code = kernel_source("runtime/compare.cu")
         self.compare = {}
         for size, ctype in _WORD.items():
             built = builder.build_one(KernelSource(code, f"mismatches<{ctype}>", ()))

@@ -64,6 +64,7 @@ class Launcher:
         self._lookup = Lookup(db)
         self._cache_dir = cache_dir
         self._kernels: dict[tuple[str, str], Any] = {}
+        self._plans: dict[tuple[str, Problem], tuple] = {}  # (family, problem) -> lookup answer, kernel, launch
         self._lock = threading.Lock()
         self._device: Any = None
         self.info: DeviceInfo | None = None
@@ -101,16 +102,24 @@ class Launcher:
             if got is None or got.shape != spec.shape or got.dtype != spec.dtype:
                 raise InvalidProblem(f"{family_name}: buffer {spec.name} must be {spec.dtype}{list(spec.shape)}")
         with self._lock:
-            answer = self.choose(family, problem)
-            config = family.config(answer.config)
-            family.check(problem, config)
-            kernel = self._kernel(family, problem, config)
-        geo = family.geometry(problem, config)
-        args = marshal(family.args(problem, config), {name: d.pointer for name, d in described.items()})
+            plan = self._plans.get((family_name, problem))
+            if plan is None:
+                plan = self._plan(family, problem)
+                self._plans[(family_name, problem)] = plan
+        answer, kernel, geo, arg_specs = plan
+        args = marshal(arg_specs, {name: d.pointer for name, d in described.items()})
         handle = stream if stream is not None else next((d.stream for d in described.values() if d.stream), 0)
         launch(Stream.from_handle(int(handle or 0)), LaunchConfig(grid=geo.grid, block=geo.block,
                shmem_size=geo.shared_bytes), kernel, *args)
         return answer
+
+    def _plan(self, family: Family, problem: Problem) -> tuple[LookupResult, Any, Any, tuple]:
+        """Everything a launch of ``problem`` needs but the caller's pointers: worked out once."""
+        answer = self.choose(family, problem)
+        config = family.config(answer.config)
+        family.check(problem, config)
+        return answer, self._kernel(family, problem, config), family.geometry(problem, config), \
+            family.args(problem, config)
 
     def _kernel(self, family: Family, problem: Problem, config) -> Any:
         source = family.render(problem, config)

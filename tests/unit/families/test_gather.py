@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from indexed_reference import reference_of
 
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import PADDING_MODES, element_type
@@ -43,16 +44,9 @@ def arange_a(dtype: str, shape: tuple[int, int], start: int = 1) -> np.ndarray:
 
 
 def ref(p: GatherProblem, a: np.ndarray, idx, mask=None) -> np.ndarray:
-    inputs = {"A": a, "idx": np.asarray(idx, dtype=np.dtype(p.index_dtype))}
-    if mask is not None:
-        inputs["mask"] = np.asarray(mask, dtype=np.uint8)
-    before = {k: v.copy() for k, v in inputs.items()}
-    out = G.reference(p, inputs)
-    for k, v in before.items():
-        np.testing.assert_array_equal(inputs[k], v)  # inputs are not modified
-    assert set(out) == {"out"}
-    assert out["out"].shape == p.out_shape and out["out"].dtype == a.dtype
-    return out["out"]
+    out = reference_of(G, p, ("A", a), idx, mask, "out")
+    assert out.shape == p.out_shape
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

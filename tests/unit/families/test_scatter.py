@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from indexed_reference import reference_of
 
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import ELEMENT_TYPES, element_type
@@ -42,16 +43,9 @@ def v_rows(p: ScatterProblem, start: int = 1) -> np.ndarray:
 
 
 def ref(p: ScatterProblem, v: np.ndarray, idx, mask=None) -> np.ndarray:
-    inputs = {"V": v, "idx": np.asarray(idx, dtype=np.dtype(p.index_dtype))}
-    if mask is not None:
-        inputs["mask"] = np.asarray(mask, dtype=np.uint8)
-    before = {k: a.copy() for k, a in inputs.items()}
-    out = S.reference(p, inputs)
-    for k, a in before.items():
-        np.testing.assert_array_equal(inputs[k], a)
-    assert set(out) == {"A"}
-    assert out["A"].shape == (p.rows, p.cols) and out["A"].dtype == v.dtype
-    return out["A"]
+    out = reference_of(S, p, ("V", v), idx, mask, "A")
+    assert out.shape == (p.rows, p.cols)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -186,3 +186,16 @@ def test_lookup_module_imports_no_optuna_or_matplotlib() -> None:
     code = ("import tunebox.runtime.lookup, sys; "
             "assert 'optuna' not in sys.modules and 'matplotlib' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[3])
+
+
+def test_top_level_lookup_is_warm_and_answers_from_the_shipped_winners():
+    import tunebox
+    from tunebox.runtime.lookup import Lookup
+
+    repo = Path(__file__).resolve().parents[3]
+    db = str(repo / "results" / "winners.sqlite")
+    device = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
+    problem = {"dtype": "float32", "src": [16384, 16384], "dst": [16384, 16384]}
+    first = tunebox.lookup("tile_copy", problem, device, db)
+    assert first.source == "exact" and first == tunebox.lookup("tile_copy", problem, device, db)
+    assert isinstance(tunebox._lookup_in(db), Lookup) and tunebox._lookup_in(db) is tunebox._lookup_in(db)
