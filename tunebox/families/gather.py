@@ -103,12 +103,16 @@ class GatherProblem(IndexedProblem):
         return (self.count, self.span) if self.axis == 0 else (self.span, self.count)
 
     @property
+    def invalid_rate(self) -> float:
+        return self.sentinel_rate + self.oob_rate
+
+    @property
     def sentinels(self) -> int:
-        return round(self.sentinel_rate * self.count)
+        return self.entries_through(self.sentinel_rate)
 
     @property
     def out_of_range(self) -> int:
-        return min(round(self.oob_rate * self.count), self.count - self.sentinels)
+        return self.entries_through(self.invalid_rate) - self.sentinels
 
     @property
     def pad_bits(self) -> int:

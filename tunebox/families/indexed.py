@@ -10,9 +10,10 @@ is -1 is a padding sentinel that never touches memory. (gather's axis-1 form ind
 entry is valid: the rules accept it only for problems whose inputs have no sentinels, no
 out-of-range indices and no mask.
 
-Seeded inputs place invalid entries at exactly ``round(rate * K)`` positions each (sentinels,
-out-of-range and masked-out entries at disjoint positions, so the number of valid rows, and with it
-``work()``, follows from the problem alone). A sentinel entry stores ``-1 - offset`` (row -1; plain
+Seeded inputs place sentinels, out-of-range and masked-out entries at disjoint positions, counted by
+cumulative rounding (a category gets ``round(c1 * K) - round(c0 * K)`` entries, c0 and c1 the
+rates summed before and through it), so rates summing to 1 cover all K entries and the number of
+valid rows, and with it ``work()``, follows from the problem alone. A sentinel entry stores ``-1 - offset`` (row -1; plain
 -1 when ``offset`` is 0); an out-of-range entry's row lies in ``[N, 2N)`` (as far as the index
 type reaches: at least row N, checked at parse).
 
@@ -85,6 +86,11 @@ class IndexedProblem(Problem):
         return self.rows
 
     @property
+    def invalid_rate(self) -> float:
+        """Fraction of entries that are sentinels or out of range (0 here; gather's inputs have them)."""
+        return 0.0
+
+    @property
     def sentinels(self) -> int:
         return 0
 
@@ -94,7 +100,11 @@ class IndexedProblem(Problem):
 
     @property
     def masked_out(self) -> int:
-        return min(round(self.mask_rate * self.count), self.count - self.sentinels - self.out_of_range)
+        return self.entries_through(self.invalid_rate + self.mask_rate) - self.sentinels - self.out_of_range
+
+    def entries_through(self, cumulative_rate: float) -> int:
+        """Entries taken by the categories whose rates sum to ``cumulative_rate`` (cumulative rounding)."""
+        return round(min(cumulative_rate, 1.0) * self.count)
 
     @property
     def valid_entries(self) -> int:

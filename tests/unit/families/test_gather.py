@@ -292,6 +292,16 @@ def test_make_inputs_all_sentinel_and_all_out_of_range() -> None:
     assert ((rows >= 10) & (rows < 20)).all()
 
 
+@pytest.mark.parametrize("count", [1, 2, 7, 513, 1000])
+def test_rates_summing_to_one_leave_no_valid_entry(count: int) -> None:
+    """Cumulative rounding: halves of an odd K (round-half-even would leave one entry valid) and
+    thirds still cover every entry."""
+    for rates in ({"sentinel_rate": 0.5, "oob_rate": 0.5}, {"sentinel_rate": 0.5, "mask": True, "mask_rate": 0.5},
+                  {"sentinel_rate": 1 / 3, "oob_rate": 1 / 3, "mask": True, "mask_rate": 1 / 3}):
+        p = problem(rows=11, cols=3, count=count, **rates)
+        assert p.valid_entries == 0 and p.sentinels + p.out_of_range + p.masked_out == count
+
+
 def test_make_inputs_int32_index_near_its_limit() -> None:
     """An offset of 2^31: rows 0..N-1 are stored as -2^31 .. N-1-2^31 and fit int32; out-of-range
     rows are drawn only as far as int32 reaches."""
