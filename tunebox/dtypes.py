@@ -85,6 +85,8 @@ def random_bits(etype: ElementType, shape: tuple[int, ...], rng: np.random.Gener
     mantissa_bits = {"float32": 23, "float16": 10, "bfloat16": 7}[etype.name]
     exponent_bias = {"float32": 127, "float16": 15, "bfloat16": 127}[etype.name]
     t = etype.storage
-    sign = raw & t(1 << (8 * etype.itemsize - 1))
-    low = raw & t((1 << (mantissa_bits + 3)) - 1)  # three exponent bits and the mantissa, random
-    return sign | (low + t((exponent_bias - 4) << mantissa_bits))  # exponent bias-4 .. bias+3
+    # keep the sign, the three lowest exponent bits and the mantissa, then add bias-4 to the
+    # exponent (3 bits + bias-4 <= bias+3: no carry into the sign); in place, two passes
+    raw &= t((1 << (8 * etype.itemsize - 1)) | ((1 << (mantissa_bits + 3)) - 1))
+    raw += t((exponent_bias - 4) << mantissa_bits)
+    return raw

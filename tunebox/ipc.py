@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
@@ -16,4 +18,19 @@ def requests(conn: Connection) -> Iterator[Any]:
             return
         if job is None:
             return
+        yield job
+
+
+def requests_read_ahead(conn: Connection) -> Iterator[Any]:
+    """``requests`` with a reader thread that takes each job off the pipe as it arrives, so the
+    sender never blocks on a full pipe (and cannot miss its timeout) while this process is busy."""
+    jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def pump() -> None:
+        for job in requests(conn):
+            jobs.put(job)
+        jobs.put(None)
+
+    threading.Thread(target=pump, daemon=True, name="tunebox-job-reader").start()
+    while (job := jobs.get()) is not None:
         yield job

@@ -13,9 +13,9 @@ out-of-range indices and no mask.
 Seeded inputs place sentinels, out-of-range and masked-out entries at disjoint positions, counted by
 cumulative rounding (a category gets ``round(c1 * K) - round(c0 * K)`` entries, c0 and c1 the
 rates summed before and through it), so rates summing to 1 cover all K entries and the number of
-valid rows, and with it ``work()``, follows from the problem alone. A sentinel entry stores ``-1 - offset`` (row -1; plain
--1 when ``offset`` is 0); an out-of-range entry's row lies in ``[N, 2N)`` (as far as the index
-type reaches: at least row N, checked at parse).
+valid rows, and with it ``work()``, follows from the problem alone. A sentinel entry stores
+``-1 - offset`` (row -1; plain -1 when ``offset`` is 0); an out-of-range entry's row lies in
+``[N, 2N)`` (as far as the index type reaches: at least row N, checked at parse).
 
 Neither family implements ``problem_from_arrays`` yet: the rates describe seeded inputs, so a launch
 on caller arrays could not tell whether the caller's indices keep check_bounds='false''s promise.

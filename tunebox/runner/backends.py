@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Protocol
@@ -20,13 +21,19 @@ log = logging.getLogger(__name__)
 
 
 class Backend(Protocol):
-    """Evaluates compiled variants. ``retime`` returns one Outcome per item, then the baseline's."""
+    """Evaluates compiled variants. Evaluations are queued (``submit``) and answered in order
+    (``next_outcome``), so a device can start the next one while the sweep does its bookkeeping.
+    ``retime`` returns one Outcome per item, then the baseline's."""
 
     device: DeviceInfo
     replayed: bool
 
-    def evaluate(self, family: Family, problem: Problem, config: Config, build: BuildResult,
-                 seed: int) -> Outcome: ...
+    def submit(self, family: Family, problem: Problem, config: Config, build: BuildResult,
+               seed: int) -> None:
+        """Queue an evaluation (verify, then screen-time). Raises ReplayMiss when a recording has no answer."""
+
+    def next_outcome(self) -> Outcome:
+        """The outcome of the oldest queued evaluation."""
 
     def retime(self, family: Family, problem: Problem,
                items: Sequence[tuple[Config, BuildResult]], seed: int) -> list[Outcome]: ...
@@ -48,16 +55,17 @@ class GpuBackend:
         self.runner = runner or GpuRunner()
         self.device = self.runner.start()
 
-    def evaluate(self, family, problem, config, build, seed) -> Outcome:
-        job = EvaluateJob(family.name, problem.to_dict(), _variant(family, problem, config, build),
-                          SCREEN, seed)
-        return self.runner.run(job)
+    def submit(self, family, problem, config, build, seed) -> None:
+        self.runner.submit(EvaluateJob(family.name, problem.to_dict(), _variant(family, problem, config, build),
+                                       SCREEN, seed))
+
+    def next_outcome(self) -> Outcome:
+        return self.runner.next_reply()
 
     def retime(self, family, problem, items, seed) -> list[Outcome]:
         job = RetimeJob(family.name, problem.to_dict(),
                         tuple(_variant(family, problem, c, b) for c, b in items), FINAL, seed)
-        reply = self.runner.run(job, timeout_s=self.runner.job_timeout_s * (len(items) + 2))
-        return reply if isinstance(reply, list) else [reply] * (len(items) + 1)
+        return self.runner.run(job, timeout_s=self.runner.job_timeout_s * (len(items) + 2))
 
     def close(self) -> None:
         self.runner.close()
@@ -79,15 +87,19 @@ class ReplayBackend:
             raise ReplayMiss(f"{recording}: a recording must come from exactly one device, "
                              f"found {len(devices)}")
         self.device = devices.pop()
+        self._answers: deque[Outcome] = deque()
 
     def _find(self, family: Family, problem: Problem, config: dict, phase: str) -> EvalRecord | None:
         return self._index.get((family.name, problem.key(), canonical_json(config), phase))
 
-    def evaluate(self, family, problem, config, build, seed) -> Outcome:
+    def submit(self, family, problem, config, build, seed) -> None:
         record = self._find(family, problem, config.as_dict(), "screen")
         if record is None:
             raise ReplayMiss(f"{config.label()} is not in the recording {self.recording}")
-        return _outcome(record)
+        self._answers.append(_outcome(record))
+
+    def next_outcome(self) -> Outcome:
+        return self._answers.popleft()
 
     def retime(self, family, problem, items, seed) -> list[Outcome]:
         outcomes = []

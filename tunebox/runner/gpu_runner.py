@@ -3,6 +3,10 @@
 The sweep process never touches CUDA. A hung job is killed after its timeout (the worker's whole
 process group), a sticky CUDA error or a death replaces the worker, and a fresh worker must pass
 its canary before it is given work. Workers are also recycled every ``recycle_after`` jobs.
+
+Jobs may be queued ahead (``submit``, then ``next_reply`` in order), so the worker starts the next
+job while the sweep does its bookkeeping; jobs queued behind one that killed the worker are sent
+again to its replacement.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import logging
 import multiprocessing as mp
 import os
 import signal
+from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from typing import Any
@@ -18,7 +23,7 @@ from typing import Any
 from ..errors import DeviceUnavailable
 from ..records import DeviceInfo, Status
 from . import worker
-from .protocol import Outcome
+from .protocol import Outcome, RetimeJob
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +40,7 @@ class GpuRunner:
         self._proc: Any = None
         self._conn: Any = None
         self._jobs = 0
+        self._queued: deque[tuple[Any, float]] = deque()  # (job, timeout s) sent, reply not yet read
         self.replacements = 0
 
     def start(self) -> DeviceInfo:
@@ -59,24 +65,48 @@ class GpuRunner:
         return payload
 
     def run(self, job: Any, timeout_s: float | None = None) -> Any:
-        """Send one job; returns the worker's reply (an Outcome or a list of them)."""
-        if self._proc is None or not self._proc.is_alive() or self._jobs >= self.recycle_after:
-            self._replace(reason="recycle" if self._proc is not None else "")
-        self._jobs += 1
-        timeout = self.job_timeout_s if timeout_s is None else timeout_s
-        self._conn.send(job)
+        """Send one job and wait for its reply (an Outcome or a list of them); nothing may be queued."""
+        if self._queued:
+            raise RuntimeError("GpuRunner.run with jobs queued: read their replies first")
+        self.submit(job, timeout_s)
+        return self.next_reply()
+
+    def submit(self, job: Any, timeout_s: float | None = None) -> None:
+        """Queue a job behind those already sent; ``timeout_s`` counts from when its turn comes."""
+        if self._proc is None or not self._proc.is_alive():
+            self._replace(reason="" if self._proc is None else "worker died")
+        elif not self._queued and self._jobs >= self.recycle_after:
+            self._replace(reason="recycle")
+        self._queued.append((job, self.job_timeout_s if timeout_s is None else timeout_s))
+        self._send(job)
+
+    def next_reply(self) -> Any:
+        """The reply to the oldest queued job; a hang, death or sticky error replaces the worker
+        and re-sends the jobs queued behind it."""
+        _, timeout = self._queued[0]
         if not self._conn.poll(timeout):
-            self._replace(reason=f"job exceeded {timeout:.0f} s")
-            return Outcome(Status.TIMEOUT, f"killed after {timeout:.0f} s without an answer", fatal=True)
+            return self._lost(f"job exceeded {timeout:.0f} s", Outcome(
+                Status.TIMEOUT, f"killed after {timeout:.0f} s without an answer", fatal=True))
         try:
             reply = self._conn.recv()
         except (EOFError, OSError):
-            self._replace(reason="worker died")
-            return Outcome(Status.RUNTIME_ERROR, "the GPU worker died during the job", fatal=True)
-        fatal = reply.fatal if isinstance(reply, Outcome) else any(o.fatal for o in reply)
-        if fatal:
-            self._replace(reason="sticky CUDA error")
+            return self._lost("worker died", Outcome(
+                Status.RUNTIME_ERROR, "the GPU worker died during the job", fatal=True))
+        if reply.fatal if isinstance(reply, Outcome) else any(o.fatal for o in reply):
+            return self._lost("sticky CUDA error", reply)
+        self._queued.popleft()
         return reply
+
+    def _lost(self, reason: str, reply: Any) -> Any:
+        job, _ = self._queued.popleft()
+        self._replace(reason=reason)
+        if isinstance(job, RetimeJob) and isinstance(reply, Outcome):
+            return [reply] * (len(job.variants) + job.with_baseline)
+        return reply
+
+    def _send(self, job: Any) -> None:
+        self._jobs += 1
+        self._conn.send(job)
 
     def close(self) -> None:
         if self._proc is not None and self._proc.is_alive():
@@ -93,6 +123,8 @@ class GpuRunner:
             self.replacements += 1
         self._kill()
         self.start()
+        for job, _ in self._queued:
+            self._send(job)
 
     def _kill(self) -> None:
         proc, self._proc = self._proc, None

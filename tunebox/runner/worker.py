@@ -16,7 +16,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
-from ..ipc import requests
+from ..ipc import requests_read_ahead
 from ..records import Status
 from .cuda_errors import classify
 from .protocol import EvaluateJob, Outcome, RetimeJob
@@ -49,7 +49,7 @@ def main(conn: Connection) -> None:
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
     conn.send(("ready", session.info))
-    for job in requests(conn):
+    for job in requests_read_ahead(conn):  # the sweep queues the next job while this one runs
         reply = _handle(session, job)
         conn.send(reply)
         fatal = reply.fatal if isinstance(reply, Outcome) else any(o.fatal for o in reply)

@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from pathlib import Path
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder
@@ -34,6 +35,32 @@ log = logging.getLogger(__name__)
 
 FAILURES = {Status.COMPILE_ERROR, Status.RESOURCE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT,
             Status.WRONG_RESULT}
+
+
+class _Kind(Enum):
+    DEVICE = "device"  # submitted to the backend: answered by next_outcome(), in order
+    KNOWN = "known"  # answered without the device (a compile failure, a twin of a finished binary)
+    SAME_BINARY = "same_binary"  # identical binary already on the device: takes its record
+    SAME_CONFIG = "same_config"  # same configuration asked again while in flight: told, not logged
+    MISSED = "missed"  # the recording has no answer: told as invalid, not logged
+
+
+@dataclass(frozen=True)
+class _Queued:
+    """A compiled variant waiting for its record, in evaluation order."""
+
+    kind: _Kind
+    ask: Ask
+    config: Config
+    record: EvalRecord | None = None  # KNOWN
+    identity: tuple | None = None  # DEVICE, SAME_BINARY: (binary hash, geometry, args)
+
+
+def _twin(original: EvalRecord, config: Config) -> EvalRecord:
+    """The record of an identical binary, for another configuration (timed once)."""
+    label = Config(tuple(sorted(original.config.items()))).label()
+    message = f"identical binary to {label}" + (f": {original.message}" if original.message else "")
+    return replace(original, config=config.as_dict(), message=message)
 
 
 class SweepAborted(TuneboxError):
@@ -61,21 +88,31 @@ class SweepResult:
     breakdown: dict[str, float] = field(default_factory=dict)  # seconds per stage
     log_path: Path | None = None
     db_path: Path | None = None
+    answers: tuple[tuple[float, float], ...] = ()  # per device answer: (wall clock s, verify + time s)
 
     def summary(self) -> dict[str, float | int | str | bool]:
         """Throughput of this invocation: variants per second, and the share of the wall time the
         GPU worker spent verifying and timing (``device_busy``; compile time is summed over the
-        pool's threads, so it can exceed the wall time)."""
+        pool's threads, so it can exceed the wall time). The ``steady_`` figures count from the first
+        device answer to the last (the pipeline full: worker start, input generation and reference
+        of the first problem excluded)."""
         device = self.breakdown.get("verify", 0.0) + self.breakdown.get("time", 0.0)
+        steady: dict[str, float] = {}
+        if len(self.answers) > 1:
+            window = self.answers[-1][0] - self.answers[0][0]
+            steady = {"steady_seconds": window,
+                      "steady_variants_per_second": (len(self.answers) - 1) / window if window else 0.0,
+                      "steady_device_busy": sum(d for _, d in self.answers[1:]) / window if window else 0.0}
         return {"name": self.name, "replayed": self.replayed, "evaluated": self.evaluated,
                 "seconds": self.seconds, "variants_per_second": self.evaluated / self.seconds if self.seconds else 0.0,
-                "device_busy": device / self.seconds if self.seconds else 0.0,
+                "device_busy": device / self.seconds if self.seconds else 0.0, **steady,
                 **{f"{stage}_seconds": value for stage, value in self.breakdown.items()}}
 
 
 @dataclass(frozen=True)
 class LoopSettings:
     pipeline_depth: int = 16  # variants compiled ahead of the device
+    device_queue: int = 2  # evaluations queued on the device: one running, the next waiting
     breaker: int = 12  # this many consecutive failures of one status stop the sweep
     compile_timeout_s: float = 120.0  # a compile running longer is killed (status timeout)
 
@@ -103,23 +140,25 @@ class Sweep:
         self.spec, self.backend, self.builder = spec, backend, builder
         self.family: Family = spec.family
         self.log = EvalLog(out_dir / "evals.jsonl")
-        self.journal = out_dir / "optuna.journal"
+        self.out_dir = out_dir
         self.db_path = db_path
         self.listeners = listeners
         self.settings = settings or LoopSettings()
         self.breakdown = {"compile": 0.0, "prepare": 0.0, "verify": 0.0, "time": 0.0}
+        self.answers: list[tuple[float, float]] = []
         self.evaluated = 0
 
     def run(self) -> SweepResult:
         start = time.perf_counter()
-        self.journal.parent.mkdir(parents=True, exist_ok=True)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         self.deadline = start + self.spec.search.seconds
         history = self.log.read()
         outcomes = tuple(self._problem(named, history) for named in self.spec.problems)
         result = SweepResult(self.spec.name, self.backend.replayed, outcomes, self.evaluated,
-                             time.perf_counter() - start, dict(self.breakdown), self.log.path, self.db_path)
-        write_json_atomically(self.journal.parent / "summary.json", result.summary())
+                             time.perf_counter() - start, dict(self.breakdown), self.log.path, self.db_path,
+                             tuple(self.answers))
+        write_json_atomically(self.out_dir / "summary.json", result.summary())
         return result
 
     # -- one problem ------------------------------------------------------------------------------
@@ -131,22 +170,23 @@ class Sweep:
         valid = [c for c in self.spec.space if not family.violations(problem, c)]
         exhaustive = self.spec.search.strategy == "exhaustive"
         strategy: Strategy = (ExhaustiveStrategy(valid) if exhaustive else OptunaStrategy(
-            self.journal, f"{self.spec.name}/{named.name}/{problem.key()}", self.spec.space,
-            self.spec.search.strategy, self.spec.search.seed))
+            self.spec.space, self.spec.search.strategy, self.spec.search.seed, done.values()))
         default = family.default_config(problem)
         if not family.violations(problem, default) and all(
                 default[p.name] in p.choices for p in self.spec.space.params):
             strategy.seed(default)
         evaluated = sum(r.status is not Status.INVALID for r in done.values())
         budget = len(valid) if exhaustive else min(self.spec.search.trials, len(valid))
-        pending: deque[tuple[Ask, Config, Future[BuildResult] | None]] = deque()
+        compiling: deque[tuple[Ask, Config, Future[BuildResult] | None]] = deque()
+        queued: deque[_Queued] = deque()  # compiled, in evaluation order; some waiting on the device
         inflight: set[str] = set()
         binaries: dict[tuple, EvalRecord] = {}
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
         asks = 0
-        while time.perf_counter() < self.deadline:
-            while (evaluated + len(pending) < budget and len(pending) < self.settings.pipeline_depth
-                   and asks < 50 * budget + len(valid)):
+        while True:
+            accepting = time.perf_counter() < self.deadline
+            while (accepting and evaluated + len(compiling) + len(queued) < budget
+                   and len(compiling) < self.settings.pipeline_depth and asks < 50 * budget + len(valid)):
                 asks += 1
                 ask = strategy.ask()
                 if ask is None:
@@ -157,7 +197,7 @@ class Sweep:
                     strategy.tell(ask, done[key])
                     continue
                 if key in inflight:  # asked again while in flight: answered from its twin's record
-                    pending.append((ask, config, None))
+                    compiling.append((ask, config, None))
                     continue
                 broken = family.violations(problem, config)
                 if broken:
@@ -166,55 +206,73 @@ class Sweep:
                     strategy.tell(ask, record)
                     continue
                 inflight.add(key)
-                pending.append((ask, config, self.builder.submit(family.render(problem, config))))
-            if not pending:
+                compiling.append((ask, config, self.builder.submit(family.render(problem, config))))
+            while accepting and compiling and sum(q.kind is _Kind.DEVICE for q in queued) < self.settings.device_queue:
+                queued.append(self._dispatch(problem, *compiling.popleft(), seed, binaries, queued))
+            if not queued:
                 break
-            ask, config, future = pending.popleft()
-            if future is None:
-                twin = done.get(canonical_json(config.as_dict()))
-                strategy.tell(ask, twin or EvalRecord(family.name, {}, {}, Status.INVALID))
+            item = queued.popleft()
+            key = canonical_json(item.config.as_dict())
+            record = self._complete(problem, item, seed, binaries, done.get(key))
+            if record is None or item.kind is _Kind.SAME_CONFIG:
+                strategy.tell(item.ask, record or EvalRecord(family.name, {}, {}, Status.INVALID))
                 continue
-            inflight.discard(canonical_json(config.as_dict()))
-            record = self._evaluate(problem, config, future, seed, binaries)
-            if record is None:
-                strategy.tell(ask, EvalRecord(family.name, {}, {}, Status.INVALID))
-                continue
+            inflight.discard(key)
             self.log.append(record)
-            done[canonical_json(config.as_dict())] = record
-            strategy.tell(ask, record)
+            done[key] = record
+            strategy.tell(item.ask, record)
             evaluated += 1
             self._notify(named.name, record)
             self._check_breaker(failures, record)
-        for ask, _, future in pending:  # deadline reached with compiles in flight
+        for ask, _, future in compiling:  # deadline reached with compiles in flight
             if future is not None:
                 future.cancel()
             strategy.tell(ask, EvalRecord(family.name, {}, {}, Status.TIMEOUT))
         return self._finish(named, list(done.values()), mine, seed)
 
-    def _evaluate(self, problem: Problem, config: Config, future: Future[BuildResult], seed: int,
-                  binaries: dict[tuple, EvalRecord]) -> EvalRecord | None:
+    def _dispatch(self, problem: Problem, ask: Ask, config: Config, future: Future[BuildResult] | None,
+                  seed: int, binaries: dict[tuple, EvalRecord], queued: deque[_Queued]) -> _Queued:
+        """Wait for a variant's compile and queue it: on the device, or answered without it."""
+        if future is None:
+            return _Queued(_Kind.SAME_CONFIG, ask, config)
         build = future.result()  # a compile past its timeout comes back as a TIMEOUT result
         if not build.cache_hit:
             self.breakdown["compile"] += build.seconds
         if build.status is not Status.OK:
-            return self._record(problem, config, Outcome(build.status, build.log[-2000:]), seed)
+            return _Queued(_Kind.KNOWN, ask, config,
+                           record=self._record(problem, config, Outcome(build.status, build.log[-2000:]), seed))
         identity = (build.binary_hash, self.family.geometry(problem, config), self.family.args(problem, config))
         if identity in binaries:
-            twin = binaries[identity]
-            return replace(twin, config=config.as_dict(),
-                           message=f"identical binary to {Config(tuple(sorted(twin.config.items()))).label()}")
+            return _Queued(_Kind.KNOWN, ask, config, record=_twin(binaries[identity], config))
+        if any(q.kind is _Kind.DEVICE and q.identity == identity for q in queued):
+            return _Queued(_Kind.SAME_BINARY, ask, config, identity=identity)
         try:
-            outcome = self.backend.evaluate(self.family, problem, config, build, seed)
+            self.backend.submit(self.family, problem, config, build, seed)
         except ReplayMiss as exc:
             log.debug("%s", exc)
+            return _Queued(_Kind.MISSED, ask, config)
+        return _Queued(_Kind.DEVICE, ask, config, identity=identity)
+
+    def _complete(self, problem: Problem, item: _Queued, seed: int, binaries: dict[tuple, EvalRecord],
+                  same_config: EvalRecord | None) -> EvalRecord | None:
+        """The record of a queued variant (None: the recording cannot answer it)."""
+        if item.kind is _Kind.SAME_CONFIG:
+            return same_config
+        if item.kind is _Kind.KNOWN:
+            return item.record
+        if item.kind is _Kind.MISSED:
             return None
+        if item.kind is _Kind.SAME_BINARY:  # its twin was queued first, so it is answered by now
+            return _twin(binaries[item.identity], item.config)
+        outcome = self.backend.next_outcome()
         if not self.backend.replayed:  # a replayed record's stage times are the recording's
             for stage, seconds in outcome.stage_seconds.items():
                 self.breakdown[stage] = self.breakdown.get(stage, 0.0) + seconds
+            busy = outcome.stage_seconds.get("verify", 0.0) + outcome.stage_seconds.get("time", 0.0)
+            self.answers.append((time.perf_counter(), busy))
         self.evaluated += 1
-        record = self._record(problem, config, outcome, seed)
-        if record.status is Status.OK:
-            binaries[identity] = record
+        record = self._record(problem, item.config, outcome, seed)
+        binaries[item.identity] = record
         return record
 
     def _record(self, problem: Problem, config: Config | None, outcome: Outcome, seed: int,

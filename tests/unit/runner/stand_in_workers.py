@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import time
 
+from tunebox.ipc import requests_read_ahead
 from tunebox.records import DeviceInfo, Status
 from tunebox.runner.protocol import Outcome
 
@@ -13,13 +14,13 @@ DEVICE = DeviceInfo("stand-in", "9.0", "13000", "13.0")
 
 
 def obliging(conn) -> None:
-    """Answers ``"hang"`` by hanging, ``"die"`` by dying, ``"sticky"`` like a poisoned context, and
-    anything else with OK and its pid (so a replacement shows)."""
+    """Answers ``"hang"`` by hanging, ``"die"`` by dying, ``"sticky"`` like a poisoned context,
+    ``"slow"`` after a second, and anything else with OK and its pid (so a replacement shows); reads
+    jobs ahead as the GPU worker does."""
     conn.send(("ready", DEVICE))
-    while True:
-        job = conn.recv()
-        if job is None:
-            return
+    for job in requests_read_ahead(conn):
+        if job == "slow":
+            time.sleep(1)
         if job == "hang":
             time.sleep(3600)
         if job == "die":

@@ -43,6 +43,31 @@ def test_death_and_sticky_errors_replace_the_worker(runner, job, status):
     assert runner.replacements == 1 and pid(runner) != before
 
 
+def test_jobs_queued_behind_a_hang_are_answered_by_the_replacement(runner):
+    before = pid(runner)
+    for job in ("work", "hang", "work", "work"):
+        runner.submit(job)
+    replies = [runner.next_reply() for _ in range(4)]
+    assert [r.status for r in replies] == [Status.OK, Status.TIMEOUT, Status.OK, Status.OK]
+    assert replies[0].message == before != replies[2].message == replies[3].message
+    assert runner.replacements == 1
+
+
+def test_a_large_job_queued_behind_a_slow_one_never_blocks_the_sender(runner):
+    runner.submit("slow")
+    start = time.monotonic()
+    runner.submit("x" * 8_000_000)  # far beyond a pipe's buffer: the worker's reader thread takes it
+    assert time.monotonic() - start < 0.5
+    assert [runner.next_reply().status for _ in range(2)] == [Status.OK, Status.OK]
+
+
+def test_run_refuses_while_jobs_are_queued(runner):
+    runner.submit("work")
+    with pytest.raises(RuntimeError, match="queued"):
+        runner.run("work")
+    assert runner.next_reply().status is Status.OK
+
+
 def test_workers_are_recycled():
     r = GpuRunner(job_timeout_s=5, start_timeout_s=60, recycle_after=2, target=obliging)
     r.start()

@@ -1,0 +1,114 @@
+"""The sweep loop's device queue, with an in-process backend: evaluations are queued ahead and
+answered in order, identical binaries are evaluated once (also while the first is still queued),
+and compile failures never reach the device."""
+
+from __future__ import annotations
+
+from collections import deque
+from concurrent.futures import Future
+
+import pytest
+from sweep_fixtures import DEVICE
+
+from tunebox.build.nvrtc import BuildResult
+from tunebox.params import Config
+from tunebox.records import Status
+from tunebox.runner.protocol import Outcome
+from tunebox.search.loop import LoopSettings, Sweep, SweepResult
+from tunebox.store.evallog import EvalLog
+from tunebox.sweep_spec import load_sweep
+
+SWEEP = """
+name = "queue"
+family = "tile_copy"
+[search]
+strategy = "exhaustive"
+finalists = 1
+[space]
+BM = [8]
+BN = [128]
+threads = [128]
+vec_bytes = [4, 8, 16]
+bounds = ["checked", "split"]
+staging = ["none"]
+tiles_per_block = [1]
+[[problems]]
+name = "copy"
+dtype = "float32"
+src = [1000, 1000]
+dst = [1000, 1000]
+"""
+
+
+class StubBuilder:
+    """Compiles nothing: vec_bytes 16 fails to compile; the others get one shared binary, or with
+    ``distinct`` one binary each."""
+
+    def __init__(self, distinct: bool = False) -> None:
+        self.distinct = distinct
+
+    def submit(self, source) -> Future[BuildResult]:
+        future: Future[BuildResult] = Future()
+        fails = source.name_expression.split(", ")[4] == "4"  # float32, 16-byte vectors
+        future.set_result(BuildResult(source, "sm_90", Status.COMPILE_ERROR, log="planted") if fails else
+                          BuildResult(source, "sm_90", Status.OK, lowered_name="k",
+                                      cubin=source.name_expression.encode() if self.distinct else b"same"))
+        return future
+
+    def build(self, sources):
+        return [self.submit(s).result() for s in sources]
+
+
+class QueueBackend:
+    """Records how deep its queue got; answers every evaluation OK in submission order."""
+
+    replayed = False
+    device = DEVICE
+
+    def __init__(self) -> None:
+        self.queue: deque[str] = deque()
+        self.submitted: list[str] = []
+        self.deepest = 0
+
+    def submit(self, family, problem, config, build, seed) -> None:
+        self.queue.append(config.label())
+        self.submitted.append(config.label())
+        self.deepest = max(self.deepest, len(self.queue))
+
+    def next_outcome(self) -> Outcome:
+        self.queue.popleft()
+        return Outcome(Status.OK, samples_ms=(1.0,) * 10, stage_seconds={"verify": 0.001, "time": 0.01})
+
+    def retime(self, family, problem, items, seed):
+        return [Outcome(Status.OK, samples_ms=(1.0,) * 10) for _ in items] + [Outcome(Status.INVALID, "none")]
+
+    def close(self) -> None:
+        pass
+
+
+def sweep(tmp_path, builder: StubBuilder) -> tuple[QueueBackend, SweepResult, list]:
+    path = tmp_path / "queue.toml"
+    path.write_text(SWEEP)
+    backend = QueueBackend()
+    result = Sweep(load_sweep(path), backend, builder, tmp_path / "out", tmp_path / "w.sqlite",
+                   settings=LoopSettings(device_queue=2)).run()
+    screened = [r for r in EvalLog(tmp_path / "out" / "evals.jsonl").read() if r.phase == "screen"]
+    return backend, result, screened
+
+
+def test_identical_binaries_reach_the_device_once_and_failures_never(tmp_path):
+    backend, result, records = sweep(tmp_path, StubBuilder())
+    ok = [r for r in records if r.status is Status.OK]
+    assert len(records) == 6 and len(ok) == 4
+    assert {r.status for r in records if r.config["vec_bytes"] == 16} == {Status.COMPILE_ERROR}
+    assert len(backend.submitted) == 1 and result.evaluated == 1  # four variants, one binary
+    assert sum("identical binary to" in r.message for r in ok) == 3
+
+
+def test_the_next_evaluation_is_queued_while_one_runs(tmp_path):
+    backend, result, records = sweep(tmp_path, StubBuilder(distinct=True))
+    assert len(backend.submitted) == result.evaluated == 4 and backend.deepest == 2
+    summary = result.summary()  # device seconds over the window from the first answer to the last
+    assert summary["steady_device_busy"] == pytest.approx(3 * 0.011 / summary["steady_seconds"])
+    answered = [Config(tuple(sorted(r.config.items()))).label() for r in records if r.status is Status.OK]
+    assert answered == backend.submitted  # logged in the order the device answered
