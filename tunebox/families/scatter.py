@@ -106,8 +106,8 @@ class Scatter(IndexedFamily):
     def torch_baseline(self, problem: Problem) -> Baseline:
         """``A.index_copy_(0, idx + offset, V)`` into an A that starts as poison, like the kernel's
         output (filled once, on the first call: later calls rewrite the same rows). With a mask, the
-        masked-out rows are sent to a spare row N of an (N + 1)-row A, which is not part of the
-        output: no host synchronisation, unlike boolean indexing."""
+        selected rows only, ``A.index_copy_(0, (idx + offset)[m], V[m])`` with ``m = mask != 0``:
+        what a torch user writes (boolean indexing synchronises with the host)."""
         import torch
 
         p = self._as_problem(problem)
@@ -117,13 +117,14 @@ class Scatter(IndexedFamily):
         def run(t: dict[str, Any]) -> dict[str, Any]:
             v, idx = t["V"], t["idx"]
             if "A" not in state:
-                state["A"] = torch.full((p.rows + p.mask, p.cols), signed(et.poison, et.itemsize), dtype=v.dtype,
+                state["A"] = torch.full((p.rows, p.cols), signed(et.poison, et.itemsize), dtype=v.dtype,
                                         device=v.device)
             rows = idx.long() + p.offset
             if p.mask:
-                rows = torch.where(t["mask"].view(torch.uint8) != 0, rows, p.rows)
+                selected = t["mask"].view(torch.uint8) != 0
+                rows, v = rows[selected], v[selected]
             state["A"].index_copy_(0, rows, v)
-            return {"A": state["A"][:p.rows]}
+            return {"A": state["A"]}
 
-        spare = " (masked-out rows to a spare row N)" if p.mask else ""
-        return Baseline(f"torch: A.index_copy_(0, idx + offset, V){spare}", run)
+        selected = "(idx + offset)[m], V[m]) with m = mask != 0" if p.mask else "idx + offset, V)"
+        return Baseline(f"torch: A.index_copy_(0, {selected}", run)
