@@ -4,7 +4,8 @@ dtypes, the Warp tile_load_indexed / cuTile sparse-view forms of gather (a windo
 from a dense offset, running off either end; axis 1 column gathers), all-invalid indices, repeated
 gather indices, rows and offsets beyond 2^31, and scatter leaving every untargeted element untouched
 (still poison: see tunebox.families.scatter); sabotaged variants are rejected; the torch baselines
-match the reference."""
+match the reference. The element form (family gather_elements: 2-D index tiles, or 1-D tiles
+broadcast) the same way: every mode, all-invalid tiles, repeated indices, rows beyond 2^31."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ from tunebox.runner.protocol import EvaluateJob, RetimeJob, Variant
 from tunebox.runner.timing import SCREEN
 
 pytestmark = pytest.mark.gpu
-GATHER, SCATTER = get("gather"), get("scatter")
+GATHER, SCATTER, ELEMENTS = get("gather"), get("scatter"), get("gather_elements")
 DTYPES = ["float32", "bfloat16", "float16"]
 INDEX_DTYPES = ["int32", "int64"]
 PADDINGS = [{"padding": m} for m in ("zero", "neg_zero", "nan", "pos_inf", "neg_inf")] + [
@@ -49,6 +50,14 @@ GATHER_SPARSE = [
      "sentinel_rate": 0.05},  # the default window: all N rows
     {"rows": 7, "cols": 33, "count": 1001, "axis": 1, "dense_offset": 3, "window": 9},  # every index valid
     {"rows": 2000, "cols": 5, "count": 3, "axis": 1, "dense_offset": 1, "window": 1999, "oob_rate": 0.34},
+]
+ELEMENTS_ODD = [
+    {"rows": 1001, "cols": 73, "tile": [37, 999], "sentinel_rate": 0.1, "oob_rate": 0.1, "mask": True,
+     "mask_rate": 0.2},
+    {"rows": 257, "cols": 4099, "tile": [129, 130], "broadcast": True, "sentinel_rate": 0.05, "oob_rate": 0.1},
+    {"rows": 33, "cols": 1, "tile": [1, 4097], "oob_rate": 0.3},
+    {"rows": 7, "cols": 3, "tile": [1, 1]},  # every index valid: check_bounds='false' runs too
+    {"rows": 999, "cols": 66, "tile": [65, 3001], "broadcast": True},  # every index valid
 ]
 SCATTER_ODD = [
     {"rows": 1001, "cols": 73, "count": 999},
@@ -128,6 +137,54 @@ def test_gather_sparse_view_all_invalid_or_outside(runner, builder, index_dtype)
             assert_all_ok(runner, builder, GATHER, problem, configs_for(GATHER, problem)[:4])
 
 
+def element_configs(problem):
+    """A seeded spread of valid gather_elements variants: each elems_per_thread x check_bounds once."""
+    configs = [c for c in ELEMENTS.space if not ELEMENTS.violations(problem, c)]
+    random.Random(str(problem)).shuffle(configs)
+    return list({(c["elems_per_thread"], c["check_bounds"]): c for c in configs}.values())
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+@pytest.mark.parametrize("shape", ELEMENTS_ODD, ids=str)
+def test_gather_elements_every_mode_is_exact(runner, builder, dtype, index_dtype, shape):
+    problem = ELEMENTS.parse_problem({"dtype": dtype, "index_dtype": index_dtype, "padding": "nan", **shape})
+    configs = element_configs(problem)
+    assert {c["check_bounds"] for c in configs} == ({"true", "false"} if problem.all_valid else {"true"})
+    assert_all_ok(runner, builder, ELEMENTS, problem, configs)
+    for padding in PADDINGS[1:]:
+        p = ELEMENTS.parse_problem({"dtype": dtype, "index_dtype": index_dtype, **shape, **padding})
+        assert_all_ok(runner, builder, ELEMENTS, p, [ELEMENTS.default_config(p)])
+
+
+@pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
+def test_gather_elements_all_invalid(runner, builder, index_dtype):
+    for invalid in ({"sentinel_rate": 1.0}, {"oob_rate": 1.0}, {"sentinel_rate": 0.5, "oob_rate": 0.5},
+                    {"mask": True, "mask_rate": 1.0}, {"broadcast": True, "sentinel_rate": 1.0}):
+        for padding in PADDINGS:
+            problem = ELEMENTS.parse_problem({"dtype": "bfloat16", "rows": 11, "cols": 37, "tile": [17, 513],
+                                              "index_dtype": index_dtype, **invalid, **padding})
+            assert problem.valid_elements == 0
+            assert_all_ok(runner, builder, ELEMENTS, problem, element_configs(problem)[:2])
+
+
+def test_gather_elements_repeated_indices(runner, builder):
+    """3 x 5 elements, 100 x 1000 entries: every element is read thousands of times."""
+    problem = ELEMENTS.parse_problem({"dtype": "float16", "rows": 3, "cols": 5, "tile": [100, 1000]})
+    assert_all_ok(runner, builder, ELEMENTS, problem, element_configs(problem))
+
+
+@pytest.mark.parametrize("broadcast", [False, True])
+def test_gather_elements_rows_beyond_2_31(runner, builder, broadcast):
+    """N = 2^32 rows of one float16 (8 GiB): uniform int64 row draws reach rows above 2^31."""
+    problem = ELEMENTS.parse_problem({"dtype": "float16", "rows": 2**32, "cols": 1, "tile": [4097, 3],
+                                      "index_dtype": "int64", "broadcast": broadcast, "sentinel_rate": 0.1,
+                                      "oob_rate": 0.1})
+    for config in [ELEMENTS.default_config(problem)] + element_configs(problem)[:2]:
+        outcome = evaluate(runner, builder, ELEMENTS, problem, config, timeout_s=HUGE_TIMEOUT_S)
+        assert outcome.status is Status.OK, (config.label(), outcome.message)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
 @pytest.mark.parametrize("shape", SCATTER_ODD, ids=str)
@@ -196,6 +253,13 @@ def test_sabotaged_variants_are_rejected(runner, builder):
         outcome = evaluate(runner, builder, family, problem, config, skips_last_row)
         assert outcome.status is Status.WRONG_RESULT and "never written" in outcome.message, outcome.message
         assert evaluate(runner, builder, family, problem, config).status is Status.OK
+    elements = ELEMENTS.parse_problem({"dtype": "float32", "rows": 300, "cols": 77, "tile": [3, 301]})
+    config = ELEMENTS.default_config(elements)
+    good = ELEMENTS.render(elements, config)
+    skips_last = replace(good, code=good.code.replace("if (j < C) out[i * C + j]", "if (j < C - 1) out[i * C + j]"))
+    assert skips_last.code != good.code
+    outcome = evaluate(runner, builder, ELEMENTS, elements, config, skips_last)
+    assert outcome.status is Status.WRONG_RESULT and "never written" in outcome.message, outcome.message
     # a scatter that ignores the mask writes rows that must stay untouched (bfloat16 poison 0x7fad)
     masked = SCATTER.parse_problem({"dtype": "bfloat16", "rows": 300, "cols": 77, "count": 300, "mask": True,
                                     "mask_rate": 0.5})
@@ -219,11 +283,17 @@ def test_sabotaged_variants_are_rejected(runner, builder):
     (GATHER, {"dtype": "float16", "rows": 300, "cols": 4099, "count": 8192, "axis": 1, "dense_offset": -2,
               "index_dtype": "int64", "offset": 1, "oob_rate": 0.1, "mask": True, "mask_rate": 0.2,
               "padding": "value", "pad_value": -3.25}),
+    (ELEMENTS, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "tile": [512, 1024]}),
+    (ELEMENTS, {"dtype": "float32", "rows": 4096, "cols": 130, "tile": [64, 1024], "index_dtype": "int64",
+                "sentinel_rate": 0.05, "oob_rate": 0.05, "mask": True, "mask_rate": 0.2, "padding": "neg_inf"}),
+    (ELEMENTS, {"dtype": "float16", "rows": 4096, "cols": 130, "tile": [512, 128], "broadcast": True,
+                "sentinel_rate": 0.05}),
     (SCATTER, {"dtype": "bfloat16", "rows": 8192, "cols": 512, "count": 8192}),
     (SCATTER, {"dtype": "float32", "rows": 8192, "cols": 64, "count": 4096, "index_dtype": "int64",
                "mask": True, "mask_rate": 0.5}),
 ], ids=["gather", "gather_masked_int64", "gather_sparse_view", "gather_window_masked", "gather_cols",
-        "gather_cols_masked_int64", "scatter", "scatter_masked_int64"])
+        "gather_cols_masked_int64", "elements", "elements_masked_int64", "elements_broadcast", "scatter",
+        "scatter_masked_int64"])
 def test_variants_time_and_torch_baseline_matches(runner, builder, family, data):
     """K is a multiple of 4 here: the worker hands every input to torch through ``_signed``, which
     views a uint8 mask as int32 words."""

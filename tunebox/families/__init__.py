@@ -11,6 +11,7 @@ from .base import Family
 _REGISTRY: dict[str, str] = {
     "tile_copy": "tunebox.families.tile_copy:TileCopy",
     "gather": "tunebox.families.gather:Gather", "scatter": "tunebox.families.scatter:Scatter",
+    "gather_elements": "tunebox.families.gather_elements:GatherElements",
     "faults": "tunebox.families.faults:Faults",  # test-only: planted faults for the harness's tests
 }
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import PADDING_MODES, element_type, padding_bits, random_bits
+from ..dtypes import element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
 from ..params import Config
 from .base import Arg, Baseline, BufferArg, BufferSpec, LaunchGeometry, Problem, ScalarArg, Work
@@ -53,6 +53,7 @@ from .indexed import (
     index_type,
     mask_bytes,
     parse_common,
+    parse_padding,
     rate,
     reject_unknown,
     signed,
@@ -143,16 +144,7 @@ class Gather(IndexedFamily):
         sentinel_rate, oob_rate = rate(self.name, data, "sentinel_rate"), rate(self.name, data, "oob_rate")
         if sentinel_rate + oob_rate + fields["mask_rate"] > 1.0:
             raise InvalidProblem("gather: sentinel_rate + oob_rate + mask_rate must not exceed 1")
-        padding = data.get("padding", "zero")
-        if padding not in PADDING_MODES:
-            raise InvalidProblem(f"gather: unknown padding {padding!r}; use one of {PADDING_MODES}")
-        pad_value = data.get("pad_value", 0.0)
-        if type(pad_value) not in (int, float) or (padding != "value" and "pad_value" in data):
-            raise InvalidProblem("gather: pad_value must be a number, given only with padding='value'")
-        try:
-            pad_value = float(pad_value)
-        except OverflowError:
-            raise InvalidProblem(f"gather: pad_value {pad_value} is too large for a float") from None
+        padding, pad_value = parse_padding(self.name, data)
         axis = data.get("axis", 0)
         if type(axis) is not int or axis not in (0, 1):
             raise InvalidProblem(f"gather: axis must be 0 or 1, got {axis!r}")
