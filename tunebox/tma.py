@@ -105,17 +105,25 @@ def encode(req: TensorMapRequest):
 
     from .cuda_api import checked
 
+    return checked(cu.cuTensorMapEncodeTiled(*driver_arguments(req)))
+
+
+def driver_arguments(req: TensorMapRequest) -> tuple:
+    """The arguments of ``cuTensorMapEncodeTiled`` for a request, in the driver's order (innermost
+    dimension first), not validated: ``encode`` validates first; tests hand the driver requests the
+    validator rejects, to check that it rejects them too."""
+    from cuda.bindings import driver as cu
+
     rank = len(req.shape)
     swizzle = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}[req.swizzle]
     promotion = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}[req.l2_promotion]
     fill = "NONE" if req.oob_fill == "zero" else "NAN_REQUEST_ZERO_FMA"
-    return checked(cu.cuTensorMapEncodeTiled(
-        getattr(cu.CUtensorMapDataType, DATA_TYPES[req.dtype][1]), rank, req.address,
-        [cu.cuuint64_t(x) for x in reversed(req.shape)],
-        [cu.cuuint64_t(x) for x in reversed(req.strides[:-1])],
-        [cu.cuuint32_t(x) for x in reversed(req.box)],
-        [cu.cuuint32_t(x) for x in reversed(req.element_strides or (1,) * rank)],
-        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
-        getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{promotion}"),
-        getattr(cu.CUtensorMapFloatOOBfill, f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{fill}")))
+    return (getattr(cu.CUtensorMapDataType, DATA_TYPES[req.dtype][1]), rank, req.address,
+            [cu.cuuint64_t(x) for x in reversed(req.shape)],
+            [cu.cuuint64_t(x) for x in reversed(req.strides[:-1])],
+            [cu.cuuint32_t(x) for x in reversed(req.box)],
+            [cu.cuuint32_t(x) for x in reversed(req.element_strides or (1,) * rank)],
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
+            getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{promotion}"),
+            getattr(cu.CUtensorMapFloatOOBfill, f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{fill}"))
