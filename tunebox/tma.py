@@ -3,11 +3,15 @@ address map, and encoding through cuda.bindings.
 
 A request is written in numpy's row-major order (shape, byte strides and box outermost first); the
 driver's order (innermost first, the innermost stride implied) is derived in ``encode``. ``violations``
-needs no GPU and names the driver rule each broken field breaks.
+needs no GPU and names the driver rule each broken field breaks; it agrees with
+``cuTensorMapEncodeTiled`` on all 3140 seeded requests of ``tests/gpu/test_tma_gpu.py`` recorded on the
+H200 (driver 580.159.04, cuda-bindings 13.3.1), where the rank-1 refusal and the 128 KiB box limit
+were found.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from .errors import InvalidConfig
@@ -22,6 +26,7 @@ DATA_TYPES = {
 FLOAT_TYPES = ("float16", "bfloat16", "float32")
 SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 L2_PROMOTION = ("none", "64B", "128B", "256B")
+MAX_BOX_BYTES = 128 * 1024  # fitted to the driver's verdicts on 3140 requests (H200, driver 580.159.04)
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,9 @@ def violations(req: TensorMapRequest) -> list[str]:
     rank = len(req.shape)
     element_strides = req.element_strides or (1,) * rank
     broken = []
-    if not 1 <= rank <= 5:
-        return [f"rank {rank}: a tensor map has 1 to 5 dimensions"]
+    if not 2 <= rank <= 5:
+        return [f"rank {rank}: use 2 to 5 dimensions (the driver refused every rank-1 request: give a 1-D "
+                "tensor an outer dimension of 1)"]
     if not len(req.strides) == len(req.box) == len(element_strides) == rank:
         return ["shape, strides, box and element_strides must have one entry per dimension"]
     if req.address % 16:
@@ -61,19 +67,21 @@ def violations(req: TensorMapRequest) -> list[str]:
         stride = req.strides[d]
         if stride % 16 or not 0 < stride < 2**40:
             broken.append(f"strides[{d}] = {stride} bytes: outer strides must be multiples of 16 below 2^40")
-    # Outer strides need not be ordered (RaggedTMA3DTile folds a small-stride selector outermost), but
-    # the innermost rows may not overlap.
-    if rank > 1 and req.strides[-2] < req.shape[-1] * size:
-        broken.append(f"strides[{rank - 2}] = {req.strides[-2]} bytes is shorter than one innermost row "
-                      f"({req.shape[-1]} x {size} bytes)")
+    # Outer strides need not be ordered nor cover a row (RaggedTMA3DTile folds a small-stride selector
+    # outermost; the driver accepts overlapping rows).
     for d, extent in enumerate(req.box):
         if not 1 <= extent <= 256:
             broken.append(f"box[{d}] = {extent}: box dimensions must lie in [1, 256]")
     inner_bytes = req.box[-1] * size
     if inner_bytes % 16:
         broken.append(f"the box's inner extent is {inner_bytes} bytes: it must be a multiple of 16")
-    if any(not 1 <= s <= 8 for s in element_strides) or element_strides[-1] != 1:
-        broken.append("element strides must lie in [1, 8], the innermost being 1")
+    if any(not 1 <= s <= 8 for s in element_strides):
+        broken.append("element strides must lie in [1, 8]")
+    else:  # the driver's size of a box: every dimension's extent divided by its stride, rounded down
+        box_bytes = math.prod(b // s for b, s in zip(req.box, element_strides, strict=True)) * size
+        if box_bytes > MAX_BOX_BYTES:
+            broken.append(f"the box holds {box_bytes} bytes (extents divided by the element strides): at most "
+                          f"{MAX_BOX_BYTES} (128 KiB)")
     if req.swizzle not in SWIZZLE_BYTES:
         broken.append(f"swizzle {req.swizzle!r} is not one of {list(SWIZZLE_BYTES)}")
     elif req.swizzle != "none" and inner_bytes > SWIZZLE_BYTES[req.swizzle]:

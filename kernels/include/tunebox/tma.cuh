@@ -5,7 +5,10 @@
 // kernel parameter (NVRTC's headers only forward-declare CUtensorMap: this is a complete 128-byte,
 // 64-byte aligned type of the same layout). Coordinates are element indices, innermost first, and
 // may be negative or run past the end: the hardware fills those elements (zero, or NaN with the
-// NAN_REQUEST_ZERO_FMA fill) and still counts their bytes towards the mbarrier's transaction.
+// NAN_REQUEST_ZERO_FMA fill) and still counts their bytes towards the mbarrier's transaction. The
+// innermost coordinate must be a multiple of 16 bytes: on the H200 (driver 580.159.04) a box at an
+// innermost coordinate of -3 or 190 float32 elements running past an edge of the tensor raised
+// CUDA_ERROR_ILLEGAL_INSTRUCTION, while 16-byte multiples (past either end too) loaded correctly.
 //
 // A load completes on an mbarrier: one thread arms it with the box's byte count (`expect_tx`) and
 // issues the copy; every thread waits on the barrier's phase parity (0 for the first use, flipping
