@@ -13,12 +13,10 @@ import random
 from dataclasses import replace
 
 import pytest
+from gpu_jobs import evaluate, retime_with_baseline
 
 from tunebox.families import get
-from tunebox.families.base import KernelSource
 from tunebox.records import Status
-from tunebox.runner.protocol import EvaluateJob, RetimeJob, Variant
-from tunebox.runner.timing import SCREEN
 
 pytestmark = pytest.mark.gpu
 GATHER, SCATTER, ELEMENTS = get("gather"), get("scatter"), get("gather_elements")
@@ -66,15 +64,6 @@ SCATTER_ODD = [
     {"rows": 7, "cols": 4099, "count": 7, "mask": True, "mask_rate": 0.5},
     {"rows": 3001, "cols": 66, "count": 1, "offset": 2},
 ]
-
-
-def evaluate(runner, builder, family, problem, config, source: KernelSource | None = None,
-             timeout_s: float | None = None):
-    build = builder.build_one(source or family.render(problem, config))
-    assert build.status is Status.OK, build.log
-    variant = Variant(build.cubin, build.lowered_name, family.geometry(problem, config), family.args(problem, config))
-    job = EvaluateJob(family.name, problem.to_dict(), variant, SCREEN, 1234, time=False)
-    return runner.run(job, timeout_s=timeout_s)
 
 
 def configs_for(family, problem):
@@ -299,10 +288,7 @@ def test_variants_time_and_torch_baseline_matches(runner, builder, family, data)
     views a uint8 mask as int32 words."""
     pytest.importorskip("torch")
     problem = family.parse_problem(data)
-    config = family.default_config(problem)
-    build = builder.build_one(family.render(problem, config))
-    variant = Variant(build.cubin, build.lowered_name, family.geometry(problem, config), family.args(problem, config))
-    outcomes = runner.run(RetimeJob(family.name, problem.to_dict(), (variant,), SCREEN, 7))
+    outcomes = retime_with_baseline(runner, builder, family, problem, family.default_config(problem))
     assert len(outcomes) == 2
     assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
     assert outcomes[1].status is Status.OK, outcomes[1].message

@@ -7,11 +7,11 @@ import itertools
 from dataclasses import replace
 
 import pytest
+from gpu_jobs import evaluate, variant
 
 from tunebox.families import get
-from tunebox.families.base import KernelSource
 from tunebox.records import Status
-from tunebox.runner.protocol import EvaluateJob, Variant
+from tunebox.runner.protocol import EvaluateJob
 from tunebox.runner.timing import SCREEN
 
 pytestmark = pytest.mark.gpu
@@ -26,13 +26,6 @@ ODD_PROBLEMS = [
 ]
 PADDINGS = [{"padding": m} for m in ("zero", "neg_zero", "nan", "pos_inf", "neg_inf")] + [
     {"padding": "value", "pad_value": -3.25}]
-
-
-def evaluate(runner, builder, problem, config, source: KernelSource | None = None):
-    build = builder.build_one(source or FAMILY.render(problem, config))
-    assert build.status is Status.OK, build.log
-    variant = Variant(build.cubin, build.lowered_name, FAMILY.geometry(problem, config), FAMILY.args(problem, config))
-    return runner.run(EvaluateJob("tile_copy", problem.to_dict(), variant, SCREEN, 1234, time=False))
 
 
 def configs_for(problem):
@@ -58,7 +51,7 @@ def test_every_padding_and_bounds_mode_is_exact(runner, builder, dtype, shape):
         configs = configs_for(problem)
         assert {c["bounds"] for c in configs} >= {"checked", "split"}
         for config in configs:
-            outcome = evaluate(runner, builder, problem, config)
+            outcome = evaluate(runner, builder, FAMILY, problem, config)
             assert outcome.status is Status.OK, (padding, config.label(), outcome.message)
 
 
@@ -70,7 +63,7 @@ def test_unchecked_on_full_aligned_tiles(runner, builder, transpose):
     configs = [c for c in configs_for(problem) if c["bounds"] == "unchecked"]
     assert configs
     for config in configs:
-        assert evaluate(runner, builder, problem, config).status is Status.OK, config.label()
+        assert evaluate(runner, builder, FAMILY, problem, config).status is Status.OK, config.label()
 
 
 def test_sabotaged_variant_is_rejected(runner, builder):
@@ -80,10 +73,10 @@ def test_sabotaged_variant_is_rejected(runner, builder):
     skips_last_tile = replace(good, code=good.code.replace("if (tile >= n_tiles) return;",
                                                            "if (tile >= n_tiles - 1) return;"))
     assert skips_last_tile.code != good.code
-    outcome = evaluate(runner, builder, problem, config, skips_last_tile)
+    outcome = evaluate(runner, builder, FAMILY, problem, config, skips_last_tile)
     assert outcome.status is Status.WRONG_RESULT
     assert "never written" in outcome.message
-    assert evaluate(runner, builder, problem, config).status is Status.OK
+    assert evaluate(runner, builder, FAMILY, problem, config).status is Status.OK
 
 
 def test_every_dtype_and_orientation_times(runner, builder):
@@ -91,10 +84,8 @@ def test_every_dtype_and_orientation_times(runner, builder):
         problem = FAMILY.parse_problem({"dtype": dtype, "src": [2048, 1024], "dst": [1024, 2048] if transpose
                                         else [2048, 1024], "transpose": transpose})
         config = FAMILY.default_config(problem)
-        build = builder.build_one(FAMILY.render(problem, config))
-        variant = Variant(build.cubin, build.lowered_name, FAMILY.geometry(problem, config),
-                          FAMILY.args(problem, config))
-        outcome = runner.run(EvaluateJob("tile_copy", problem.to_dict(), variant, SCREEN, 7))
+        outcome = runner.run(EvaluateJob("tile_copy", problem.to_dict(), variant(builder, FAMILY, problem, config),
+                                         SCREEN, 7))
         assert outcome.status is Status.OK, outcome.message
         assert len(outcome.samples_ms) >= 10 and all(s > 0 for s in outcome.samples_ms)
         assert outcome.metrics and outcome.metrics.registers > 0

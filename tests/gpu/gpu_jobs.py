@@ -1,0 +1,30 @@
+"""Jobs the GPU tests send to the worker: verify one variant (bit for bit, untimed), or time variants
+with the family's torch baseline interleaved."""
+
+from __future__ import annotations
+
+from tunebox.families.base import Family, KernelSource, Problem
+from tunebox.params import Config
+from tunebox.records import Status
+from tunebox.runner.protocol import EvaluateJob, Outcome, RetimeJob, Variant
+from tunebox.runner.timing import SCREEN
+
+
+def variant(builder, family: Family, problem: Problem, config: Config, source: KernelSource | None = None) -> Variant:
+    build = builder.build_one(source or family.render(problem, config))
+    assert build.status is Status.OK, build.log
+    return Variant(build.cubin, build.lowered_name, family.geometry(problem, config), family.args(problem, config))
+
+
+def evaluate(runner, builder, family: Family, problem: Problem, config: Config, source: KernelSource | None = None,
+             timeout_s: float | None = None) -> Outcome:
+    """Verify ``config`` (or ``source``, a sabotaged rendering of it) on ``problem``, untimed."""
+    job = EvaluateJob(family.name, problem.to_dict(), variant(builder, family, problem, config, source), SCREEN, 1234,
+                      time=False)
+    return runner.run(job, timeout_s=timeout_s)
+
+
+def retime_with_baseline(runner, builder, family: Family, problem: Problem, config: Config) -> list[Outcome]:
+    """The variant's timing, then the torch baseline's (verified against the reference first)."""
+    job = RetimeJob(family.name, problem.to_dict(), (variant(builder, family, problem, config),), SCREEN, 7)
+    return runner.run(job)

@@ -1,0 +1,244 @@
+"""Family ``ragged3d``: pack a padded [B, Lmax, H, D] tensor into ragged [total, H, D] storage, or
+unpack it back (Mojo's RaggedTMA3DTile layout; vector transport, the TMA transport is to come).
+
+With per-sequence lengths ``len_b`` (0 <= len_b <= Lmax) and ``offsets`` their B + 1 exclusive
+prefix sums (int64; ``total = offsets[B]``), 0-based:
+
+  pack:   ``out[offsets[b] + l, :, :] = x[b, l, :, :]`` for ``l < len_b``; ``out`` is (total, H, D)
+  unpack: ``out[b, l, :, :] = ragged[offsets[b] + l, :, :]`` for ``l < len_b``, zero for
+          ``len_b <= l < Lmax``; ``out`` is (B, Lmax, H, D)
+
+Every element of ``out`` is written exactly once; positions past a sequence's length are never read.
+Problem keys: ``dtype``, ``batch`` (B), ``max_len`` (Lmax), ``heads`` (H), ``depth`` (D),
+``direction`` ("pack" or "unpack"), ``lengths``: a list of B lengths, or "uniform" (drawn uniformly
+in [1, Lmax] from ``lengths_seed``, default 0, so the problem alone fixes them and the work).
+Buffers: pack: inputs ``x`` (B, Lmax, H, D), ``offsets`` (B + 1,) int64; output ``out``.
+unpack: inputs ``ragged`` (total, H, D), ``offsets``; output ``out``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+
+from ..dtypes import element_type, random_bits
+from ..errors import InvalidProblem
+from ..kernels_dir import kernel_source, kernels_dir
+from ..params import Config, Param, Space
+from .base import (
+    Arg,
+    Baseline,
+    BufferArg,
+    BufferSpec,
+    Family,
+    KernelSource,
+    LaunchGeometry,
+    Problem,
+    ScalarArg,
+    Work,
+)
+from .indexed import MAX_COUNT, MAX_ELEMENTS, _warps, positive, reject_unknown
+
+KNOWN = {"dtype", "batch", "max_len", "heads", "depth", "direction", "lengths", "lengths_seed"}
+DIRECTIONS = ("pack", "unpack")
+
+
+@dataclass(frozen=True)
+class RaggedProblem(Problem):
+    element: str
+    batch: int  # B
+    max_len: int  # Lmax
+    heads: int  # H
+    depth: int  # D
+    direction: str  # "pack" or "unpack"
+    lengths: tuple[int, ...]  # B lengths in [0, Lmax]
+    lengths_seed: int | None = None  # set when the lengths were drawn ("uniform")
+
+    @property
+    def dtype(self) -> str:
+        return self.element
+
+    @property
+    def row(self) -> int:
+        """Elements of one sequence position: H x D."""
+        return self.heads * self.depth
+
+    @cached_property
+    def offsets(self) -> np.ndarray:
+        return np.concatenate([[0], np.cumsum(self.lengths, dtype=np.int64)]).astype(np.int64)
+
+    @property
+    def total(self) -> int:
+        return int(self.offsets[-1])
+
+    @property
+    def padded_shape(self) -> tuple[int, int, int, int]:
+        return (self.batch, self.max_len, self.heads, self.depth)
+
+    @property
+    def ragged_shape(self) -> tuple[int, int, int]:
+        return (self.total, self.heads, self.depth)
+
+    def to_dict(self) -> dict[str, Any]:
+        lengths: Any = "uniform" if self.lengths_seed is not None else list(self.lengths)
+        d = {"dtype": self.element, "batch": self.batch, "max_len": self.max_len, "heads": self.heads,
+             "depth": self.depth, "direction": self.direction, "lengths": lengths}
+        if self.lengths_seed is not None:
+            d["lengths_seed"] = self.lengths_seed
+        return d
+
+
+class Ragged3D(Family):
+    name = "ragged3d"
+    space = Space((
+        Param("BM", (1, 2, 4, 8, 16, 32, 64, 128), "sequence positions (rows) per block"),
+        Param("threads", (64, 128, 256, 512), "threads per block"),
+        Param("vec_bytes", (4, 8, 16), "bytes per vector access (narrower when H x D needs it)"),
+    ))
+
+    @property
+    def source_files(self):  # type: ignore[override]
+        return (kernels_dir() / "include" / "tunebox" / "tile.cuh", kernels_dir() / "ragged3d" / "ragged3d.cu")
+
+    # -- problems ---------------------------------------------------------------------------------
+    def parse_problem(self, data: Mapping[str, Any]) -> RaggedProblem:
+        reject_unknown(self.name, data, KNOWN)
+        element_type(data.get("dtype"))
+        batch, max_len, heads, depth = (positive(self.name, data, k) for k in ("batch", "max_len", "heads", "depth"))
+        direction = data.get("direction")
+        if direction not in DIRECTIONS:
+            raise InvalidProblem(f"{self.name}: direction must be one of {DIRECTIONS}, got {direction!r}")
+        if batch * max_len * heads * depth >= MAX_ELEMENTS:
+            raise InvalidProblem(f"{self.name}: B x Lmax x H x D = {batch * max_len * heads * depth} elements is "
+                                 "too many (limit 2^40)")
+        lengths, seed = data.get("lengths"), None
+        if lengths == "uniform":
+            seed = data.get("lengths_seed", 0)
+            if type(seed) is not int or seed < 0:
+                raise InvalidProblem(f"{self.name}: lengths_seed must be a non-negative integer, got {seed!r}")
+            lengths = np.random.default_rng(seed).integers(1, max_len + 1, batch).tolist()
+        elif "lengths_seed" in data:
+            raise InvalidProblem(f"{self.name}: lengths_seed is given only with lengths = 'uniform'")
+        if (not isinstance(lengths, list | tuple) or len(lengths) != batch
+                or not all(type(n) is int and 0 <= n <= max_len for n in lengths)):
+            raise InvalidProblem(f"{self.name}: lengths must be 'uniform' or a list of {batch} integers in "
+                                 f"[0, {max_len}]")
+        return RaggedProblem(data["dtype"], batch, max_len, heads, depth, direction, tuple(lengths), seed)
+
+    def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]:
+        p = self._as_problem(problem)
+        source, out = ((("x", p.padded_shape), p.ragged_shape) if p.direction == "pack"
+                       else (("ragged", p.ragged_shape), p.padded_shape))
+        return (BufferSpec(source[0], source[1], p.element, "input"),
+                BufferSpec("offsets", (p.batch + 1,), "int64", "input"), BufferSpec("out", out, p.element, "output"))
+
+    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        p = self._as_problem(problem)
+        name, shape = ("x", p.padded_shape) if p.direction == "pack" else ("ragged", p.ragged_shape)
+        return {name: random_bits(element_type(p.element), shape, rng), "offsets": p.offsets.copy()}
+
+    def reference(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        p = self._as_problem(problem)
+        if p.direction == "pack":
+            x = inputs["x"]
+            out = np.concatenate([x[b, :n] for b, n in enumerate(p.lengths)]) if p.total else \
+                np.empty(p.ragged_shape, dtype=x.dtype)
+            return {"out": out}
+        ragged = inputs["ragged"]
+        out = np.zeros(p.padded_shape, dtype=ragged.dtype)
+        for b, n in enumerate(p.lengths):
+            out[b, :n] = ragged[p.offsets[b]:p.offsets[b] + n]
+        return {"out": out}
+
+    def work(self, problem: Problem) -> Work:
+        p = self._as_problem(problem)
+        size = element_type(p.element).itemsize
+        moved = p.total * p.row * size
+        written = moved if p.direction == "pack" else p.batch * p.max_len * p.row * size
+        return Work(moved + written + (p.batch + 1) * 8)
+
+    # -- variants ---------------------------------------------------------------------------------
+    @staticmethod
+    def blocks(p: RaggedProblem, config: Config) -> int:
+        return p.batch * math.ceil(p.max_len / int(config["BM"]))
+
+    def default_config(self, problem: Problem) -> Config:
+        p = self._as_problem(problem)
+        size = element_type(p.element).itemsize
+        fits = [m for m in (128, 64, 32, 16, 8, 4, 2) if m * p.row * size <= 64 * 1024 and m <= _ceil_pow2(p.max_len)]
+        bm = fits[0] if fits else 1  # tiles of up to 64 KiB
+        threads = next(t for t in (256, 128, 64) if t <= max(64, _warps(math.ceil(bm * p.row * size / 16))))
+        return self.space.validate({"BM": bm, "threads": threads, "vec_bytes": 16})
+
+    def violations(self, problem: Problem, config: Config) -> list[str]:
+        p = self._as_problem(problem)
+        size = element_type(p.element).itemsize  # every vec_bytes choice is a multiple of every element size
+        bm, threads, vec_bytes = int(config["BM"]), int(config["threads"]), int(config["vec_bytes"])
+        broken = []
+        vectors = math.ceil(bm * p.row * size / vec_bytes)
+        if threads > max(64, _warps(vectors)):
+            broken.append(f"{threads} threads exceed the {vectors} vectors of a tile of {bm} rows rounded up to "
+                          "whole warps: threads would idle")
+        if bm > _ceil_pow2(p.max_len):
+            broken.append(f"BM={bm} exceeds max_len={p.max_len} rounded up to a power of two")
+        if self.blocks(p, config) > MAX_COUNT:
+            broken.append(f"{self.blocks(p, config)} blocks exceed the grid limit {MAX_COUNT}")
+        return broken
+
+    def render(self, problem: Problem, config: Config) -> KernelSource:
+        p = self._as_problem(problem)
+        et = element_type(p.element)
+        targs = (et.ctype, config["BM"], config["threads"], int(config["vec_bytes"]) // et.itemsize,
+                 str(p.direction == "pack").lower())
+        return KernelSource(kernel_source("ragged3d/ragged3d.cu"), "ragged3d<" + ", ".join(map(str, targs)) + ">",
+                            (str(kernels_dir() / "include"),))
+
+    def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
+        p = self._as_problem(problem)
+        return LaunchGeometry((self.blocks(p, config), 1, 1), (int(config["threads"]), 1, 1), 0)
+
+    def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]:
+        p = self._as_problem(problem)
+        source = "x" if p.direction == "pack" else "ragged"
+        return (BufferArg(source), BufferArg("out"), BufferArg("offsets"), ScalarArg("i64", p.max_len),
+                ScalarArg("i64", p.row))
+
+    def distance(self, a: Problem, b: Problem) -> float | None:
+        pa, pb = self._as_problem(a), self._as_problem(b)
+        if (pa.element, pa.direction, pa.row) != (pb.element, pb.direction, pb.row):
+            return None
+        mean = [max(p.total, 1) / p.batch for p in (pa, pb)]
+        return abs(math.log2(pa.batch / pb.batch)) + abs(math.log2(pa.max_len / pb.max_len)) + abs(
+            math.log2(mean[0] / mean[1]))
+
+    def torch_baseline(self, problem: Problem) -> Baseline:
+        import torch
+
+        p = self._as_problem(problem)
+        if p.direction == "pack":
+            return Baseline("torch: torch.cat([x[b, :len_b] for b in range(B)])", lambda t: {
+                "out": torch.cat([t["x"][b, :n] for b, n in enumerate(p.lengths)])})
+
+        def unpack(t: dict[str, Any]) -> dict[str, Any]:
+            ragged = t["ragged"]
+            lengths = torch.tensor(p.lengths, device=ragged.device)
+            mask = torch.arange(p.max_len, device=ragged.device)[None, :] < lengths[:, None]
+            out = ragged.new_zeros(p.padded_shape)
+            out[mask] = ragged
+            return {"out": out}
+
+        return Baseline("torch: out = zeros(B, Lmax, H, D); out[arange(Lmax) < lengths[:, None]] = ragged", unpack)
+
+    def _as_problem(self, problem: Problem) -> RaggedProblem:
+        if not isinstance(problem, RaggedProblem):
+            raise TypeError(f"{self.name} needs a RaggedProblem, got {type(problem).__name__}")
+        return problem
+
+
+def _ceil_pow2(n: int) -> int:
+    return 1 << (n - 1).bit_length()
