@@ -3,6 +3,8 @@ with the family's torch baseline interleaved."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from tunebox.families.base import Family, KernelSource, Problem
 from tunebox.params import Config
 from tunebox.records import Status
@@ -28,3 +30,15 @@ def retime_with_baseline(runner, builder, family: Family, problem: Problem, conf
     """The variant's timing, then the torch baseline's (verified against the reference first)."""
     job = RetimeJob(family.name, problem.to_dict(), (variant(builder, family, problem, config),), SCREEN, 7)
     return runner.run(job)
+
+
+def assert_sabotage_caught(runner, builder, family: Family, problem: Problem, config: Config, find: str,
+                           replace_with: str, expect: str = "never written") -> None:
+    """A rendering of ``config`` with ``find`` replaced by ``replace_with`` in its source must fail
+    verification with ``expect`` in the message, and the untouched rendering must pass."""
+    good = family.render(problem, config)
+    sabotaged = dataclasses.replace(good, code=good.code.replace(find, replace_with))
+    assert sabotaged.code != good.code, f"{find!r} is not in the source"
+    outcome = evaluate(runner, builder, family, problem, config, sabotaged)
+    assert outcome.status is Status.WRONG_RESULT and expect in outcome.message, outcome.message
+    assert evaluate(runner, builder, family, problem, config).status is Status.OK

@@ -10,10 +10,9 @@ broadcast) the same way: every mode, all-invalid tiles, repeated indices, rows b
 from __future__ import annotations
 
 import random
-from dataclasses import replace
 
 import pytest
-from gpu_jobs import evaluate, retime_with_baseline
+from gpu_jobs import assert_sabotage_caught, evaluate, retime_with_baseline
 
 from tunebox.families import get
 from tunebox.records import Status
@@ -235,30 +234,16 @@ def test_sabotaged_variants_are_rejected(runner, builder):
     gather = GATHER.parse_problem({"dtype": "float32", "rows": 300, "cols": 77, "count": 301, "sentinel_rate": 0.1})
     scatter = SCATTER.parse_problem({"dtype": "float16", "rows": 300, "cols": 77, "count": 300})
     for family, problem in ((GATHER, gather), (SCATTER, scatter)):  # the last entry of each is written
-        config = family.default_config(problem)
-        good = family.render(problem, config)
-        skips_last_row = replace(good, code=good.code.replace("if (k >= K) return;", "if (k >= K - 1) return;"))
-        assert skips_last_row.code != good.code
-        outcome = evaluate(runner, builder, family, problem, config, skips_last_row)
-        assert outcome.status is Status.WRONG_RESULT and "never written" in outcome.message, outcome.message
-        assert evaluate(runner, builder, family, problem, config).status is Status.OK
+        assert_sabotage_caught(runner, builder, family, problem, family.default_config(problem),
+                               "if (k >= K) return;", "if (k >= K - 1) return;")
     elements = ELEMENTS.parse_problem({"dtype": "float32", "rows": 300, "cols": 77, "tile": [3, 301]})
-    config = ELEMENTS.default_config(elements)
-    good = ELEMENTS.render(elements, config)
-    skips_last = replace(good, code=good.code.replace("if (j < C) out[i * C + j]", "if (j < C - 1) out[i * C + j]"))
-    assert skips_last.code != good.code
-    outcome = evaluate(runner, builder, ELEMENTS, elements, config, skips_last)
-    assert outcome.status is Status.WRONG_RESULT and "never written" in outcome.message, outcome.message
+    assert_sabotage_caught(runner, builder, ELEMENTS, elements, ELEMENTS.default_config(elements),
+                           "if (j < C) out[i * C + j]", "if (j < C - 1) out[i * C + j]")
     # a scatter that ignores the mask writes rows that must stay untouched (bfloat16 poison 0x7fad)
     masked = SCATTER.parse_problem({"dtype": "bfloat16", "rows": 300, "cols": 77, "count": 300, "mask": True,
                                     "mask_rate": 0.5})
-    config = SCATTER.default_config(masked)
-    good = SCATTER.render(masked, config)
-    ignores_mask = replace(good, code=good.code.replace("if (MASK && __ldg(mask + k) == 0) return -1;", ""))
-    assert ignores_mask.code != good.code
-    outcome = evaluate(runner, builder, SCATTER, masked, config, ignores_mask)
-    assert outcome.status is Status.WRONG_RESULT and "expected 0x7fad" in outcome.message, outcome.message
-    assert evaluate(runner, builder, SCATTER, masked, config).status is Status.OK
+    assert_sabotage_caught(runner, builder, SCATTER, masked, SCATTER.default_config(masked),
+                           "if (MASK && __ldg(mask + k) == 0) return -1;", "", expect="expected 0x7fad")
 
 
 @pytest.mark.parametrize(("family", "data"), [

@@ -4,10 +4,9 @@ orientations and all dtypes, verified bit for bit; a sabotaged variant is reject
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 
 import pytest
-from gpu_jobs import evaluate, variant
+from gpu_jobs import assert_sabotage_caught, evaluate, variant
 
 from tunebox.families import get
 from tunebox.records import Status
@@ -68,15 +67,8 @@ def test_unchecked_on_full_aligned_tiles(runner, builder, transpose):
 
 def test_sabotaged_variant_is_rejected(runner, builder):
     problem = FAMILY.parse_problem({"dtype": "float32", "src": [300, 300], "dst": [300, 300]})
-    config = FAMILY.default_config(problem)
-    good = FAMILY.render(problem, config)
-    skips_last_tile = replace(good, code=good.code.replace("if (tile >= n_tiles) return;",
-                                                           "if (tile >= n_tiles - 1) return;"))
-    assert skips_last_tile.code != good.code
-    outcome = evaluate(runner, builder, FAMILY, problem, config, skips_last_tile)
-    assert outcome.status is Status.WRONG_RESULT
-    assert "never written" in outcome.message
-    assert evaluate(runner, builder, FAMILY, problem, config).status is Status.OK
+    assert_sabotage_caught(runner, builder, FAMILY, problem, FAMILY.default_config(problem),
+                           "if (tile >= n_tiles) return;", "if (tile >= n_tiles - 1) return;")
 
 
 def test_every_dtype_and_orientation_times(runner, builder):

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import numpy as np
 
@@ -90,6 +90,16 @@ class Problem(abc.ABC):
 
     def key(self) -> str:
         return canonical_json(self.to_dict())
+
+
+P = TypeVar("P", bound=Problem)
+
+
+def problem_as(family: str, problem: Problem, kind: type[P]) -> P:
+    """``problem`` as the family's own problem type; any other raises TypeError naming both."""
+    if not isinstance(problem, kind):
+        raise TypeError(f"{family} needs a {kind.__name__}, got {type(problem).__name__}")
+    return problem
 
 
 class Family(abc.ABC):

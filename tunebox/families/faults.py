@@ -21,7 +21,18 @@ from ..dtypes import element_type, random_bits
 from ..errors import InvalidProblem
 from ..kernels_dir import kernel_source, kernels_dir
 from ..params import Config, Param, Space
-from .base import Arg, BufferArg, BufferSpec, Family, KernelSource, LaunchGeometry, Problem, ScalarArg, Work
+from .base import (
+    Arg,
+    BufferArg,
+    BufferSpec,
+    Family,
+    KernelSource,
+    LaunchGeometry,
+    Problem,
+    ScalarArg,
+    Work,
+    problem_as,
+)
 
 FAULTS = ("none", "oob_write", "hang", "wrong_value", "skip_element", "modify_input", "too_much_shared",
           "over_launch_bounds", "compile_error")
@@ -99,6 +110,4 @@ class Faults(Family):
 
 
 def _as_problem(problem: Problem) -> FaultsProblem:
-    if not isinstance(problem, FaultsProblem):
-        raise TypeError(f"faults needs a FaultsProblem, got {type(problem).__name__}")
-    return problem
+    return problem_as("faults", problem, FaultsProblem)

@@ -45,6 +45,7 @@ from .indexed import (
     MAX_COUNT,
     MAX_ELEMENTS,
     MAX_OFFSET,
+    UNCHECKED_NEEDS_VALID,
     IndexedFamily,
     IndexedProblem,
     _warps,
@@ -269,7 +270,7 @@ class Gather(IndexedFamily):
         if per_row > p.span:
             broken.append(f"rows_per_block={per_row} exceeds the window of {p.span} rows")
         if config["check_bounds"] == "false" and not p.all_valid:
-            broken.append("check_bounds='false' needs inputs with no sentinels, no out-of-range indices and no mask")
+            broken.append(UNCHECKED_NEEDS_VALID)
         return broken
 
     def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:

@@ -52,12 +52,14 @@ from .base import (
     Problem,
     ScalarArg,
     Work,
+    problem_as,
 )
 from .indexed import (
     INDEX_TYPES,
     MASK_DTYPE,
     MAX_COUNT,
     MAX_ELEMENTS,
+    UNCHECKED_NEEDS_VALID,
     _warps,
     entries_through,
     index_type,
@@ -279,7 +281,7 @@ class GatherElements(Family):
         if self.blocks(p, config) > MAX_COUNT:
             broken.append(f"{self.blocks(p, config)} blocks exceed the grid limit {MAX_COUNT}")
         if config["check_bounds"] == "false" and not p.all_valid:
-            broken.append("check_bounds='false' needs inputs with no sentinels, no out-of-range indices and no mask")
+            broken.append(UNCHECKED_NEEDS_VALID)
         return broken
 
     def render(self, problem: Problem, config: Config) -> KernelSource:
@@ -333,6 +335,4 @@ class GatherElements(Family):
         return Baseline(f"torch: A[clamp({shape})].masked_fill_(~valid, {p.padding})", padded)
 
     def _as_problem(self, problem: Problem) -> ElementGatherProblem:
-        if not isinstance(problem, ElementGatherProblem):
-            raise TypeError(f"{self.name} needs an ElementGatherProblem, got {type(problem).__name__}")
-        return problem
+        return problem_as(self.name, problem, ElementGatherProblem)

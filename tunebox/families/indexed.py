@@ -34,7 +34,7 @@ from ..dtypes import PADDING_MODES, element_type
 from ..errors import InvalidProblem
 from ..kernels_dir import kernel_source, kernels_dir
 from ..params import Config, Param, Space
-from .base import Family, KernelSource, LaunchGeometry, Problem
+from .base import Family, KernelSource, LaunchGeometry, Problem, problem_as
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,7 @@ MAX_ELEMENTS = 2**40  # K * D and N * D stay below this
 MAX_COUNT = 2**31 - 1  # one grid block per rows_per_block indices
 MAX_OFFSET = 2**62  # |offset| below this: idx + offset cannot wrap into [0, N) in the kernel
 WARP = 32
+UNCHECKED_NEEDS_VALID = "check_bounds='false' needs inputs with no sentinels, no out-of-range indices and no mask"
 
 
 def index_type(name: str) -> IndexType:
@@ -279,7 +280,7 @@ class IndexedFamily(Family):
             broken.append(f"{team} threads per row (threads / rows_per_block) exceed the row's {vectors} vectors "
                           f"rounded up to whole warps: threads would idle")
         if config["check_bounds"] == "false" and not p.all_valid:
-            broken.append("check_bounds='false' needs inputs with no sentinels, no out-of-range indices and no mask")
+            broken.append(UNCHECKED_NEEDS_VALID)
         return broken
 
     def render(self, problem: Problem, config: Config) -> KernelSource:
@@ -311,9 +312,7 @@ class IndexedFamily(Family):
         return sum(abs(math.log2(x / y)) for x, y in ((pa.rows, pb.rows), (pa.cols, pb.cols), (pa.count, pb.count)))
 
     def _as_problem(self, problem: Problem) -> Any:
-        if not isinstance(problem, self.problem_type):
-            raise TypeError(f"{self.name} needs a {self.problem_type.__name__}, got {type(problem).__name__}")
-        return problem
+        return problem_as(self.name, problem, self.problem_type)
 
 
 def _warps(n: int) -> int:

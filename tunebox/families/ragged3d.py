@@ -41,6 +41,7 @@ from .base import (
     Problem,
     ScalarArg,
     Work,
+    problem_as,
 )
 from .indexed import MAX_COUNT, MAX_ELEMENTS, _warps, positive, reject_unknown
 
@@ -235,9 +236,7 @@ class Ragged3D(Family):
         return Baseline("torch: out = zeros(B, Lmax, H, D); out[arange(Lmax) < lengths[:, None]] = ragged", unpack)
 
     def _as_problem(self, problem: Problem) -> RaggedProblem:
-        if not isinstance(problem, RaggedProblem):
-            raise TypeError(f"{self.name} needs a RaggedProblem, got {type(problem).__name__}")
-        return problem
+        return problem_as(self.name, problem, RaggedProblem)
 
 
 def _ceil_pow2(n: int) -> int:

@@ -30,6 +30,7 @@ from .base import (
     Problem,
     ScalarArg,
     Work,
+    problem_as,
 )
 
 BOUNDS = {"checked": 0, "split": 1, "unchecked": 2}
@@ -304,9 +305,7 @@ def _shared_bytes(p: TileCopyProblem, config: Config) -> int:
 
 
 def _as_problem(problem: Problem) -> TileCopyProblem:
-    if not isinstance(problem, TileCopyProblem):
-        raise TypeError(f"tile_copy needs a TileCopyProblem, got {type(problem).__name__}")
-    return problem
+    return problem_as("tile_copy", problem, TileCopyProblem)
 
 
 def _transpose_into(out: np.ndarray, block: np.ndarray, rows_per_pass: int = 128) -> None:
