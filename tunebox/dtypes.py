@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import InvalidProblem
+from .parallel import for_each_chunk
 
 PADDING_MODES = ("zero", "neg_zero", "nan", "pos_inf", "neg_inf", "value")
 
@@ -75,18 +76,38 @@ def padding_bits(etype: ElementType, mode: str, value: float = 0.0) -> int:
     return etype.bits_of(values[mode])
 
 
+RANDOM_CHUNK_WORDS = 1 << 22  # 64-bit words per independently seeded chunk (32 MiB)
+
+
 def random_bits(etype: ElementType, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
     """Seeded random storage bits of finite, nonzero values: random sign, mantissa and the three
     lowest exponent bits, so magnitudes lie in [2**-4, 2**4). Never zero, NaN or infinite, so padding
-    and unwritten elements always show. Drawn as raw bits: fast enough for gigabyte inputs."""
+    and unwritten elements always show. Drawn as raw bits; above ``RANDOM_CHUNK_WORDS`` words, in
+    chunks drawn from child generators seeded by ``rng``, on all cores (the bits do not depend on
+    the number of cores)."""
     count = int(np.prod(shape, dtype=np.int64))
     words = -(-count * etype.itemsize // 8)
-    raw = rng.bit_generator.random_raw(words).view(etype.storage)[:count].reshape(shape)
     mantissa_bits = {"float32": 23, "float16": 10, "bfloat16": 7}[etype.name]
     exponent_bias = {"float32": 127, "float16": 15, "bfloat16": 127}[etype.name]
     t = etype.storage
     # keep the sign, the three lowest exponent bits and the mantissa, then add bias-4 to the
     # exponent (3 bits + bias-4 <= bias+3: no carry into the sign); in place, two passes
-    raw &= t((1 << (8 * etype.itemsize - 1)) | ((1 << (mantissa_bits + 3)) - 1))
-    raw += t((exponent_bias - 4) << mantissa_bits)
-    return raw
+    keep = t((1 << (8 * etype.itemsize - 1)) | ((1 << (mantissa_bits + 3)) - 1))
+    offset = t((exponent_bias - 4) << mantissa_bits)
+    if words <= RANDOM_CHUNK_WORDS:
+        raw = rng.bit_generator.random_raw(words)
+        seeds = None
+    else:
+        raw = np.empty(words, dtype=np.uint64)
+        seeds = rng.integers(0, 2**63, -(-words // RANDOM_CHUNK_WORDS))
+
+    def fill(start: int, stop: int) -> None:
+        if seeds is not None:
+            child = np.random.PCG64(int(seeds[start // RANDOM_CHUNK_WORDS]))
+            raw[start:stop] = child.random_raw(stop - start)
+        bits = raw[start:stop].view(t)
+        bits &= keep
+        bits += offset
+
+    for_each_chunk(words, RANDOM_CHUNK_WORDS, fill)
+    return raw.view(t)[:count].reshape(shape)

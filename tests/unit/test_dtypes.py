@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from tunebox import dtypes, parallel
 from tunebox.dtypes import ELEMENT_TYPES, PADDING_MODES, element_type, padding_bits, random_bits
 from tunebox.errors import InvalidProblem
 
@@ -160,3 +161,32 @@ def test_random_bits_never_zero_on_a_larger_array(dtype: str) -> None:
     zeros, nans = _zero_or_nan(et, bits)
     assert nans == 0
     assert zeros == 0, f"{zeros} zero element(s) in random_bits({dtype}, (1024, 1024), seed 17)"
+
+
+def test_chunked_random_bits_do_not_depend_on_the_number_of_cores(monkeypatch) -> None:
+    """Above the chunk size, chunks come from child generators seeded by the caller's: the same bits
+    on one core or many, still finite, nonzero and in [2^-4, 2^4)."""
+    monkeypatch.setattr(dtypes, "RANDOM_CHUNK_WORDS", 1000)
+    results = []
+    for cores in (1, 7):
+        monkeypatch.setattr(parallel.os, "cpu_count", lambda cores=cores: cores)
+        results.append(dtypes.random_bits(dtypes.element_type("float32"), (37, 1001), np.random.default_rng(9)))
+    np.testing.assert_array_equal(results[0], results[1])
+    values = np.abs(results[0].view(np.float32))
+    assert ((values >= 2.0**-4) & (values < 2.0**4)).all()
+    assert len(np.unique(results[0])) > 30_000  # the chunks are not copies of each other
+    monkeypatch.setattr(dtypes, "RANDOM_CHUNK_WORDS", 1 << 22)
+    small = dtypes.random_bits(dtypes.element_type("float32"), (37, 1001), np.random.default_rng(9))
+    assert not np.array_equal(small, results[0])  # one draw below the chunk size, as before
+
+
+def test_for_each_chunk_covers_every_item_once() -> None:
+    seen = np.zeros(10_007, dtype=np.int64)
+
+    def mark(start: int, stop: int) -> None:
+        seen[start:stop] += 1
+
+    parallel.for_each_chunk(10_007, 1000, mark)
+    assert (seen == 1).all()
+    parallel.for_each_chunk(0, 1000, mark)
+    assert (seen == 1).all()

@@ -1,0 +1,23 @@
+"""Host-side parallelism for gigabyte numpy work (inputs and references of big problems).
+
+numpy releases the GIL inside its loops and bit generators, so threads over disjoint slices scale
+with the cores (the GPU host has 16). A chunked result never depends on the number of threads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+
+def for_each_chunk(count: int, chunk: int, work: Callable[[int, int], None]) -> None:
+    """Call ``work(start, stop)`` for consecutive slices of ``range(count)`` of ``chunk`` items (the
+    last one shorter), on up to one thread per core. ``work`` must touch only its own slice."""
+    starts = range(0, count, chunk)
+    if len(starts) <= 1:
+        for start in starts:
+            work(start, min(start + chunk, count))
+        return
+    with ThreadPoolExecutor(max_workers=min(len(starts), os.cpu_count() or 1)) as pool:
+        list(pool.map(lambda start: work(start, min(start + chunk, count)), starts))
