@@ -14,7 +14,7 @@ import numpy as np
 from .families.base import Arg, BufferArg
 
 DEFAULT_SHARED_BYTES = 48 * 1024  # dynamic shared memory a kernel gets without opting in
-SCALAR_TYPES = {"i32": np.int32, "i64": np.int64, "u16": np.uint16, "u32": np.uint32}
+SCALAR_TYPES = {"i32": np.int32, "i64": np.int64, "u16": np.uint16, "u32": np.uint32, "f32": np.float32}
 
 
 def checked(result: tuple) -> Any:

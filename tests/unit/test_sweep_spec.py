@@ -121,7 +121,7 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
 
 
 def test_unknown_family(tmp_path: Path) -> None:
-    raises(tmp_path, GOOD.replace('family = "tile_copy"', 'family = "gemm"'), "gemm", "tile_copy",
+    raises(tmp_path, GOOD.replace('family = "tile_copy"', 'family = "conv2d"'), "conv2d", "tile_copy",
            names_file=False)
 
 
@@ -137,7 +137,7 @@ def test_family_of_the_wrong_type(tmp_path: Path, value: str) -> None:
 
 def test_family_error_names_the_file(tmp_path: Path) -> None:
     """load_sweep promises that every problem raises SpaceError with its file, the family included."""
-    raises(tmp_path, GOOD.replace('family = "tile_copy"', 'family = "gemm"'), "gemm")
+    raises(tmp_path, GOOD.replace('family = "tile_copy"', 'family = "conv2d"'), "conv2d")
 
 
 def test_bad_name(tmp_path: Path) -> None:

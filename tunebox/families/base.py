@@ -54,8 +54,8 @@ class BufferArg:
 
 @dataclass(frozen=True)
 class ScalarArg:
-    ctype: Literal["i32", "i64", "u16", "u32"]
-    value: int
+    ctype: Literal["i32", "i64", "u16", "u32", "f32"]
+    value: int | float
 
 
 Arg = BufferArg | ScalarArg
@@ -67,6 +67,16 @@ class Work:
 
     bytes_moved: int
     flops: int = 0
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far an arithmetic family's output may be from its float64 reference: an element passes when
+    its bits equal the reference's, or ``|got - want| <= atol + rtol * |want|`` (NaN and infinity
+    never pass unless bit-identical)."""
+
+    rtol: float
+    atol: float
 
 
 @dataclass(frozen=True)
@@ -146,6 +156,11 @@ class Family(abc.ABC):
     @abc.abstractmethod
     def distance(self, a: Problem, b: Problem) -> float | None:
         """How far apart two problems are for the nearest-problem fallback; None if incomparable."""
+
+    def tolerance(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> Tolerance | None:
+        """None: outputs must match the reference bit for bit (data movement). Arithmetic families
+        return the tolerance of their float outputs for these inputs."""
+        return None
 
     def torch_baseline(self, problem: Problem) -> Baseline:
         """The equivalent torch operation (imports torch); families without one raise."""

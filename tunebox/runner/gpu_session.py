@@ -18,7 +18,7 @@ from ..build.nvrtc import NvrtcBuilder, nvrtc_version
 from ..cuda_api import checked, load_kernel, marshal
 from ..dtypes import element_type
 from ..families import get as get_family
-from ..families.base import Family, KernelSource, Problem
+from ..families.base import Family, KernelSource, Problem, Tolerance
 from ..kernels_dir import kernel_source
 from ..records import DeviceInfo, KernelMetrics
 from .protocol import Variant
@@ -41,6 +41,7 @@ class ProblemState:
     pristine: dict[str, object]  # input name -> copy taken before any launch
     expected: dict[str, object]  # output name -> reference bits on the device
     expected_host: dict[str, np.ndarray]
+    tolerance: Tolerance | None = None  # None: outputs must match bit for bit
 
 
 class GpuSession:
@@ -69,6 +70,7 @@ class GpuSession:
             built = builder.build_one(KernelSource(code, f"mismatches<{ctype}>", ()))
             self.compare[size] = load_kernel(built.cubin, built.lowered_name, 0, self.device.device_id)
         builder.close()
+        self._within: dict[str, Callable] = {}  # element type -> tolerance compare kernel, compiled on first use
         self.state: ProblemState | None = None
 
     # -- memory -------------------------------------------------------------------------------
@@ -115,7 +117,7 @@ class GpuSession:
                 buffers[spec.name] = self.device.allocate(max(size, 1), stream=self.stream)
                 expected_dev[spec.name] = self.upload(expected[spec.name])
         self.state = ProblemState(family, problem, seed, inputs, buffers, pristine, expected_dev,
-                                  expected)
+                                  expected, family.tolerance(problem, inputs))
         return self.state
 
     def poison_outputs(self, st: ProblemState) -> None:
@@ -147,19 +149,40 @@ class GpuSession:
                 continue
             n = math.prod(spec.shape)
             et = element_type(spec.dtype)
-            count, first = self.mismatches(st.buffers[spec.name], st.expected[spec.name], n, et.itemsize)
+            if st.tolerance is None:
+                count, first = self.mismatches(st.buffers[spec.name], st.expected[spec.name], n, et.itemsize)
+            else:
+                count, first = self.mismatches_within(st.buffers[spec.name], st.expected[spec.name], n, et.name,
+                                                      st.tolerance)
             if not count:
                 continue
             index = tuple(int(i) for i in np.unravel_index(first, spec.shape))
             got = int(self.download(st.buffers[spec.name], 1, et.storage, first)[0])
             want = int(st.expected_host[spec.name].reshape(-1)[first])
             unwritten = " (never written)" if got == et.poison else ""
-            problems.append(f"{spec.name}: {count} of {n} elements wrong; first at {index}: "
+            tol = st.tolerance
+            within = f" (tolerance rtol {tol.rtol:g}, atol {tol.atol:g})" if tol else ""
+            problems.append(f"{spec.name}: {count} of {n} elements wrong{within}; first at {index}: "
                             f"got 0x{got:x}{unwritten}, expected 0x{want:x}")
         self.stream.sync()
         return "; ".join(problems)
 
     def mismatches(self, a, b, n: int, itemsize: int) -> tuple[int, int]:
+        """(positions where a and b differ bit for bit, the lowest such position)."""
+        return self._count(self.compare[itemsize], a, b, n)
+
+    def mismatches_within(self, a, b, n: int, element: str, tolerance: Tolerance) -> tuple[int, int]:
+        """The same, for float outputs: positions beyond ``tolerance`` of the reference ``b``."""
+        if element not in self._within:
+            word, bf16 = {"float32": ("unsigned int", "false"), "bfloat16": ("unsigned short", "true")}[element]
+            builder = NvrtcBuilder(self.arch, cache_dir=None, workers=1)
+            built = builder.build_one(KernelSource(kernel_source("runtime/compare.cu"),
+                                                   f"mismatches_within<{word}, {bf16}>", ()))
+            builder.close()
+            self._within[element] = load_kernel(built.cubin, built.lowered_name, 0, self.device.device_id)
+        return self._count(self._within[element], a, b, n, np.float32(tolerance.rtol), np.float32(tolerance.atol))
+
+    def _count(self, kernel, a, b, n: int, *tolerance) -> tuple[int, int]:
         from cuda.core import LaunchConfig, launch
 
         checked(self.driver.cuMemsetD32Async(int(self.scratch.handle), 0, 2, self.stream.handle))
@@ -168,8 +191,8 @@ class GpuSession:
         count_ptr = np.uint64(int(self.scratch.handle))
         first_ptr = np.uint64(int(self.scratch.handle) + 8)
         blocks = int(min(max(1, (n + 255) // 256), 132 * 16))
-        launch(self.stream, LaunchConfig(grid=blocks, block=256), self.compare[itemsize],
-               a, b, np.int64(n), count_ptr, first_ptr)
+        launch(self.stream, LaunchConfig(grid=blocks, block=256), kernel, a, b, np.int64(n), *tolerance, count_ptr,
+               first_ptr)
         count, first = self.download(self.scratch, 2, np.uint64)
         return int(count), int(first)
 

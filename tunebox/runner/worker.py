@@ -133,7 +133,7 @@ def _torch_baseline(session, st):
     for name, want in st.expected_host.items():
         ref = torch.from_numpy(_signed(want)).cuda()
         got = outputs[name].contiguous().view(ref.dtype)
-        if got.shape != ref.shape or not torch.equal(got, ref):
+        if got.shape != ref.shape or not _agrees(got, ref, st.tolerance):
             return Outcome(Status.WRONG_RESULT, f"{baseline.name}: output {name} differs from the "
                            "reference", baseline=baseline.name)
 
@@ -142,6 +142,21 @@ def _torch_baseline(session, st):
             baseline.run(inputs)
 
     return baseline.name, launch
+
+
+def _agrees(got, ref, tolerance) -> bool:
+    """Bit-identical tensors, or (with a family tolerance) float32 / bfloat16 bits within it."""
+    import torch
+
+    if tolerance is None:
+        return torch.equal(got, ref)
+
+    def value(bits):  # float32 bits as they are; bfloat16 bits moved to the top half of a float32
+        return bits.view(torch.float32) if bits.element_size() == 4 else (bits.to(torch.int32) << 16).view(
+            torch.float32)
+
+    x, y = value(got), value(ref)
+    return bool(((got == ref) | ((x - y).abs() <= tolerance.atol + tolerance.rtol * y.abs())).all())
 
 
 def _signed(bits: np.ndarray) -> np.ndarray:

@@ -1,0 +1,70 @@
+"""gemm on the GPU, verified by the worker against the float64 reference within the family's
+tolerance (NaN never passes; D's padding columns must still hold poison): shapes (1, 1, 1),
+(65, 97, 73) and (4099, 4097, 4095), odd leading dimensions, bfloat16 and float32 output, alpha and
+ReLU, a spread of tile shapes and pipeline depths, full tiles with bounds='false'; sabotaged variants
+(a NaN written, the last K step dropped) are rejected; the torch baseline agrees."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from gpu_jobs import assert_sabotage_caught, evaluate, retime_with_baseline
+
+from tunebox.families import get
+from tunebox.records import Status
+
+pytestmark = pytest.mark.gpu
+GEMM = get("gemm")
+SHAPES = [
+    {"M": 1, "N": 1, "K": 1},
+    {"M": 65, "N": 97, "K": 73},
+    {"M": 65, "N": 97, "K": 73, "lda": 76, "ldb": 102, "ldd": 98},  # odd leading dimensions
+    {"M": 4099, "N": 4097, "K": 4095},
+    {"M": 300, "N": 130, "K": 257, "lda": 261, "ldd": 131, "alpha": -0.75, "relu": True},
+]
+
+
+def configs_for(problem):
+    """The default and a seeded spread of valid variants: each BK and stage count once."""
+    space = GEMM.space.restrict({"BM": [32, 64, 128], "BN": [32, 64, 128]})
+    configs = [c for c in space if not GEMM.violations(problem, c)]
+    random.Random(str(problem)).shuffle(configs)
+    return [GEMM.default_config(problem), *{(c["BK"], c["stages"]): c for c in configs}.values()]
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_bounded_gemm_is_within_tolerance(runner, builder, out_dtype, shape):
+    problem = GEMM.parse_problem({**shape, "out_dtype": out_dtype})
+    for config in configs_for(problem):
+        outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
+        assert outcome.status is Status.OK, (config.label(), outcome.message)
+
+
+def test_full_tiles_without_bounds(runner, builder):
+    problem = GEMM.parse_problem({"M": 256, "N": 256, "K": 256})
+    configs = [c for c in GEMM.space if c["bounds"] == "false" and not GEMM.violations(problem, c)]
+    random.Random(5).shuffle(configs)
+    for config in configs[:6]:
+        outcome = evaluate(runner, builder, GEMM, problem, config)
+        assert outcome.status is Status.OK, (config.label(), outcome.message)
+
+
+def test_sabotaged_variants_are_rejected(runner, builder):
+    problem = GEMM.parse_problem({"M": 65, "N": 97, "K": 73})
+    config = GEMM.default_config(problem)
+    assert_sabotage_caught(runner, builder, GEMM, problem, config, "float v = alpha * acc[i][j][e];",
+                           "float v = (r == 0 && c == 0) ? __int_as_float(0x7fc00000) : alpha * acc[i][j][e];",
+                           expect="1 of")
+    assert_sabotage_caught(runner, builder, GEMM, problem, config, "for (i64 kt = 0; kt < tiles; ++kt)",
+                           "for (i64 kt = 0; kt < tiles - 1; ++kt)", expect="elements wrong")
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+def test_times_and_torch_baseline_agrees(runner, builder, out_dtype):
+    pytest.importorskip("torch")
+    problem = GEMM.parse_problem({"M": 1024, "N": 1024, "K": 1024, "out_dtype": out_dtype})
+    outcomes = retime_with_baseline(runner, builder, GEMM, problem, GEMM.default_config(problem))
+    assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
+    assert outcomes[1].status is Status.OK and outcomes[1].baseline.startswith("torch: "), outcomes[1].message

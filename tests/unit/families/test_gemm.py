@@ -1,0 +1,144 @@
+"""gemm without a GPU: the float64 reference against a hand-computed product (epilogue, D's padding
+left poison, A's and B's padding never used), bfloat16 rounding, the tolerance, problem parsing,
+validity rules each with a passing and a failing case, geometry, and NVRTC compilation (to CUBIN,
+sm_90) of every path: bounds true and false x bfloat16 and float32 output x ReLU."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tunebox.build.nvrtc import NvrtcBuilder
+from tunebox.dtypes import element_type
+from tunebox.errors import InvalidProblem
+from tunebox.families import get
+from tunebox.families.gemm import Gemm, GemmProblem, bf16_to_float, float_to_bf16
+from tunebox.records import Status
+from tunebox.sweep_spec import load_sweep
+
+G = Gemm()
+F32_POISON = element_type("float32").poison
+
+
+def problem(**extra) -> GemmProblem:
+    return G.parse_problem({"M": 2, "N": 2, "K": 3, **extra})
+
+
+def bf16(values) -> np.ndarray:
+    return float_to_bf16(np.asarray(values, dtype=np.float32))
+
+
+def test_registered() -> None:
+    assert isinstance(get("gemm"), Gemm)
+
+
+def test_reference_by_hand_with_padding_everywhere() -> None:
+    """A (2 x 3, lda 4) and B (3 x 2, ldb 3): the padding columns hold 100s that must not count; D
+    (ldd 3) keeps its padding column poison."""
+    p = problem(lda=4, ldb=3, ldd=3, out_dtype="float32", alpha=0.5, relu=True)
+    a = bf16([[1, 2, 3, 100], [-1, 0, 2, 100]])
+    b = bf16([[1, 0, 100], [0, 1, 100], [1, -4, 100]])
+    d = G.reference(p, {"A": a, "B": b})["D"]
+    # A @ B = [[4, -10], [1, -8]]; * 0.5 = [[2, -5], [0.5, -4]]; relu
+    np.testing.assert_array_equal(d[:, :2].view(np.float32), [[2.0, 0.0], [0.5, 0.0]])
+    assert (d[:, 2] == F32_POISON).all()
+
+
+def test_bf16_round_to_nearest_even() -> None:
+    values = np.array([1.0, 1.00390625, 1.01171875, -3.5, np.nan, 0.0], dtype=np.float32)
+    bits = float_to_bf16(values)
+    # 1 + 2^-8 is halfway between 1 and 1 + 2^-7: ties to even (1.0); 1 + 3 * 2^-8 rounds up to 1 + 2^-6
+    np.testing.assert_array_equal(bf16_to_float(bits)[[0, 1, 2, 3, 5]], [1.0, 1.0, 1.015625, -3.5, 0.0])
+    assert np.isnan(bf16_to_float(bits)[4])
+
+
+def test_tolerance_scales_with_k_and_the_inputs() -> None:
+    small, big = problem(K=64), problem(K=4096)
+    ta = G.tolerance(small, G.make_inputs(small, np.random.default_rng(0)))
+    tb = G.tolerance(big, G.make_inputs(big, np.random.default_rng(0)))
+    assert ta.rtol == tb.rtol == 1e-2 and 6 < tb.atol / ta.atol < 10  # sqrt(4096 / 64) = 8
+
+
+def test_the_seeded_product_is_what_numpy_says() -> None:
+    p = G.parse_problem({"M": 65, "N": 97, "K": 73, "lda": 75, "ldb": 101, "ldd": 99})
+    inputs = G.make_inputs(p, np.random.default_rng(1))
+    d = G.reference(p, inputs)["D"]
+    want = bf16_to_float(inputs["A"][:, :73]).astype(np.float64) @ bf16_to_float(inputs["B"][:, :97])
+    np.testing.assert_allclose(bf16_to_float(d[:, :97]), want, rtol=2**-8, atol=1e-6)
+    assert (d[:, 97:] == element_type("bfloat16").poison).all()
+    assert G.work(p).flops == 2 * 65 * 97 * 73
+
+
+@pytest.mark.parametrize("data, message", [
+    ({"M": 0}, "positive integer"), ({"lda": 2}, "lda must be an integer >= 3"), ({"ldd": 1.5}, "ldd"),
+    ({"out_dtype": "float16"}, "out_dtype"), ({"alpha": float("inf")}, "finite"), ({"relu": 1}, "true or false"),
+    ({"transpose": True}, "unknown problem key"), ({"M": 2**21, "K": 2**20}, "limit 2\\^40"),
+])
+def test_bad_problems_say_what_to_do(data, message) -> None:
+    with pytest.raises(InvalidProblem, match=message):
+        problem(**data)
+
+
+def config(**values):
+    return G.config({"BM": 64, "BN": 64, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 2, "bounds": "true",
+                     **values})
+
+
+def test_rules_each_pass_and_fail() -> None:
+    ragged = G.parse_problem({"M": 4099, "N": 4097, "K": 4095})
+    aligned = G.parse_problem({"M": 4096, "N": 4096, "K": 4096})
+    assert G.violations(ragged, config()) == [] and G.violations(ragged, G.default_config(ragged)) == []
+    assert "whole 16 x 8 MMA tiles" in G.violations(ragged, config(BM=32, warps_m=4))[0]
+    assert G.violations(ragged, config(BM=64, warps_m=4)) == []
+    assert "accumulators" in G.violations(ragged, config(BM=256, BN=256))[0]
+    assert G.violations(ragged, config(BM=128, BN=128)) == []
+    assert "shared memory" in G.violations(ragged, config(BM=256, BN=256, BK=64, stages=4, warps_m=4, warps_n=4))[0]
+    assert "full tiles" in G.violations(ragged, config(bounds="false"))[0]
+    assert G.violations(aligned, config(bounds="false")) == []
+    odd_rows = G.parse_problem({"M": 4096, "N": 4096, "K": 4096, "lda": 4100})
+    assert "16-byte rows" in G.violations(odd_rows, config(bounds="false"))[0]
+    assert "grid" in G.violations(G.parse_problem({"M": 2**22, "N": 1, "K": 1}), config(BM=32))[0]
+
+
+def test_geometry() -> None:
+    p = G.parse_problem({"M": 4099, "N": 4097, "K": 4095})
+    geo = G.geometry(p, config(BM=128, BN=64, warps_m=4))
+    assert geo.grid == (65, 33, 1) and geo.block == (256, 1, 1)
+    assert geo.shared_bytes == 2 * (128 * 40 + 32 * 72) * 2
+
+
+def test_shipped_sweep_loads() -> None:
+    spec = load_sweep(Path(__file__).resolve().parents[3] / "spaces" / "gemm.toml")
+    assert spec.family.name == "gemm"
+    shapes = {(n.problem.M, n.problem.N, n.problem.K) for n in spec.problems}
+    assert {(4099, 4097, 4095), (2047, 2047, 2047), (4096, 4096, 4096), (65, 97, 73)} <= shapes
+    for named in spec.problems:
+        assert sum(1 for c in spec.space if not G.violations(named.problem, c)) >= 20
+
+
+@pytest.fixture(scope="module")
+def compiled():
+    p = G.parse_problem({"M": 128, "N": 128, "K": 128})
+    cases = []
+    for out_dtype, relu, bounds in itertools.product(("bfloat16", "float32"), (False, True), ("true", "false")):
+        q = G.parse_problem({**p.to_dict(), "out_dtype": out_dtype, "relu": relu})
+        for values in ({"BM": 128, "BN": 128, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 3},
+                       {"BM": 64, "BN": 128, "BK": 64, "warps_m": 1, "warps_n": 4, "stages": 2},
+                       {"BM": 32, "BN": 32, "BK": 16, "warps_m": 1, "warps_n": 1, "stages": 1}):
+            cases.append((q, config(**values, bounds=bounds)))
+    builder = NvrtcBuilder("sm_90")
+    try:
+        return list(zip(cases, builder.build([G.render(q, c) for q, c in cases]), strict=True))
+    finally:
+        builder.close()
+
+
+def test_every_path_compiles(compiled) -> None:
+    assert len(compiled) == 24
+    for (q, c), result in compiled:
+        assert G.violations(q, c) == []
+        assert result.status is Status.OK, result.log
+        assert result.cubin.startswith(b"\x7fELF") and result.registers > 0
