@@ -48,3 +48,40 @@ def test_shape_mismatch_is_refused(launcher, torch):
     a = torch.randn(64, 64, device="cuda")
     with pytest.raises(Exception, match="dst"):
         launcher("tile_copy", {"src": a, "dst": torch.empty(64, 64, device="cuda", dtype=torch.float16)})
+
+
+def test_gather_launch_checks_indices_unless_promised(launcher, torch):
+    """No promise: -1 and out-of-range indices read the padding; the tuned winner (an unchecked one for
+    the all-valid benchmark problem) is re-validated and replaced by a checked variant."""
+    a = torch.randn(4096, 512, device="cuda", dtype=torch.bfloat16)
+    idx = torch.randint(0, 4096, (8192,), device="cuda", dtype=torch.int32)
+    idx[::7] = -1
+    idx[1::11] = 5000
+    out = torch.empty(8192, 512, device="cuda", dtype=torch.bfloat16)
+    answer = launcher("gather", {"A": a, "idx": idx, "out": out})
+    torch.cuda.synchronize()
+    assert answer.config["check_bounds"] == "true"
+    valid = (idx >= 0) & (idx < 4096)
+    expected = a[idx.clamp(0, 4095).long()].masked_fill_(~valid[:, None], 0)
+    assert torch.equal(out, expected)
+
+
+def test_scatter_and_ragged_and_gemm_launch(launcher, torch):
+    v = torch.randn(1000, 64, device="cuda")
+    idx = torch.randperm(3000, device="cuda")[:1000].to(torch.int32)
+    dst = torch.zeros(3000, 64, device="cuda")
+    launcher("scatter", {"V": v, "idx": idx, "A": dst}, check_bounds=False)
+    expected = torch.zeros_like(dst).index_copy_(0, idx.long(), v)
+    lengths = [3, 0, 17]
+    x = torch.randn(3, 17, 2, 8, device="cuda", dtype=torch.bfloat16)
+    offsets = torch.tensor([0, 3, 3, 20], device="cuda", dtype=torch.int64)
+    packed = torch.empty(20, 2, 8, device="cuda", dtype=torch.bfloat16)
+    launcher("ragged3d", {"x": x, "offsets": offsets, "out": packed}, lengths=lengths)
+    a = torch.randn(65, 73, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(73, 97, device="cuda", dtype=torch.bfloat16)
+    d = torch.empty(65, 97, device="cuda", dtype=torch.float32)
+    launcher("gemm", {"A": a, "B": b, "D": d})
+    torch.cuda.synchronize()
+    assert torch.equal(dst, expected)
+    assert torch.equal(packed, torch.cat([x[0, :3], x[2, :17]]))
+    torch.testing.assert_close(d, a.float() @ b.float(), rtol=1e-2, atol=5e-2)

@@ -49,10 +49,12 @@ from .indexed import (
     IndexedFamily,
     IndexedProblem,
     _warps,
+    caller_problem,
     check_index_range,
     draw_invalid,
     index_type,
     mask_bytes,
+    matrix_shape,
     parse_common,
     parse_padding,
     rate,
@@ -63,7 +65,7 @@ from .indexed import (
 )
 
 KNOWN = {"dtype", "rows", "cols", "count", "index_dtype", "offset", "axis", "window", "dense_offset", "mask",
-         "mask_rate", "sentinel_rate", "oob_rate", "padding", "pad_value"}
+         "mask_rate", "sentinel_rate", "oob_rate", "padding", "pad_value", "valid_promise"}
 
 
 @dataclass(frozen=True)
@@ -165,6 +167,15 @@ class Gather(IndexedFamily):
                           dense_offset=dense_offset)
         check_index_range(self.name, p, sentinel=p.sentinels > 0, beyond=p.out_of_range > 0)
         return p
+
+    def problem_from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> GatherProblem:
+        """Arrays ``A`` (N, D), ``idx`` (K,), optional ``mask`` (K,) and ``out``; options as the problem
+        keys (offset, axis, window, dense_offset, padding, pad_value) and ``check_bounds``."""
+        data = caller_problem(self.name, arrays, ("A", "idx", "out"), options)
+        rows, cols = matrix_shape(self.name, "A", arrays["A"])
+        (count,) = matrix_shape(self.name, "idx", arrays["idx"], rank=1)
+        return self.parse_problem({"dtype": str(arrays["A"].dtype), "rows": rows, "cols": cols, "count": count,
+                                   **data})
 
     def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]:
         p = self._as_problem(problem)

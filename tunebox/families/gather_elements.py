@@ -61,8 +61,10 @@ from .indexed import (
     MAX_ELEMENTS,
     UNCHECKED_NEEDS_VALID,
     _warps,
+    caller_problem,
     entries_through,
     index_type,
+    matrix_shape,
     parse_padding,
     positive,
     rate,
@@ -71,7 +73,7 @@ from .indexed import (
 )
 
 KNOWN = {"dtype", "rows", "cols", "tile", "index_dtype", "broadcast", "mask", "mask_rate", "sentinel_rate",
-         "oob_rate", "padding", "pad_value"}
+         "oob_rate", "padding", "pad_value", "valid_promise"}
 
 
 @dataclass(frozen=True)
@@ -107,6 +109,7 @@ class ElementGatherProblem(Problem):
     oob_rate: float = 0.0
     padding: str = "zero"
     pad_value: float = 0.0
+    valid_promise: bool | None = None  # caller arrays: every index in bounds (check_bounds=False); None: seeded
 
     @property
     def dtype(self) -> str:
@@ -131,6 +134,8 @@ class ElementGatherProblem(Problem):
 
     @property
     def all_valid(self) -> bool:
+        if self.valid_promise is not None:
+            return self.valid_promise and not self.mask
         return self.sentinel_rate == self.oob_rate == 0.0 and not self.mask
 
     @property
@@ -146,6 +151,8 @@ class ElementGatherProblem(Problem):
             d["mask_rate"] = self.mask_rate
         if self.padding == "value":
             d["pad_value"] = self.pad_value
+        if self.valid_promise is not None:
+            d["valid_promise"] = self.valid_promise
         return d
 
 
@@ -187,13 +194,28 @@ class GatherElements(Family):
         if sum(rates.values()) > 1.0:
             raise InvalidProblem(f"{self.name}: sentinel_rate + oob_rate + mask_rate must not exceed 1")
         padding, pad_value = parse_padding(self.name, data)
+        promise = data.get("valid_promise")
+        if promise is not None and (not isinstance(promise, bool) or any(rates.values())):
+            raise InvalidProblem(f"{self.name}: valid_promise (true or false) describes caller arrays: give no "
+                                 "rates with it")
         p = ElementGatherProblem(data["dtype"], rows, cols, (tile[0], tile[1]), index_dtype, broadcast, mask,
-                                 padding=padding, pad_value=pad_value, **rates)
+                                 padding=padding, pad_value=pad_value, valid_promise=promise, **rates)
         limit = index_type(index_dtype).limits[1]
         if max(rows, cols) - 1 > limit or (p.oob_rate and max(rows, cols) > limit):
             raise InvalidProblem(f"{self.name}: indices up to {max(rows, cols) - (0 if p.oob_rate else 1)} do not "
                                  f"fit {index_dtype}; use index_dtype = 'int64'")
         return p
+
+    def problem_from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> ElementGatherProblem:
+        """Arrays ``A`` (N, D), ``ri`` and ``ci`` (both (R, C), or (R,) and (C,) to broadcast), optional
+        ``mask`` (R, C) and ``out``; options ``padding``, ``pad_value`` and ``check_bounds``."""
+        data = caller_problem(self.name, arrays, ("A", "ri", "ci", "out"), options)
+        rows, cols = matrix_shape(self.name, "A", arrays["A"])
+        ri, ci = tuple(arrays["ri"].shape), tuple(arrays["ci"].shape)
+        broadcast = len(ri) == 1
+        tile = [ri[0], ci[0]] if broadcast else list(matrix_shape(self.name, "ri", arrays["ri"]))
+        return self.parse_problem({"dtype": str(arrays["A"].dtype), "rows": rows, "cols": cols, "tile": tile,
+                                   "broadcast": broadcast, **data})
 
     def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]:
         p = self._as_problem(problem)

@@ -127,6 +127,18 @@ class Gemm(Family):
             raise InvalidProblem(f"{self.name}: relu must be true or false, got {relu!r}")
         return GemmProblem(m, n, k, **lds, out_dtype=out_dtype, alpha=float(np.float32(alpha)), relu=relu)
 
+    def problem_from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> GemmProblem:
+        """Arrays ``A`` (M, lda), ``B`` (K, ldb) bfloat16 and ``D`` (M, ldd); options ``K`` (default
+        lda), ``N`` (default ldb), ``alpha`` and ``relu``."""
+        shapes = {}
+        for name in ("A", "B", "D"):
+            if name not in arrays or len(tuple(arrays[name].shape)) != 2:
+                raise InvalidProblem(f"{self.name}: tunebox.launch needs 2-D arrays A, B and D")
+            shapes[name] = tuple(arrays[name].shape)
+        (m, lda), (_, ldb), (_, ldd) = shapes["A"], shapes["B"], shapes["D"]
+        return self.parse_problem({"M": m, "K": lda, "N": ldb, "lda": lda, "ldb": ldb, "ldd": ldd,
+                                   "out_dtype": str(arrays["D"].dtype), **options})
+
     def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]:
         p = self._as_problem(problem)
         return (BufferSpec("A", (p.M, p.lda), "bfloat16", "input"), BufferSpec("B", (p.K, p.ldb), "bfloat16", "input"),

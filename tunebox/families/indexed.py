@@ -17,8 +17,10 @@ valid rows, and with it ``work()``, follows from the problem alone. A sentinel e
 ``-1 - offset`` (row -1; plain -1 when ``offset`` is 0); an out-of-range entry's row lies in
 ``[N, 2N)`` (as far as the index type reaches: at least row N, checked at parse).
 
-Neither family implements ``problem_from_arrays`` yet: the rates describe seeded inputs, so a launch
-on caller arrays could not tell whether the caller's indices keep check_bounds='false''s promise.
+On caller arrays (``problem_from_arrays``, for ``tunebox.launch``) the rates are unknown: the problem
+carries ``valid_promise`` instead, True only when the caller passes ``check_bounds=False`` (cuTile's
+promise that every index is valid), so a check_bounds='false' winner is never run on indices nobody
+vouched for.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class IndexedProblem(Problem):
     offset: int = 0
     mask: bool = False
     mask_rate: float = 0.0  # fraction of masked-out entries (mask only)
+    valid_promise: bool | None = None  # caller arrays: every index valid (check_bounds=False); None: seeded
 
     @property
     def dtype(self) -> str:
@@ -114,6 +117,8 @@ class IndexedProblem(Problem):
     @property
     def all_valid(self) -> bool:
         """The inputs promise every entry valid: what check_bounds='false' needs."""
+        if self.valid_promise is not None:
+            return self.valid_promise and not self.mask
         return self.sentinels == 0 and self.out_of_range == 0 and not self.mask
 
     def to_dict(self) -> dict[str, Any]:
@@ -121,6 +126,8 @@ class IndexedProblem(Problem):
                              "index_dtype": self.index_dtype, "offset": self.offset, "mask": self.mask}
         if self.mask:
             d["mask_rate"] = self.mask_rate
+        if self.valid_promise is not None:
+            d["valid_promise"] = self.valid_promise
         return d
 
 
@@ -184,8 +191,35 @@ def parse_common(family: str, data: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidProblem(f"{family}: mask must be true or false, got {mask!r}")
     if "mask_rate" in data and not mask:
         raise InvalidProblem(f"{family}: mask_rate is given only with mask = true")
+    promise = data.get("valid_promise")
+    if promise is not None and (not isinstance(promise, bool)
+                                or any(data.get(k) for k in ("mask_rate", "sentinel_rate", "oob_rate"))):
+        raise InvalidProblem(f"{family}: valid_promise (true or false) describes caller arrays: give no rates with it")
     return {"element": data["dtype"], "rows": rows, "cols": cols, "count": count, "index_dtype": index_dtype,
-            "offset": offset, "mask": mask, "mask_rate": rate(family, data, "mask_rate")}
+            "offset": offset, "mask": mask, "mask_rate": rate(family, data, "mask_rate"), "valid_promise": promise}
+
+
+def caller_problem(family: str, arrays: Mapping[str, Any], names: tuple[str, ...], options: Mapping[str, Any]
+                   ) -> dict[str, Any]:
+    """Problem keys shared by the indexed families on caller arrays: the index type, whether a mask
+    is given, and the validity promise (``check_bounds``, default True: indices are checked)."""
+    missing = [n for n in names if n not in arrays]
+    if missing:
+        raise InvalidProblem(f"{family}: tunebox.launch needs the arrays {list(names)} (and 'mask' for a masked "
+                             f"{family}); missing {missing}")
+    check_bounds = options.get("check_bounds", True)
+    if not isinstance(check_bounds, bool):
+        raise InvalidProblem(f"{family}: check_bounds must be True or False, got {check_bounds!r}")
+    rest = {k: v for k, v in options.items() if k != "check_bounds"}
+    return {"index_dtype": str(arrays[names[1]].dtype), "mask": "mask" in arrays, "valid_promise": not check_bounds,
+            **rest}
+
+
+def matrix_shape(family: str, name: str, array: Any, rank: int = 2) -> tuple[int, ...]:
+    shape = tuple(array.shape)
+    if len(shape) != rank:
+        raise InvalidProblem(f"{family}: array {name} must have {rank} dimension(s), got shape {list(shape)}")
+    return shape
 
 
 def check_index_range(family: str, p: IndexedProblem, sentinel: bool, beyond: bool) -> None:

@@ -131,6 +131,22 @@ class Ragged3D(Family):
                                  f"[0, {max_len}]")
         return RaggedProblem(data["dtype"], batch, max_len, heads, depth, direction, tuple(lengths), seed)
 
+    def problem_from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> RaggedProblem:
+        """Pack: arrays ``x`` (B, Lmax, H, D), ``offsets`` and ``out``; unpack: ``ragged``, ``offsets``
+        and ``out`` (B, Lmax, H, D). Option ``lengths``: the B lengths, on the host (``offsets`` on the
+        device must hold their prefix sums)."""
+        direction = "pack" if "x" in arrays else "unpack"
+        padded = arrays.get("x" if direction == "pack" else "out")
+        if padded is None or "lengths" not in options or set(options) != {"lengths"}:
+            raise InvalidProblem(f"{self.name}: tunebox.launch needs x, offsets and out (pack) or ragged, offsets "
+                                 "and out (unpack), and the option lengths (a list of B lengths) alone")
+        shape = tuple(padded.shape)
+        if len(shape) != 4:
+            raise InvalidProblem(f"{self.name}: the padded array must be (B, Lmax, H, D), got {list(shape)}")
+        b, lmax, h, d = shape
+        return self.parse_problem({"dtype": str(padded.dtype), "batch": b, "max_len": lmax, "heads": h, "depth": d,
+                                   "direction": direction, "lengths": list(options["lengths"])})
+
     def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]:
         p = self._as_problem(problem)
         source, out = ((("x", p.padded_shape), p.ragged_shape) if p.direction == "pack"

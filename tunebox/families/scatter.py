@@ -35,9 +35,11 @@ from .indexed import (
     MASK_DTYPE,
     IndexedFamily,
     IndexedProblem,
+    caller_problem,
     check_index_range,
     draw_invalid,
     mask_bytes,
+    matrix_shape,
     parse_common,
     reject_unknown,
     signed,
@@ -45,7 +47,7 @@ from .indexed import (
     valid_rows,
 )
 
-KNOWN = {"dtype", "rows", "cols", "count", "index_dtype", "offset", "mask", "mask_rate"}
+KNOWN = {"dtype", "rows", "cols", "count", "index_dtype", "offset", "mask", "mask_rate", "valid_promise"}
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,16 @@ class Scatter(IndexedFamily):
             raise InvalidProblem(f"scatter: count {p.count} exceeds rows {p.rows}: targets must be unique")
         check_index_range(self.name, p, sentinel=False, beyond=False)
         return p
+
+    def problem_from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> ScatterProblem:
+        """Arrays ``V`` (K, D), ``idx`` (K,), optional ``mask`` (K,) and ``A`` (N, D), whose valid
+        targets must be unique; options ``offset`` and ``check_bounds``."""
+        data = caller_problem(self.name, arrays, ("V", "idx", "A"), options)
+        count, cols = matrix_shape(self.name, "V", arrays["V"])
+        rows, _ = matrix_shape(self.name, "A", arrays["A"])
+        matrix_shape(self.name, "idx", arrays["idx"], rank=1)
+        return self.parse_problem({"dtype": str(arrays["V"].dtype), "rows": rows, "cols": cols, "count": count,
+                                   **data})
 
     def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]:
         p = self._as_problem(problem)

@@ -23,7 +23,7 @@ from ..families.base import Family, Problem
 from ..records import DeviceInfo, Status
 from .lookup import Lookup, LookupResult
 
-_TYPESTR = {"<f4": "float32", "<f2": "float16"}
+_TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32", "<i8": "int64", "|u1": "uint8"}  # CuPy's
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,8 @@ def device_array(obj: Any) -> DeviceArray:
         raise InvalidProblem(f"{type(obj).__name__} is not a CUDA array (no __cuda_array_interface__)")
     shape = tuple(cai["shape"])
     if cai["typestr"] not in _TYPESTR:
-        raise InvalidProblem(f"unsupported element type {cai['typestr']}; use float32 or float16")
+        raise InvalidProblem(f"unsupported element type {cai['typestr']}; use one of {sorted(_TYPESTR.values())} "
+                             "(bfloat16 arrays: pass torch tensors)")
     contiguous = np.empty(shape, dtype=np.dtype(cai["typestr"]))  # never touches the device
     if cai.get("strides") not in (None, contiguous.strides):
         raise InvalidProblem("tunebox.launch needs C-contiguous arrays")
