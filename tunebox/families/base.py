@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import abc
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 import numpy as np
 
 from ..errors import InvalidConfig
+from ..kernels_dir import kernel_source, kernels_dir
 from ..params import Config, Space
 from ..records import canonical_json
 
@@ -103,6 +104,19 @@ class Problem(abc.ABC):
 
 
 P = TypeVar("P", bound=Problem)
+
+
+def library_files(*relative: str) -> tuple[Path, ...]:
+    """The tile library's header and a family's device sources (paths under kernels/): the files
+    whose change invalidates the family's results."""
+    return (kernels_dir() / "include" / "tunebox" / "tile.cuh", *(kernels_dir() / r for r in relative))
+
+
+def instantiate(relative: str, template: str, targs: Iterable[object]) -> KernelSource:
+    """The variant ``template<targs...>`` of the device source ``relative`` (under kernels/), with the
+    tile library on the include path."""
+    return KernelSource(kernel_source(relative), f"{template}<" + ", ".join(map(str, targs)) + ">",
+                        (str(kernels_dir() / "include"),))
 
 
 def problem_as(family: str, problem: Problem, kind: type[P]) -> P:

@@ -39,7 +39,6 @@ import numpy as np
 
 from ..dtypes import element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
-from ..kernels_dir import kernel_source, kernels_dir
 from ..params import Config, Param, Space
 from .base import (
     Arg,
@@ -52,6 +51,8 @@ from .base import (
     Problem,
     ScalarArg,
     Work,
+    instantiate,
+    library_files,
     problem_as,
 )
 from .indexed import (
@@ -166,7 +167,7 @@ class GatherElements(Family):
 
     @property
     def source_files(self):  # type: ignore[override]
-        return (kernels_dir() / "include" / "tunebox" / "tile.cuh", kernels_dir() / "gather" / "gather_elements.cu")
+        return library_files("gather/gather_elements.cu")
 
     # -- problems ---------------------------------------------------------------------------------
     def parse_problem(self, data: Mapping[str, Any]) -> ElementGatherProblem:
@@ -310,9 +311,7 @@ class GatherElements(Family):
         p = self._as_problem(problem)
         targs = (element_type(p.element).ctype, index_type(p.index_dtype).ctype, config["threads"],
                  config["elems_per_thread"], config["check_bounds"], str(p.broadcast).lower())
-        name = "gather_elements" + ("_masked" if p.mask else "")
-        return KernelSource(kernel_source("gather/gather_elements.cu"), f"{name}<" + ", ".join(map(str, targs)) + ">",
-                            (str(kernels_dir() / "include"),))
+        return instantiate("gather/gather_elements.cu", "gather_elements" + ("_masked" if p.mask else ""), targs)
 
     def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
         p = self._as_problem(problem)

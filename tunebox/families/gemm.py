@@ -30,7 +30,6 @@ import numpy as np
 
 from ..dtypes import element_type, random_bits
 from ..errors import InvalidProblem
-from ..kernels_dir import kernel_source, kernels_dir
 from ..limits import MAX_SHARED_BYTES
 from ..params import Config, Param, Space
 from .base import (
@@ -45,6 +44,8 @@ from .base import (
     ScalarArg,
     Tolerance,
     Work,
+    instantiate,
+    library_files,
     problem_as,
 )
 from .indexed import MAX_COUNT, MAX_ELEMENTS, positive, reject_unknown
@@ -102,7 +103,7 @@ class Gemm(Family):
 
     @property
     def source_files(self):  # type: ignore[override]
-        return (kernels_dir() / "include" / "tunebox" / "tile.cuh", kernels_dir() / "gemm" / "gemm.cu")
+        return library_files("gemm/gemm.cu")
 
     # -- problems ---------------------------------------------------------------------------------
     def parse_problem(self, data: Mapping[str, Any]) -> GemmProblem:
@@ -214,8 +215,7 @@ class Gemm(Family):
         p = self._as_problem(problem)
         targs = (element_type(p.out_dtype).ctype, config["BM"], config["BN"], config["BK"], config["warps_m"],
                  config["warps_n"], config["stages"], config["bounds"], str(p.relu).lower())
-        return KernelSource(kernel_source("gemm/gemm.cu"), "gemm<" + ", ".join(map(str, targs)) + ">",
-                            (str(kernels_dir() / "include"),))
+        return instantiate("gemm/gemm.cu", "gemm", targs)
 
     def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
         p = self._as_problem(problem)

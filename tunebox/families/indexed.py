@@ -34,9 +34,8 @@ import numpy as np
 
 from ..dtypes import PADDING_MODES, element_type
 from ..errors import InvalidProblem
-from ..kernels_dir import kernel_source, kernels_dir
 from ..params import Config, Param, Space
-from .base import Family, KernelSource, LaunchGeometry, Problem, problem_as
+from .base import Family, KernelSource, LaunchGeometry, Problem, instantiate, library_files, problem_as
 
 
 @dataclass(frozen=True)
@@ -284,7 +283,7 @@ class IndexedFamily(Family):
 
     @property
     def source_files(self):  # type: ignore[override]
-        return (kernels_dir() / "include" / "tunebox" / "tile.cuh", kernels_dir() / "gather" / "gather.cu")
+        return library_files("gather/gather.cu")
 
     @staticmethod
     def row_vectors(p: IndexedProblem, vec_bytes: int) -> int:
@@ -322,9 +321,7 @@ class IndexedFamily(Family):
         et = element_type(p.element)
         targs = (et.ctype, index_type(p.index_dtype).ctype, config["rows_per_block"], config["threads"],
                  int(config["vec_bytes"]) // et.itemsize, config["check_bounds"])
-        name = self.kernel_name(p)
-        code = kernel_source("gather/gather.cu")
-        return KernelSource(code, f"{name}<" + ", ".join(map(str, targs)) + ">", (str(kernels_dir() / "include"),))
+        return instantiate("gather/gather.cu", self.kernel_name(p), targs)
 
     def kernel_name(self, p: IndexedProblem) -> str:
         """The kernel template that moves ``p``."""

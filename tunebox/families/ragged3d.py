@@ -28,7 +28,6 @@ import numpy as np
 
 from ..dtypes import element_type, random_bits
 from ..errors import InvalidProblem
-from ..kernels_dir import kernel_source, kernels_dir
 from ..params import Config, Param, Space
 from .base import (
     Arg,
@@ -41,6 +40,8 @@ from .base import (
     Problem,
     ScalarArg,
     Work,
+    instantiate,
+    library_files,
     problem_as,
 )
 from .indexed import MAX_COUNT, MAX_ELEMENTS, _warps, positive, reject_unknown
@@ -104,7 +105,7 @@ class Ragged3D(Family):
 
     @property
     def source_files(self):  # type: ignore[override]
-        return (kernels_dir() / "include" / "tunebox" / "tile.cuh", kernels_dir() / "ragged3d" / "ragged3d.cu")
+        return library_files("ragged3d/ragged3d.cu")
 
     # -- problems ---------------------------------------------------------------------------------
     def parse_problem(self, data: Mapping[str, Any]) -> RaggedProblem:
@@ -212,8 +213,7 @@ class Ragged3D(Family):
         et = element_type(p.element)
         targs = (et.ctype, config["BM"], config["threads"], int(config["vec_bytes"]) // et.itemsize,
                  str(p.direction == "pack").lower())
-        return KernelSource(kernel_source("ragged3d/ragged3d.cu"), "ragged3d<" + ", ".join(map(str, targs)) + ">",
-                            (str(kernels_dir() / "include"),))
+        return instantiate("ragged3d/ragged3d.cu", "ragged3d", targs)
 
     def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
         p = self._as_problem(problem)

@@ -16,7 +16,6 @@ import numpy as np
 
 from ..dtypes import PADDING_MODES, element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
-from ..kernels_dir import kernel_source, kernels_dir
 from ..limits import MAX_SHARED_BYTES
 from ..parallel import for_each_chunk
 from ..params import Config, Param, Space
@@ -31,6 +30,8 @@ from .base import (
     Problem,
     ScalarArg,
     Work,
+    instantiate,
+    library_files,
     problem_as,
 )
 
@@ -106,8 +107,7 @@ class TileCopy(Family):
 
     @property
     def source_files(self):  # type: ignore[override]
-        return (kernels_dir() / "include" / "tunebox" / "tile.cuh",
-                kernels_dir() / "tile_copy" / "tile_copy.cu")
+        return library_files("tile_copy/tile_copy.cu")
 
     def parse_problem(self, data: Mapping[str, Any]) -> TileCopyProblem:
         known = {"dtype", "src", "dst", "origin", "transpose", "padding", "pad_value"}
@@ -194,9 +194,7 @@ class TileCopy(Family):
         targs = (et.ctype, config["BM"], config["BN"], config["threads"], vec,
                  BOUNDS[str(config["bounds"])], STAGING[str(config["staging"])],
                  config["tiles_per_block"], str(p.transpose).lower())
-        code = kernel_source("tile_copy/tile_copy.cu")
-        return KernelSource(code, "tile_copy<" + ", ".join(map(str, targs)) + ">",
-                            (str(kernels_dir() / "include"),))
+        return instantiate("tile_copy/tile_copy.cu", "tile_copy", targs)
 
     def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
         p = _as_problem(problem)
