@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SpaceError
-from .limits import COPY_LIMIT_GBPS
+from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from .records import EvalRecord, Status, canonical_json
 from .store.evallog import EvalLog
 from .sweep_spec import SweepSpec, load_sweep
@@ -57,8 +57,10 @@ def benchmark(sweeps: list[Path], results: Path, command: str) -> dict[str, Any]
         "command": command,
         "versions": {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES}},
         "method": "winner and baseline re-timed interleaved in one worker on the same inputs; L2 flushed "
-                  "before every sample; medians; verified bit for bit first",
+                  "before every sample; medians; verified first (bit for bit, or within the family's tolerance "
+                  "for arithmetic families)",
         "copy_limit_gbps": COPY_LIMIT_GBPS,
+        "bf16_tensor_tflops": BF16_TENSOR_TFLOPS,
         "cases": cases,
     }
 
@@ -83,6 +85,10 @@ def _cases(spec: SweepSpec, records: list[EvalRecord], log: Path) -> list[dict[s
         case["ratio"] = case["baseline_ms"] / ms if case["baseline_ms"] else None
         case["baseline_fraction_of_limit"] = (
             baseline.bandwidth_gbps / COPY_LIMIT_GBPS if baseline and baseline.bandwidth_gbps else None)
+        if winner.tflops:  # arithmetic families: the rate and its share of the tensor-core peak
+            case["tunebox_tflops"] = winner.tflops
+            case["fraction_of_tensor_peak"] = winner.tflops / BF16_TENSOR_TFLOPS
+            case["baseline_tflops"] = baseline.tflops if baseline else None
         cases.append(case)
     return cases
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from .errors import TuneboxError
-from .limits import COPY_LIMIT_GBPS
+from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from .records import EvalRecord, Status
 
 
@@ -53,15 +53,16 @@ def _tune(args: argparse.Namespace) -> int:
             continue
         ms = p.winner.timing.median_ms
         gbps = p.winner.bandwidth_gbps or 0.0
+        rate = (f"{p.winner.tflops:.0f} TFLOP/s ({p.winner.tflops / BF16_TENSOR_TFLOPS:.0%} of the bf16 peak)"
+                if p.winner.tflops else f"{gbps:.0f} GB/s ({gbps / COPY_LIMIT_GBPS:.0%} of copy limit)")
         extra = ""
         if p.default and p.default.timing:
             extra += f", {p.default.timing.median_ms / ms:.2f}x the default variant"
         if p.baseline and p.baseline.timing and p.baseline.status is Status.OK:
             extra += f", {p.baseline.timing.median_ms / ms:.2f}x {p.baseline.baseline}"
         stored = "stored" if p.stored else "kept the better stored winner"
-        print(f"  {p.name}: {ms:.4f} ms, {gbps:.0f} GB/s ({gbps / COPY_LIMIT_GBPS:.0%} of copy limit)"
-              f"{extra}; {stored}\n    {' '.join(f'{k}={v}' for k, v in p.winner.config.items())}\n"
-              f"    statuses: {counts}")
+        config = " ".join(f"{k}={v}" for k, v in p.winner.config.items())
+        print(f"  {p.name}: {ms:.4f} ms, {rate}{extra}; {stored}\n    {config}\n    statuses: {counts}")
     print(f"  evaluation log: {result.log_path}\n  winners: {result.db_path}")
     if result.breakdown:
         parts = ", ".join(f"{k} {v:.1f} s" for k, v in result.breakdown.items() if v > 0)
@@ -94,8 +95,9 @@ def _benchmark(args: argparse.Namespace) -> int:
     doc = write_benchmark([Path(s) for s in args.sweep], args.results, args.out, args.command)
     for case in doc["cases"]:
         ratio = f"{case['ratio']:.2f}x {case['baseline']}" if case["ratio"] else "no baseline"
-        print(f"{case['name']}: {case['tunebox_ms']:.4f} ms, {case['fraction_of_limit']:.0%} of the copy limit, "
-              f"{ratio}")
+        rate = (f"{case['tunebox_tflops']:.0f} TFLOP/s ({case['fraction_of_tensor_peak']:.0%} of the bf16 peak)"
+                if "tunebox_tflops" in case else f"{case['fraction_of_limit']:.0%} of the copy limit")
+        print(f"{case['name']}: {case['tunebox_ms']:.4f} ms, {rate}, {ratio}")
     print(f"wrote {args.out}")
     return 0
 

@@ -99,6 +99,12 @@ class EvalRecord:
         ms = self.median_ms
         return self.bytes_moved / (ms * 1e6) if ms else None
 
+    @property
+    def tflops(self) -> float | None:
+        """Achieved arithmetic rate in TFLOP/s (flops per median time); None without flops."""
+        ms = self.median_ms
+        return self.flops / (ms * 1e9) if ms and self.flops else None
+
     def to_json(self) -> str:
         data = asdict(self)
         data["status"] = self.status.value

@@ -8,13 +8,13 @@ from sweep_fixtures import DEVICE
 from tunebox.api import tune
 from tunebox.benchmark import benchmark
 from tunebox.errors import SpaceError
-from tunebox.limits import COPY_LIMIT_GBPS
+from tunebox.limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from tunebox.records import EvalRecord, Status, Timing
 from tunebox.store.evallog import EvalLog
 from tunebox.sweep_spec import load_sweep
 
 
-def live_log(sweep_file, results, device=DEVICE):
+def live_log(sweep_file, results, device=DEVICE, flops=0):
     spec = load_sweep(sweep_file)
     (results / "sweeps" / spec.name).mkdir(parents=True)
     log = EvalLog(results / "sweeps" / spec.name / "evals.jsonl")
@@ -23,7 +23,7 @@ def live_log(sweep_file, results, device=DEVICE):
         config = spec.family.default_config(named.problem).as_dict()
         for ms, baseline, cfg in ((0.5, "", config), (0.4, "", {**config, "threads": 128}), (2.0, "torch: x", {})):
             log.append(EvalRecord("tile_copy", named.problem.to_dict(), cfg, Status.OK, timing=Timing((ms,) * 20),
-                                  bytes_moved=moved, device=device, baseline=baseline, phase="final"))
+                                  bytes_moved=moved, flops=flops, device=device, baseline=baseline, phase="final"))
     return spec
 
 
@@ -37,6 +37,15 @@ def test_cases_take_the_best_finalist_and_the_baseline(sweep_file, tmp_path):
         gbps = spec.family.work(named.problem).bytes_moved / 0.4e6
         assert case["fraction_of_limit"] == pytest.approx(gbps / COPY_LIMIT_GBPS)
         assert case["config"]["threads"] == 128
+        assert "tunebox_tflops" not in case  # data movement: no arithmetic rate
+
+
+def test_arithmetic_cases_report_tflops_and_the_tensor_peak_share(sweep_file, tmp_path):
+    live_log(sweep_file, tmp_path, flops=2 * 4096**3)
+    case = benchmark([sweep_file], tmp_path, "x")["cases"][0]
+    assert case["tunebox_tflops"] == pytest.approx(2 * 4096**3 / 0.4e9)
+    assert case["fraction_of_tensor_peak"] == pytest.approx(case["tunebox_tflops"] / BF16_TENSOR_TFLOPS)
+    assert case["baseline_tflops"] == pytest.approx(2 * 4096**3 / 2.0e9)
 
 
 def test_replayed_or_missing_logs_are_refused(sweep_file, recording, tmp_path):
