@@ -1,7 +1,9 @@
 """Benchmark files: a live GPU sweep's winners side by side with the library baseline.
 
 Each case takes the winner and the baseline from the same interleaved finalist re-timing (same
-worker, same inputs, L2 flushed before every sample), so the ratio compares like with like.
+worker, same inputs, L2 flushed before every sample), so the ratio compares like with like. Where a
+family has several torch equivalents, ``baseline`` and ``ratio`` are the fastest one's and
+``baselines`` lists every one with its own ratio.
 """
 
 from __future__ import annotations
@@ -85,6 +87,8 @@ def _cases(spec: SweepSpec, records: list[EvalRecord], log: Path) -> list[dict[s
         case["ratio"] = case["baseline_ms"] / ms if case["baseline_ms"] else None
         case["baseline_fraction_of_limit"] = (
             baseline.bandwidth_gbps / COPY_LIMIT_GBPS if baseline and baseline.bandwidth_gbps else None)
+        case["baselines"] = [{"name": r.baseline, "ms": r.timing.median_ms, "ratio": r.timing.median_ms / ms}
+                             for r in final if r.baseline and r.status is Status.OK and r.timing]
         if winner.tflops:  # arithmetic families: the rate and its share of the tensor-core peak
             case["tunebox_tflops"] = winner.tflops
             case["fraction_of_tensor_peak"] = winner.tflops / BF16_TENSOR_TFLOPS

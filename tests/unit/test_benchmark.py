@@ -14,14 +14,15 @@ from tunebox.store.evallog import EvalLog
 from tunebox.sweep_spec import load_sweep
 
 
-def live_log(sweep_file, results, device=DEVICE, flops=0):
+def live_log(sweep_file, results, device=DEVICE, flops=0, baselines=((2.0, "torch: x"),)):
     spec = load_sweep(sweep_file)
     (results / "sweeps" / spec.name).mkdir(parents=True)
     log = EvalLog(results / "sweeps" / spec.name / "evals.jsonl")
     for named in spec.problems:
         moved = spec.family.work(named.problem).bytes_moved
         config = spec.family.default_config(named.problem).as_dict()
-        for ms, baseline, cfg in ((0.5, "", config), (0.4, "", {**config, "threads": 128}), (2.0, "torch: x", {})):
+        rows = ((0.5, "", config), (0.4, "", {**config, "threads": 128}), *((ms, name, {}) for ms, name in baselines))
+        for ms, baseline, cfg in rows:
             log.append(EvalRecord("tile_copy", named.problem.to_dict(), cfg, Status.OK, timing=Timing((ms,) * 20),
                                   bytes_moved=moved, flops=flops, device=device, baseline=baseline, phase="final"))
     return spec
@@ -38,6 +39,14 @@ def test_cases_take_the_best_finalist_and_the_baseline(sweep_file, tmp_path):
         assert case["fraction_of_limit"] == pytest.approx(gbps / COPY_LIMIT_GBPS)
         assert case["config"]["threads"] == 128
         assert "tunebox_tflops" not in case  # data movement: no arithmetic rate
+
+
+def test_every_baseline_is_listed_and_the_fastest_one_sets_the_ratio(sweep_file, tmp_path):
+    live_log(sweep_file, tmp_path, baselines=((0.8, "torch: cat"), (2.4, "torch: x[mask]")))
+    case = benchmark([sweep_file], tmp_path, "x")["cases"][0]
+    assert (case["baseline"], case["ratio"]) == ("torch: cat", pytest.approx(2.0))
+    assert [(b["name"], b["ratio"]) for b in case["baselines"]] == [
+        ("torch: cat", pytest.approx(2.0)), ("torch: x[mask]", pytest.approx(6.0))]
 
 
 def test_arithmetic_cases_report_tflops_and_the_tensor_peak_share(sweep_file, tmp_path):

@@ -180,6 +180,11 @@ class Family(abc.ABC):
         """The equivalent torch operation (imports torch); families without one raise."""
         raise NotImplementedError(f"{self.name} has no torch baseline")
 
+    def torch_baselines(self, problem: Problem) -> tuple[Baseline, ...]:
+        """Every torch operation a user might call instead, the main one first (each is verified and
+        timed in the finalists' rotation); by default ``torch_baseline`` alone."""
+        return (self.torch_baseline(problem),)
+
     def problem_from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> Problem:
         """The problem that the caller's arrays (name -> object with ``shape`` and ``dtype``) and
         options describe, for ``tunebox.launch``."""

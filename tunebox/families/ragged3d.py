@@ -234,22 +234,35 @@ class Ragged3D(Family):
             math.log2(mean[0] / mean[1]))
 
     def torch_baseline(self, problem: Problem) -> Baseline:
+        return self.torch_baselines(problem)[0]
+
+    def torch_baselines(self, problem: Problem) -> tuple[Baseline, ...]:
+        """pack: ``torch.cat`` of the sequences' prefixes, and boolean-mask indexing ``x[mask]``; unpack:
+        a zero tensor filled through the mask. The (B, Lmax) mask is built once, outside the timing."""
         import torch
 
         p = self._as_problem(problem)
+        masks: dict[Any, Any] = {}
+
+        def valid(device) -> Any:
+            if device not in masks:
+                lengths = torch.tensor(p.lengths, device=device)
+                masks[device] = torch.arange(p.max_len, device=device)[None, :] < lengths[:, None]
+            return masks[device]
+
         if p.direction == "pack":
-            return Baseline("torch: torch.cat([x[b, :len_b] for b in range(B)])", lambda t: {
-                "out": torch.cat([t["x"][b, :n] for b, n in enumerate(p.lengths)])})
+            return (Baseline("torch: torch.cat([x[b, :len_b] for b in range(B)])", lambda t: {
+                        "out": torch.cat([t["x"][b, :n] for b, n in enumerate(p.lengths)])}),
+                    Baseline("torch: x[mask] (mask = arange(Lmax) < lengths[:, None])", lambda t: {
+                        "out": t["x"][valid(t["x"].device)]}))
 
         def unpack(t: dict[str, Any]) -> dict[str, Any]:
             ragged = t["ragged"]
-            lengths = torch.tensor(p.lengths, device=ragged.device)
-            mask = torch.arange(p.max_len, device=ragged.device)[None, :] < lengths[:, None]
             out = ragged.new_zeros(p.padded_shape)
-            out[mask] = ragged
+            out[valid(ragged.device)] = ragged
             return {"out": out}
 
-        return Baseline("torch: out = zeros(B, Lmax, H, D); out[arange(Lmax) < lengths[:, None]] = ragged", unpack)
+        return (Baseline("torch: out = zeros(B, Lmax, H, D); out[mask] = ragged", unpack),)
 
     def _as_problem(self, problem: Problem) -> RaggedProblem:
         return problem_as(self.name, problem, RaggedProblem)

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class Backend(Protocol):
     """Evaluates compiled variants. Evaluations are queued (``submit``) and answered in order
     (``next_outcome``), so a device can start the next one while the sweep does its bookkeeping.
-    ``retime`` returns one Outcome per item, then the baseline's."""
+    ``retime`` returns one Outcome per item, then one per torch baseline (at least one)."""
 
     device: DeviceInfo
     replayed: bool
@@ -79,9 +79,12 @@ class ReplayBackend:
     def __init__(self, recording: Path, records: Sequence[EvalRecord]) -> None:
         self.recording = recording
         self._index: dict[tuple[str, str, str, str], EvalRecord] = {}
+        self._baselines: dict[tuple[str, str], list[EvalRecord]] = {}  # (family, problem) -> in recorded order
         for r in records:
-            key = (r.family, canonical_json(r.problem), canonical_json(r.config), r.phase)
-            self._index[key] = r
+            if r.phase == "final" and not r.config:
+                self._baselines.setdefault((r.family, canonical_json(r.problem)), []).append(r)
+            else:
+                self._index[(r.family, canonical_json(r.problem), canonical_json(r.config), r.phase)] = r
         devices = {r.device for r in records if r.device is not None}
         if len(devices) != 1:
             raise ReplayMiss(f"{recording}: a recording must come from exactly one device, "
@@ -108,9 +111,9 @@ class ReplayBackend:
                       or self._find(family, problem, config.as_dict(), "screen"))
             outcomes.append(_outcome(record) if record else
                             Outcome(Status.INVALID, "finalist not in the recording"))
-        baseline = self._find(family, problem, {}, "final")
-        outcomes.append(_outcome(baseline) if baseline else
-                        Outcome(Status.INVALID, "no baseline in the recording"))
+        baselines = self._baselines.get((family.name, problem.key()))
+        outcomes += ([_outcome(b) for b in baselines] if baselines else
+                     [Outcome(Status.INVALID, "no baseline in the recording")])
         return outcomes
 
     def close(self) -> None:

@@ -101,33 +101,38 @@ def _evaluate(session, job: EvaluateJob) -> Outcome:
 def _retime(session, job: RetimeJob) -> list[Outcome]:
     st = session.prepare(job.family, job.problem, job.input_seed)
     launches = [session.launcher(st, v) for v in job.variants]
-    fns = [fn for fn, _ in launches]
-    baseline = _torch_baseline(session, st) if job.with_baseline else None
-    if isinstance(baseline, tuple):
-        fns.append(baseline[1])
-    timed = session.time_interleaved(fns, job.bench)
-    outcomes = [Outcome(Status.OK, samples_ms=s, metrics=m)
-                for s, (_, m) in zip(timed, launches, strict=False)]
-    if isinstance(baseline, tuple):
-        outcomes.append(Outcome(Status.OK, samples_ms=timed[-1], baseline=baseline[0]))
-    elif baseline is not None:
-        outcomes.append(baseline)
+    baselines = _torch_baselines(session, st) if job.with_baseline else []
+    runnable = [b for b in baselines if isinstance(b, tuple)]
+    timed = session.time_interleaved([fn for fn, _ in launches] + [fn for _, fn in runnable], job.bench)
+    outcomes = [Outcome(Status.OK, samples_ms=s, metrics=m) for s, (_, m) in zip(timed, launches, strict=False)]
+    samples = iter(timed[len(launches):])
+    for b in baselines:  # in the family's order; one that could not run says why
+        outcomes.append(Outcome(Status.OK, samples_ms=next(samples), baseline=b[0]) if isinstance(b, tuple) else b)
     return outcomes
 
 
-def _torch_baseline(session, st):
-    """(name, launch) of the family's verified torch equivalent, or an Outcome saying why not."""
+def _torch_baselines(session, st) -> list:
+    """For each of the family's torch equivalents: (name, launch) once verified, or an Outcome saying
+    why not. One Outcome when torch or the family has none."""
     try:
         import torch
     except ImportError:
-        return Outcome(Status.INVALID, "torch is not installed: no baseline")
+        return [Outcome(Status.INVALID, "torch is not installed: no baseline")]
     try:
-        baseline = st.family.torch_baseline(st.problem)
+        baselines = st.family.torch_baselines(st.problem)
     except NotImplementedError as exc:
-        return Outcome(Status.INVALID, str(exc))
+        return [Outcome(Status.INVALID, str(exc))]
     stream = torch.cuda.ExternalStream(int(session.stream.handle))
-    with torch.cuda.stream(stream):
+    with torch.cuda.stream(stream):  # the inputs once, shared by every baseline (none writes them)
         inputs = {k: torch.from_numpy(_signed(v)).cuda() for k, v in st.host_inputs.items()}
+    return [_verified(st, stream, inputs, b) for b in baselines]
+
+
+def _verified(st, stream, inputs, baseline):
+    """(name, launch) of a torch baseline that reproduces the reference, else a WRONG_RESULT Outcome."""
+    import torch
+
+    with torch.cuda.stream(stream):
         outputs = baseline.run(inputs)
     stream.synchronize()
     for name, want in st.expected_host.items():

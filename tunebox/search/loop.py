@@ -335,8 +335,8 @@ class Sweep:
         configs = [self.spec.space.validate(r.config) for r in finalists]
         builds = self.builder.build([self.family.render(problem, c) for c in configs])
         outcomes = self.backend.retime(self.family, problem, list(zip(configs, builds, strict=True)), seed)
-        records = [self._record(problem, c, o, seed, "final")
-                   for c, o in zip([*configs, None], outcomes, strict=False)]
+        records = [self._record(problem, c, o, seed, "final") for c, o in zip(configs, outcomes, strict=False)]
+        records += [self._record(problem, None, o, seed, "final") for o in outcomes[len(configs):]]  # baselines
         for r in records:
             self.log.append(r)
         return records

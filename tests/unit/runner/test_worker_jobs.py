@@ -10,7 +10,7 @@ import pytest
 from tunebox.families.base import LaunchGeometry
 from tunebox.records import KernelMetrics, Status
 from tunebox.runner import worker
-from tunebox.runner.protocol import EvaluateJob, RetimeJob, Variant
+from tunebox.runner.protocol import EvaluateJob, Outcome, RetimeJob, Variant
 from tunebox.runner.timing import SCREEN
 
 VARIANT = Variant(b"cubin", "k", LaunchGeometry((1, 1, 1), (32, 1, 1), 0), ())
@@ -83,6 +83,19 @@ def test_retime_reports_every_variant_then_the_baseline(monkeypatch):
     outcomes = worker._handle(StandInSession(), RetimeJob("tile_copy", {}, (VARIANT, VARIANT), SCREEN, 0))
     assert [o.status for o in outcomes] == [Status.OK, Status.OK, Status.INVALID]
     assert "torch is not installed" in outcomes[-1].message
+
+
+def test_several_baselines_join_the_rotation_in_the_familys_order(monkeypatch):
+    """A baseline that could not run keeps its place with its reason; the others are timed after the variants."""
+    session = StandInSession()
+    calls = []
+    baselines = [("torch: a", lambda: calls.append("a")), Outcome(Status.WRONG_RESULT, "torch: b differs"),
+                 ("torch: c", lambda: calls.append("c"))]
+    monkeypatch.setattr(worker, "_torch_baselines", lambda session, st: baselines)
+    outcomes = worker._handle(session, RetimeJob("tile_copy", {}, (VARIANT,), SCREEN, 0))
+    assert [(o.status, o.baseline) for o in outcomes] == [
+        (Status.OK, ""), (Status.OK, "torch: a"), (Status.WRONG_RESULT, ""), (Status.OK, "torch: c")]
+    assert calls == ["a", "c"] and all(len(o.samples_ms) == 10 for o in outcomes if o.status is Status.OK)
 
 
 def test_a_failure_outside_the_launch_fails_every_retimed_variant():

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import fake_ms, write_recording, write_sweep
+from sweep_fixtures import DEVICE, fake_ms, write_recording, write_sweep
 
 from tunebox.api import tune
-from tunebox.records import Status, canonical_json
+from tunebox.records import EvalRecord, Status, Timing, canonical_json
 from tunebox.search.loop import SweepAborted
 from tunebox.store.evallog import EvalLog
 from tunebox.store.winners import WinnersDB
@@ -110,3 +110,17 @@ def test_a_config_asked_twice_while_in_flight_is_evaluated_once(tmp_path):
     configs = screen_configs(tmp_path / "r")
     assert len(configs) == len(set(configs))
     assert result.evaluated == len(configs)
+
+
+def test_every_recorded_baseline_is_replayed_in_order(sweep_file, recording, tmp_path):
+    """A family with several torch equivalents records one final record each; a replay gives them all."""
+    spec = load_sweep(sweep_file)
+    log = EvalLog(recording)
+    for named in spec.problems:
+        log.append(EvalRecord("tile_copy", named.problem.to_dict(), {}, Status.OK, timing=Timing((9.0,) * 10),
+                              device=DEVICE, baseline="torch: second", phase="final"))
+    result = tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r", trials=3)
+    finals = [r for r in EvalLog(tmp_path / "r" / "sweeps" / "small-replay" / "evals.jsonl").read()
+              if r.phase == "final" and r.baseline]
+    assert [r.baseline for r in finals] == ["torch: fake", "torch: second"] * 2
+    assert all(p.baseline is not None and p.baseline.baseline == "torch: fake" for p in result.problems)
