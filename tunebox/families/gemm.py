@@ -78,17 +78,6 @@ class GemmProblem(Problem):
                 "out_dtype": self.out_dtype, "alpha": self.alpha, "relu": self.relu}
 
 
-def bf16_to_float(bits: np.ndarray) -> np.ndarray:
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
-def float_to_bf16(values: np.ndarray) -> np.ndarray:
-    """float32 values to bfloat16 bits, rounded to nearest even (NaN stays a quiet NaN)."""
-    bits = values.astype(np.float32).view(np.uint32)
-    rounded = ((bits.astype(np.uint64) + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-    return np.where(np.isnan(values), np.uint16(0x7FC0), rounded)
-
-
 class Gemm(Family):
     name = "gemm"
     space = Space((
@@ -152,21 +141,20 @@ class Gemm(Family):
 
     def reference(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         p = self._as_problem(problem)
-        a = bf16_to_float(inputs["A"][:, :p.K]).astype(np.float64)
-        b = bf16_to_float(inputs["B"][:, :p.N]).astype(np.float64)
-        d = p.alpha * (a @ b)
+        bf16 = element_type("bfloat16")
+        d = p.alpha * (bf16.decode(inputs["A"][:, :p.K]) @ bf16.decode(inputs["B"][:, :p.N]))
         if p.relu:
             d = np.maximum(d, 0.0)
         et = element_type(p.out_dtype)
         out = np.full((p.M, p.ldd), et.poison, dtype=et.storage)  # the padding columns stay untouched
-        out[:, :p.N] = float_to_bf16(d.astype(np.float32)) if p.out_dtype == "bfloat16" else \
-            d.astype(np.float32).view(np.uint32)
+        out[:, :p.N] = et.encode(d)
         return {"D": out}
 
     def tolerance(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> Tolerance:
         p = self._as_problem(problem)
-        scale = float(np.abs(bf16_to_float(inputs["A"][:, :p.K])).mean() *
-                      np.abs(bf16_to_float(inputs["B"][:, :p.N])).mean())
+        bf16 = element_type("bfloat16")
+        a, b = bf16.decode(inputs["A"][:, :p.K]), bf16.decode(inputs["B"][:, :p.N])
+        scale = float(np.abs(a).mean() * np.abs(b).mean())
         return Tolerance(rtol=1e-2, atol=1e-2 * math.sqrt(p.K / 64) * scale * abs(p.alpha))
 
     def work(self, problem: Problem) -> Work:
