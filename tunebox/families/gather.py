@@ -57,6 +57,7 @@ from .indexed import (
     matrix_shape,
     parse_common,
     parse_padding,
+    parse_promise,
     rate,
     reject_unknown,
     signed,
@@ -145,6 +146,7 @@ class Gather(IndexedFamily):
         reject_unknown(self.name, data, KNOWN)
         fields = parse_common(self.name, data)
         sentinel_rate, oob_rate = rate(self.name, data, "sentinel_rate"), rate(self.name, data, "oob_rate")
+        parse_promise(self.name, data, sentinel_rate, oob_rate)
         if sentinel_rate + oob_rate + fields["mask_rate"] > 1.0:
             raise InvalidProblem("gather: sentinel_rate + oob_rate + mask_rate must not exceed 1")
         padding, pad_value = parse_padding(self.name, data)

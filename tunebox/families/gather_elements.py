@@ -67,6 +67,7 @@ from .indexed import (
     index_type,
     matrix_shape,
     parse_padding,
+    parse_promise,
     positive,
     rate,
     reject_unknown,
@@ -195,10 +196,7 @@ class GatherElements(Family):
         if sum(rates.values()) > 1.0:
             raise InvalidProblem(f"{self.name}: sentinel_rate + oob_rate + mask_rate must not exceed 1")
         padding, pad_value = parse_padding(self.name, data)
-        promise = data.get("valid_promise")
-        if promise is not None and (not isinstance(promise, bool) or any(rates.values())):
-            raise InvalidProblem(f"{self.name}: valid_promise (true or false) describes caller arrays: give no "
-                                 "rates with it")
+        promise = parse_promise(self.name, data, *rates.values())
         p = ElementGatherProblem(data["dtype"], rows, cols, (tile[0], tile[1]), index_dtype, broadcast, mask,
                                  padding=padding, pad_value=pad_value, valid_promise=promise, **rates)
         limit = index_type(index_dtype).limits[1]

@@ -190,12 +190,18 @@ def parse_common(family: str, data: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidProblem(f"{family}: mask must be true or false, got {mask!r}")
     if "mask_rate" in data and not mask:
         raise InvalidProblem(f"{family}: mask_rate is given only with mask = true")
-    promise = data.get("valid_promise")
-    if promise is not None and (not isinstance(promise, bool)
-                                or any(data.get(k) for k in ("mask_rate", "sentinel_rate", "oob_rate"))):
-        raise InvalidProblem(f"{family}: valid_promise (true or false) describes caller arrays: give no rates with it")
+    mask_rate = rate(family, data, "mask_rate")
     return {"element": data["dtype"], "rows": rows, "cols": cols, "count": count, "index_dtype": index_dtype,
-            "offset": offset, "mask": mask, "mask_rate": rate(family, data, "mask_rate"), "valid_promise": promise}
+            "offset": offset, "mask": mask, "mask_rate": mask_rate,
+            "valid_promise": parse_promise(family, data, mask_rate)}
+
+
+def parse_promise(family: str, data: Mapping[str, Any], *rates: float) -> bool | None:
+    """``valid_promise`` (true or false, caller arrays only: no rates of seeded invalid entries beside it)."""
+    promise = data.get("valid_promise")
+    if promise is not None and (not isinstance(promise, bool) or any(rates)):
+        raise InvalidProblem(f"{family}: valid_promise (true or false) describes caller arrays: give no rates with it")
+    return promise
 
 
 def caller_problem(family: str, arrays: Mapping[str, Any], names: tuple[str, ...], options: Mapping[str, Any]

@@ -60,6 +60,8 @@ def test_gather_elements_broadcasts_one_d_tiles() -> None:
     ("gather", {"A": arr(10), "idx": arr(3, dtype="int32"), "out": arr(3, 4)}, {}, "2 dimension"),
     ("gather", CASES["gather"], {"check_bounds": "no"}, "True or False"),
     ("gather", CASES["gather"], {"sentinel_rate": 0.5}, "give no rates"),
+    ("gather_elements", CASES["gather_elements"], {"oob_rate": 0.1}, "give no rates"),
+    ("scatter", {**CASES["scatter"], "mask": arr(500, dtype="uint8")}, {"mask_rate": 0.5}, "give no rates"),
     ("scatter", {"V": arr(5, 4), "idx": arr(5, 2, dtype="int32"), "A": arr(10, 4)}, {}, "1 dimension"),
     ("ragged3d", {"x": arr(2, 8, 3, 4), "offsets": arr(3, dtype="int64"), "out": arr(10, 3, 4)}, {}, "lengths"),
     ("ragged3d", {"x": arr(2, 8, 12), "offsets": arr(3, dtype="int64"), "out": arr(10, 12)},
