@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from tunebox.dtypes import element_type
+
 
 def reference_of(family, p, data: tuple[str, np.ndarray], idx, mask, output: str) -> np.ndarray:
     """``family.reference`` of ``p`` on the data buffer ``data`` (name, array), indices and an optional mask."""
@@ -18,3 +20,17 @@ def reference_of(family, p, data: tuple[str, np.ndarray], idx, mask, output: str
     assert set(out) == {output}
     assert out[output].dtype == data[1].dtype
     return out[output]
+
+
+def compile_matrix(dtypes, index_dtypes, shift: int = 0) -> list[tuple[str, str, str, int]]:
+    """(dtype, index dtype, check_bounds, vec_bytes) for every dtype x index dtype x check_bounds, the
+    vector widths a dtype allows taken in turn (``shift`` rotates where the turn starts)."""
+    cases = []
+    for dtype in dtypes:
+        widths = [v for v in (2, 4, 8, 16) if v % element_type(dtype).itemsize == 0]
+        n = 0
+        for index_dtype in index_dtypes:
+            for check in ("true", "false"):
+                cases.append((dtype, index_dtype, check, widths[(n + shift) % len(widths)]))
+                n += 1
+    return cases

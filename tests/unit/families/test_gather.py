@@ -6,15 +6,17 @@ sm_90) of every dtype x index type x check_bounds x vector width kind of every k
 from __future__ import annotations
 
 import random
+from functools import partial
 from pathlib import Path
 
+import family_checks
 import numpy as np
 import pytest
-from indexed_reference import reference_of
+from indexed_reference import compile_matrix, reference_of
 
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import PADDING_MODES, element_type
-from tunebox.errors import InvalidConfig, InvalidProblem
+from tunebox.errors import InvalidProblem
 from tunebox.families import get
 from tunebox.families.base import BufferArg, BufferSpec, ScalarArg
 from tunebox.families.gather import Gather, GatherProblem
@@ -441,13 +443,7 @@ ODD = problem("bfloat16", rows=1001, cols=73, count=999, sentinel_rate=0.1)
 CLEAN = problem("bfloat16", rows=1024, cols=512, count=4096)
 
 
-def assert_rule(p: GatherProblem, good: Config, bad: Config, fragment: str) -> None:
-    assert G.violations(p, good) == [], G.violations(p, good)
-    G.check(p, good)
-    broken = G.violations(p, bad)
-    assert any(fragment in b for b in broken), broken
-    with pytest.raises(InvalidConfig, match=fragment):
-        G.check(p, bad)
+assert_rule = partial(family_checks.assert_rule, G)
 
 
 def test_rule_vec_bytes_multiple_of_element() -> None:
@@ -694,19 +690,7 @@ def test_torch_baseline_matches_reference() -> None:
 # compilation under NVRTC (no GPU): dtype x index type x check_bounds, vector widths rotating
 
 
-def _matrix() -> list[tuple[str, str, str, int]]:
-    cases = []
-    for dtype in DTYPES:
-        widths = [v for v in (2, 4, 8, 16) if v % element_type(dtype).itemsize == 0]
-        n = 0
-        for index_dtype in INDEX_DTYPES:
-            for check in ("true", "false"):
-                cases.append((dtype, index_dtype, check, widths[n % len(widths)]))
-                n += 1
-    return cases
-
-
-MATRIX = _matrix()
+MATRIX = compile_matrix(DTYPES, INDEX_DTYPES)
 MASKED = [("bfloat16", "int32", 16), ("float32", "int64", 8)]
 
 

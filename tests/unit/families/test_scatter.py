@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from indexed_reference import reference_of
+from indexed_reference import compile_matrix, reference_of
 
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import ELEMENT_TYPES, element_type
@@ -269,19 +269,8 @@ def test_torch_baseline_matches_reference() -> None:
 # compilation under NVRTC (no GPU)
 
 
-def _cases() -> list[tuple[str, str, str, int, bool]]:
-    cases = []
-    for dtype in DTYPES:
-        widths = [v for v in (2, 4, 8, 16) if v % element_type(dtype).itemsize == 0]
-        n = 0
-        for index_dtype in INDEX_DTYPES:
-            for check in ("true", "false"):
-                cases.append((dtype, index_dtype, check, widths[(n + 1) % len(widths)], False))
-                n += 1
-    return [*cases, ("float16", "int64", "true", 16, True), ("float32", "int32", "true", 4, True)]
-
-
-CASES = _cases()
+CASES = [*((*case, False) for case in compile_matrix(DTYPES, INDEX_DTYPES, shift=1)),
+         ("float16", "int64", "true", 16, True), ("float32", "int32", "true", 4, True)]
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,16 @@ import json
 import os
 import random
 import threading
+from functools import partial
 from pathlib import Path
 
+import family_checks
 import numpy as np
 import pytest
 
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import PADDING_MODES, element_type, padding_bits
-from tunebox.errors import InvalidConfig, InvalidProblem
+from tunebox.errors import InvalidProblem
 from tunebox.families.base import BufferArg, BufferSpec, KernelSource, ScalarArg
 from tunebox.families.tile_copy import MAX_REGISTER_BYTES, MAX_SHARED_BYTES, TileCopy, TileCopyProblem
 from tunebox.params import Config
@@ -248,13 +250,7 @@ FULL = problem("float32", src=(256, 1024), dst=(256, 1024))
 FULL_T = problem("float32", src=(1024, 256), dst=(256, 1024), transpose=True)
 
 
-def assert_rule(p: TileCopyProblem, good: Config, bad: Config, fragment: str) -> None:
-    assert TC.violations(p, good) == [], TC.violations(p, good)
-    TC.check(p, good)
-    broken = TC.violations(p, bad)
-    assert any(fragment in b for b in broken), broken
-    with pytest.raises(InvalidConfig, match=fragment):
-        TC.check(p, bad)
+assert_rule = partial(family_checks.assert_rule, TC)
 
 
 def test_rule_vec_bytes_multiple_of_element() -> None:
