@@ -14,14 +14,14 @@ DEVICE = DeviceInfo("stand-in", "9.0", "13000", "13.0")
 
 
 def obliging(conn) -> None:
-    """Answers ``"hang"`` by hanging, ``"die"`` by dying, ``"sticky"`` like a poisoned context,
-    ``"slow"`` after a second, and anything else with OK and its pid (so a replacement shows); reads
-    jobs ahead as the GPU worker does."""
+    """Answers ``"hang"`` (or a job of family "hang") by hanging, ``"die"`` by dying, ``"sticky"``
+    like a poisoned context, ``"slow"`` after a second, and anything else with OK and its pid (so a
+    replacement shows); reads jobs ahead as the GPU worker does."""
     conn.send(("ready", DEVICE))
     for job in requests_read_ahead(conn):
         if job == "slow":
             time.sleep(1)
-        if job == "hang":
+        if job == "hang" or getattr(job, "family", None) == "hang":
             time.sleep(3600)
         if job == "die":
             os._exit(1)

@@ -9,8 +9,13 @@ import pytest
 from stand_in_workers import failing_canary, obliging
 
 from tunebox.errors import DeviceUnavailable
+from tunebox.families.base import LaunchGeometry
 from tunebox.records import Status
 from tunebox.runner.gpu_runner import GpuRunner
+from tunebox.runner.protocol import RetimeJob, Variant
+from tunebox.runner.timing import SCREEN
+
+VARIANT = Variant(b"cubin", "k", LaunchGeometry((1, 1, 1), (32, 1, 1), 0), ())
 
 
 @pytest.fixture
@@ -66,6 +71,13 @@ def test_run_refuses_while_jobs_are_queued(runner):
     with pytest.raises(RuntimeError, match="queued"):
         runner.run("work")
     assert runner.next_reply().status is Status.OK
+
+
+def test_a_lost_retime_answers_every_variant_and_the_baseline(runner):
+    """The sweep reads one outcome per variant, then the baseline's: a killed retime still gives them."""
+    job = RetimeJob("hang", {}, (VARIANT, VARIANT), SCREEN, 0)
+    outcomes = runner.run(job)
+    assert [o.status for o in outcomes] == [Status.TIMEOUT] * 3 and runner.replacements == 1
 
 
 def test_workers_are_recycled():

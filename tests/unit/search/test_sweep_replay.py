@@ -42,6 +42,7 @@ def test_replay_sweep_stores_replayed_winners(sweep_file, recording, tmp_path):
     summary = json.loads((tmp_path / "r" / "sweeps" / "small-replay" / "summary.json").read_text())
     assert summary["evaluated"] == result.evaluated == 24 and summary["replayed"] is True
     assert summary["variants_per_second"] == pytest.approx(24 / summary["seconds"])
+    assert 0 <= summary["final_seconds"] <= summary["seconds"]  # the finalists' re-timing, in the breakdown
 
 
 def test_exhaustive_search_finds_the_optimum_and_never_stores_a_wrong_result(tmp_path):
