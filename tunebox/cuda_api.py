@@ -6,15 +6,21 @@ owns a CUDA context: the GPU worker, or an application launching tuned kernels).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import ctypes
+import dataclasses
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
-from .families.base import Arg, BufferArg
+from .families.base import Arg, BufferArg, LaunchGeometry, TensorMapArg
+from .tma import encode
 
 DEFAULT_SHARED_BYTES = 48 * 1024  # dynamic shared memory a kernel gets without opting in
 SCALAR_TYPES = {"i32": np.int32, "i64": np.int64, "u16": np.uint16, "u32": np.uint32, "f32": np.float32}
+_CTYPES = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
+           np.dtype(np.uint16): ctypes.c_uint16, np.dtype(np.uint32): ctypes.c_uint32,
+           np.dtype(np.float32): ctypes.c_float}
 
 
 def checked(result: tuple) -> Any:
@@ -38,6 +44,48 @@ def load_kernel(cubin: bytes, symbol: str, shared_bytes: int, device_id: int) ->
 
 
 def marshal(args: tuple[Arg, ...], buffers: Mapping[str, Any]) -> list[Any]:
-    """Kernel arguments for ``cuda.core.launch``: buffers by name (a Buffer or a device address
-    as int), scalars as numpy values of their exact C type (never a bare Python number)."""
-    return [buffers[a.name] if isinstance(a, BufferArg) else SCALAR_TYPES[a.ctype](a.value) for a in args]
+    """Kernel arguments: buffers by name (a Buffer or a device address as int), scalars as numpy
+    values of their exact C type (never a bare Python number), tensor maps encoded on their buffer's
+    address (a cuda.bindings ``CUtensorMap``)."""
+    values = []
+    for arg in args:
+        if isinstance(arg, BufferArg):
+            values.append(buffers[arg.name])
+        elif isinstance(arg, TensorMapArg):
+            values.append(encode(dataclasses.replace(arg.request, address=address(buffers[arg.buffer]) + arg.offset)))
+        else:
+            values.append(SCALAR_TYPES[arg.ctype](arg.value))
+    return values
+
+
+def address(buffer: Any) -> int:
+    """Device address of a cuda.core Buffer, or of an address given as int."""
+    return buffer if isinstance(buffer, int) else int(buffer.handle)
+
+
+def kernel_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, values: list[Any]) -> Callable[[], None]:
+    """A callable that launches ``kernel`` on ``stream`` with marshalled ``values``: through
+    ``cuda.core.launch``, or through the driver's ``cuLaunchKernel`` when a value is a tensor map
+    (cuda.core passes only its own TensorMapDescriptor; the driver copies a CUtensorMap's 128 bytes
+    into the ``__grid_constant__`` parameter)."""
+    from cuda.bindings import driver
+    from cuda.core import LaunchConfig, launch
+
+    if not any(isinstance(v, driver.CUtensorMap) for v in values):
+        config = LaunchConfig(grid=geometry.grid, block=geometry.block, shmem_size=geometry.shared_bytes)
+        return lambda: launch(stream, config, kernel, *values)
+    function = checked(driver.cuKernelGetFunction(kernel.handle))
+
+    def as_c(v: Any) -> tuple[Any, Any]:  # (value, ctypes type); None: an object the driver reads by getPtr()
+        if isinstance(v, driver.CUtensorMap):
+            return v, None
+        return (v.item(), _CTYPES[v.dtype]) if isinstance(v, np.generic) else (address(v), ctypes.c_void_p)
+
+    packed = tuple(zip(*map(as_c, values), strict=True))
+    handle = stream.handle
+
+    def run() -> None:
+        checked(driver.cuLaunchKernel(function, *geometry.grid, *geometry.block, geometry.shared_bytes, handle,
+                                      packed, 0))
+
+    return run

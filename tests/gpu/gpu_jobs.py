@@ -8,14 +8,14 @@ import dataclasses
 from tunebox.families.base import Family, KernelSource, Problem
 from tunebox.params import Config
 from tunebox.records import Status
-from tunebox.runner.protocol import EvaluateJob, Outcome, RetimeJob, Variant
+from tunebox.runner.protocol import EvaluateJob, Outcome, RetimeJob, Variant, variant_of
 from tunebox.runner.timing import SCREEN
 
 
 def variant(builder, family: Family, problem: Problem, config: Config, source: KernelSource | None = None) -> Variant:
     build = builder.build_one(source or family.render(problem, config))
     assert build.status is Status.OK, build.log
-    return Variant(build.cubin, build.lowered_name, family.geometry(problem, config), family.args(problem, config))
+    return variant_of(family, problem, config, build)
 
 
 def evaluate(runner, builder, family: Family, problem: Problem, config: Config, source: KernelSource | None = None,

@@ -35,6 +35,7 @@ class BuildResult:
     status: Status  # OK or COMPILE_ERROR
     cubin: bytes = b""
     lowered_name: str = ""  # the mangled symbol of source.name_expression
+    helper_symbols: tuple[str, ...] = ()  # the mangled symbols of source.helpers, in order
     log: str = ""
     registers: int = 0  # as ptxas reported them
     spill_bytes: int = 0
@@ -82,7 +83,8 @@ def compile_nvrtc(source: KernelSource, arch: str, options: list[str]) -> BuildR
 
     prog = _check(nvrtc.nvrtcCreateProgram(source.code.encode(), b"variant.cu", 0, [], []))
     try:
-        _check(nvrtc.nvrtcAddNameExpression(prog, source.name_expression.encode()))
+        for expression in (source.name_expression, *source.helpers):
+            _check(nvrtc.nvrtcAddNameExpression(prog, expression.encode()))
         opts = [o.encode() for o in options]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
         size = _check(nvrtc.nvrtcGetProgramLogSize(prog))
@@ -91,7 +93,8 @@ def compile_nvrtc(source: KernelSource, arch: str, options: list[str]) -> BuildR
         text = buf.rstrip(b"\0 ").decode(errors="replace")
         if int(err) != 0:
             return BuildResult(source, arch, Status.COMPILE_ERROR, log=text)
-        lowered = _check(nvrtc.nvrtcGetLoweredName(prog, source.name_expression.encode()))
+        lowered, *helpers = (_check(nvrtc.nvrtcGetLoweredName(prog, e.encode()))
+                             for e in (source.name_expression, *source.helpers))
         size = _check(nvrtc.nvrtcGetCUBINSize(prog))
         cubin = b" " * size
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
@@ -99,7 +102,8 @@ def compile_nvrtc(source: KernelSource, arch: str, options: list[str]) -> BuildR
         nvrtc.nvrtcDestroyProgram(prog)
     regs = _REGS.search(text)
     spills = _SPILLS.search(text)
-    return BuildResult(source, arch, Status.OK, cubin=bytes(cubin), lowered_name=lowered.decode(), log=text,
+    return BuildResult(source, arch, Status.OK, cubin=bytes(cubin), lowered_name=lowered.decode(),
+                       helper_symbols=tuple(h.decode() for h in helpers), log=text,
                        registers=int(regs.group(1)) if regs else 0,
                        spill_bytes=int(spills.group(1)) if spills else 0)
 
@@ -121,12 +125,12 @@ class NvrtcBuilder:
         self._isolated = IsolatedCompiler(timeout_s) if timeout_s is not None else None
 
     def options(self, source: KernelSource) -> list[str]:
-        return [f"--gpu-architecture={self.arch}", "--std=c++17", "--ptxas-options=-v",
+        return [f"--gpu-architecture={self.arch}{source.arch_suffix}", "--std=c++17", "--ptxas-options=-v",
                 "-default-device", *(f"-I{d}" for d in source.include_dirs)]
 
     def cache_key(self, source: KernelSource) -> str:
         h = hashlib.sha256()
-        for part in (source.code, source.name_expression, " ".join(self.options(source)),
+        for part in (source.code, source.name_expression, *source.helpers, " ".join(self.options(source)),
                      nvrtc_version(), _headers_digest(source.include_dirs)):
             h.update(part.encode())
             h.update(b"\0")
@@ -176,7 +180,9 @@ class NvrtcBuilder:
             if hashlib.sha256(cubin).hexdigest() != meta["sha256"]:
                 raise ValueError("checksum mismatch")
             return BuildResult(source, self.arch, Status.OK, cubin=cubin,
-                               lowered_name=str(meta["lowered_name"]), log=str(meta["log"]),
+                               lowered_name=str(meta["lowered_name"]),
+                               helper_symbols=tuple(str(h) for h in meta.get("helper_symbols", ())),
+                               log=str(meta["log"]),
                                registers=int(meta["registers"]), spill_bytes=int(meta["spill_bytes"]),
                                cache_hit=True)
         except (OSError, ValueError, KeyError, TypeError) as exc:
@@ -188,7 +194,8 @@ class NvrtcBuilder:
         if paths is None:
             return
         paths[0].parent.mkdir(parents=True, exist_ok=True)
-        meta = {"lowered_name": result.lowered_name, "log": result.log, "registers": result.registers,
+        meta = {"lowered_name": result.lowered_name, "helper_symbols": list(result.helper_symbols),
+                "log": result.log, "registers": result.registers,
                 "spill_bytes": result.spill_bytes, "sha256": hashlib.sha256(result.cubin).hexdigest()}
         for path, data in ((paths[0], result.cubin), (paths[1], json.dumps(meta).encode())):
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")

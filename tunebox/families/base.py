@@ -20,15 +20,20 @@ from ..errors import InvalidConfig
 from ..kernels_dir import kernel_source, kernels_dir
 from ..params import Config, Space
 from ..records import canonical_json
+from ..tma import TensorMapRequest
 
 
 @dataclass(frozen=True)
 class KernelSource:
-    """A rendered variant: NVRTC source, the template instantiation to extract, include folders."""
+    """A rendered variant: NVRTC source, the template instantiation to extract (the main kernel),
+    include folders, further kernels of the same module (``helpers``, launched by the family's
+    ``prologue``) and an architecture suffix ("a" for sm_90a-only instructions such as wgmma)."""
 
     code: str
     name_expression: str
     include_dirs: tuple[str, ...]
+    helpers: tuple[str, ...] = ()
+    arch_suffix: str = ""
 
 
 @dataclass(frozen=True)
@@ -40,12 +45,14 @@ class LaunchGeometry:
 
 @dataclass(frozen=True)
 class BufferSpec:
-    """A device buffer of a problem. Outputs are poisoned before every launch."""
+    """A device buffer of a problem. Outputs are poisoned before every launch and verified;
+    workspace is scratch a variant may use (allocated once per problem, neither initialised nor
+    verified; ``tunebox.launch`` allocates it for the caller)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str  # element type name, see tunebox.dtypes
-    role: Literal["input", "output"]
+    role: Literal["input", "output", "workspace"]
 
 
 @dataclass(frozen=True)
@@ -59,7 +66,29 @@ class ScalarArg:
     value: int | float
 
 
-Arg = BufferArg | ScalarArg
+@dataclass(frozen=True)
+class TensorMapArg:
+    """A TMA tensor map over buffer ``buffer``, passed by value (``const __grid_constant__
+    tb::TensorMap``): ``request`` is encoded at launch time with ``address`` replaced by the buffer's
+    device address plus ``offset`` bytes. The family checks the request with ``tma.violations``
+    before rendering (any 256-byte aligned address stands in for the real one)."""
+
+    buffer: str
+    request: TensorMapRequest
+    offset: int = 0
+
+
+Arg = BufferArg | ScalarArg | TensorMapArg
+
+
+@dataclass(frozen=True)
+class KernelLaunch:
+    """A launch that runs before a variant's main kernel, in the same timed unit (a copy into
+    workspace, say): ``kernel`` names one of the rendered source's ``helpers``."""
+
+    kernel: str
+    geometry: LaunchGeometry
+    args: tuple[Arg, ...]
 
 
 @dataclass(frozen=True)
@@ -156,6 +185,10 @@ class Family(abc.ABC):
 
     @abc.abstractmethod
     def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]: ...
+
+    def prologue(self, problem: Problem, config: Config) -> tuple[KernelLaunch, ...]:
+        """Launches of helper kernels before the main one, timed with it (none by default)."""
+        return ()
 
     @abc.abstractmethod
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]: ...

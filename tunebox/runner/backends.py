@@ -14,7 +14,7 @@ from ..families.base import Family, Problem
 from ..params import Config
 from ..records import DeviceInfo, EvalRecord, Status, canonical_json
 from .gpu_runner import GpuRunner
-from .protocol import EvaluateJob, Outcome, RetimeJob, Variant
+from .protocol import EvaluateJob, Outcome, RetimeJob, variant_of
 from .timing import FINAL, SCREEN
 
 log = logging.getLogger(__name__)
@@ -41,11 +41,6 @@ class Backend(Protocol):
     def close(self) -> None: ...
 
 
-def _variant(family: Family, problem: Problem, config: Config, build: BuildResult) -> Variant:
-    return Variant(build.cubin, build.lowered_name, family.geometry(problem, config),
-                   family.args(problem, config))
-
-
 class GpuBackend:
     """Runs variants on the local GPU through a replaceable worker process."""
 
@@ -56,7 +51,7 @@ class GpuBackend:
         self.device = self.runner.start()
 
     def submit(self, family, problem, config, build, seed) -> None:
-        self.runner.submit(EvaluateJob(family.name, problem.to_dict(), _variant(family, problem, config, build),
+        self.runner.submit(EvaluateJob(family.name, problem.to_dict(), variant_of(family, problem, config, build),
                                        SCREEN, seed))
 
     def next_outcome(self) -> Outcome:
@@ -64,7 +59,7 @@ class GpuBackend:
 
     def retime(self, family, problem, items, seed) -> list[Outcome]:
         job = RetimeJob(family.name, problem.to_dict(),
-                        tuple(_variant(family, problem, c, b) for c, b in items), FINAL, seed)
+                        tuple(variant_of(family, problem, c, b) for c, b in items), FINAL, seed)
         return self.runner.run(job, timeout_s=self.runner.job_timeout_s * (len(items) + 2))
 
     def close(self) -> None:

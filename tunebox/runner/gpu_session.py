@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..build.nvrtc import NvrtcBuilder, nvrtc_version
-from ..cuda_api import checked, load_kernel, marshal
+from ..cuda_api import checked, kernel_launcher, load_kernel, marshal
 from ..dtypes import element_type
 from ..families import get as get_family
 from ..families.base import Family, KernelSource, Problem, Tolerance
@@ -115,6 +115,7 @@ class GpuSession:
             else:
                 size = math.prod(spec.shape) * element_type(spec.dtype).itemsize
                 buffers[spec.name] = self.device.allocate(max(size, 1), stream=self.stream)
+            if spec.role == "output":
                 expected_dev[spec.name] = self.upload(expected[spec.name])
         self.state = ProblemState(family, problem, seed, inputs, buffers, pristine, expected_dev,
                                   expected, family.tolerance(problem, inputs))
@@ -198,17 +199,25 @@ class GpuSession:
 
     # -- kernels ------------------------------------------------------------------------------
     def launcher(self, st: ProblemState, variant: Variant) -> tuple[Callable[[], None], KernelMetrics]:
-        """A zero-argument callable launching ``variant`` on ``st``'s buffers, and its metrics."""
-        from cuda.core import LaunchConfig, launch
-
-        geo = variant.geometry
-        kernel = load_kernel(variant.cubin, variant.symbol, geo.shared_bytes, self.device.device_id)
+        """A zero-argument callable running ``variant`` on ``st``'s buffers (its prologue, then its
+        main kernel; tensor maps encoded once here), and the main kernel's metrics."""
+        steps = [*((k.kernel, k.geometry, k.args) for k in variant.prologue),
+                 (variant.symbol, variant.geometry, variant.args)]
+        runs = []
+        for symbol, geo, args in steps:
+            kernel = load_kernel(variant.cubin, symbol, geo.shared_bytes, self.device.device_id)
+            runs.append(kernel_launcher(self.stream, kernel, geo, marshal(args, st.buffers)))
         attrs = kernel.attributes
-        metrics = KernelMetrics(int(attrs.num_regs), int(attrs.shared_size_bytes) + geo.shared_bytes,
+        metrics = KernelMetrics(int(attrs.num_regs), int(attrs.shared_size_bytes) + variant.geometry.shared_bytes,
                                 int(attrs.local_size_bytes))
-        args = marshal(variant.args, st.buffers)
-        config = LaunchConfig(grid=geo.grid, block=geo.block, shmem_size=geo.shared_bytes)
-        return (lambda: launch(self.stream, config, kernel, *args)), metrics
+        if len(runs) == 1:
+            return runs[0], metrics
+
+        def run_all() -> None:
+            for run in runs:
+                run()
+
+        return run_all, metrics
 
     def time_interleaved(self, launches: list[Callable[[], None]], bench: BenchConfig
                          ) -> list[tuple[float, ...]]:

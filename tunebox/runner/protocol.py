@@ -3,21 +3,41 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..families.base import Arg, LaunchGeometry
+from ..families.base import Arg, Family, KernelLaunch, LaunchGeometry, Problem
+from ..params import Config
 from ..records import KernelMetrics, Status
 from .timing import BenchConfig
+
+if TYPE_CHECKING:
+    from ..build.nvrtc import BuildResult
 
 
 @dataclass(frozen=True)
 class Variant:
-    """A compiled variant ready to launch."""
+    """A compiled variant ready to launch: the prologue's launches (``kernel`` the lowered helper
+    symbol), then the main kernel."""
 
     cubin: bytes
     symbol: str  # lowered (mangled) kernel name
     geometry: LaunchGeometry
     args: tuple[Arg, ...]
+    prologue: tuple[KernelLaunch, ...] = ()
+
+    @property
+    def launch_identity(self) -> tuple:
+        """Everything but the binary that decides what a run does (identical runs are timed once)."""
+        return self.geometry, self.args, self.prologue
+
+
+def variant_of(family: Family, problem: Problem, config: Config, build: BuildResult) -> Variant:
+    """The launchable form of a compiled variant of ``family`` for ``problem``."""
+    symbols = dict(zip(build.source.helpers, build.helper_symbols, strict=True))
+    prologue = tuple(KernelLaunch(symbols[step.kernel], step.geometry, step.args)
+                     for step in family.prologue(problem, config))
+    return Variant(build.cubin, build.lowered_name, family.geometry(problem, config), family.args(problem, config),
+                   prologue)
 
 
 @dataclass(frozen=True)

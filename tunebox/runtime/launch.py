@@ -8,6 +8,7 @@ and kept per process.
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,12 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from ..build.nvrtc import NvrtcBuilder, nvrtc_version
-from ..cuda_api import load_kernel, marshal
+from ..build.nvrtc import BuildResult, NvrtcBuilder, nvrtc_version
+from ..cuda_api import kernel_launcher, load_kernel, marshal
+from ..dtypes import element_type
 from ..errors import CompileError, InvalidProblem
 from ..families import get as get_family
-from ..families.base import Family, Problem
+from ..families.base import Family, KernelSource, Problem
 from ..records import DeviceInfo, Status
+from ..runner.protocol import variant_of
 from .lookup import Lookup, LookupResult
 
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32", "<i8": "int64", "|u1": "uint8"}  # CuPy's
@@ -64,8 +67,9 @@ class Launcher:
     def __init__(self, db: Path = Path("results/winners.sqlite"), cache_dir: Path | None = None) -> None:
         self._lookup = Lookup(db)
         self._cache_dir = cache_dir
-        self._kernels: dict[tuple[str, str], Any] = {}
-        self._plans: dict[tuple[str, Problem], tuple] = {}  # (family, problem) -> lookup answer, kernel, launch
+        self._plans: dict[tuple[str, Problem], tuple] = {}  # (family, problem) -> lookup answer, launches
+        self._builds: dict[KernelSource, BuildResult] = {}  # compiled once per source, whatever the problem
+        self._scratch: dict[tuple[str, Problem, int], dict[str, Any]] = {}  # workspace buffers per stream
         self._lock = threading.Lock()
         self._device: Any = None
         self.info: DeviceInfo | None = None
@@ -92,48 +96,61 @@ class Launcher:
 
     def __call__(self, family_name: str, arrays: dict[str, Any], stream: int | None = None,
                  **options: Any) -> LookupResult:
-        """Run ``family_name`` on ``arrays`` (buffer name -> array); returns the lookup answer used."""
-        from cuda.core import LaunchConfig, Stream, launch
+        """Run ``family_name`` on ``arrays`` (buffer name -> array); returns the lookup answer used.
+        Workspace the variant needs is allocated here, once per problem and stream."""
+        from cuda.core import Stream
 
         family = get_family(family_name)
         described = {name: device_array(a) for name, a in arrays.items()}
         problem = family.problem_from_arrays(described, **options)
         for spec in family.buffers(problem):
             got = described.get(spec.name)
-            if got is None or got.shape != spec.shape or got.dtype != spec.dtype:
+            if spec.role != "workspace" and (got is None or got.shape != spec.shape or got.dtype != spec.dtype):
                 raise InvalidProblem(f"{family_name}: buffer {spec.name} must be {spec.dtype}{list(spec.shape)}")
+        handle = int(stream if stream is not None else next((d.stream for d in described.values() if d.stream), 0)
+                     or 0)
         with self._lock:
             plan = self._plans.get((family_name, problem))
             if plan is None:
                 plan = self._plan(family, problem)
                 self._plans[(family_name, problem)] = plan
-        answer, kernel, geo, arg_specs = plan
-        args = marshal(arg_specs, {name: d.pointer for name, d in described.items()})
-        handle = stream if stream is not None else next((d.stream for d in described.values() if d.stream), 0)
-        launch(Stream.from_handle(int(handle or 0)), LaunchConfig(grid=geo.grid, block=geo.block,
-               shmem_size=geo.shared_bytes), kernel, *args)
+            workspace = self._workspace(family, problem, handle)
+        answer, steps = plan
+        pointers = {**{name: d.pointer for name, d in described.items()}, **workspace}
+        on = Stream.from_handle(handle)
+        for kernel, geo, args in steps:
+            kernel_launcher(on, kernel, geo, marshal(args, pointers))()
         return answer
 
-    def _plan(self, family: Family, problem: Problem) -> tuple[LookupResult, Any, Any, tuple]:
-        """Everything a launch of ``problem`` needs but the caller's pointers: worked out once."""
+    def _plan(self, family: Family, problem: Problem) -> tuple[LookupResult, list[tuple]]:
+        """Everything a launch of ``problem`` needs but the caller's pointers, worked out once: the
+        lookup answer and the (kernel, geometry, arguments) of each launch, prologue first."""
         answer = self.choose(family, problem)
         config = family.config(answer.config)
         family.check(problem, config)
-        return answer, self._kernel(family, problem, config), family.geometry(problem, config), \
-            family.args(problem, config)
-
-    def _kernel(self, family: Family, problem: Problem, config) -> Any:
         source = family.render(problem, config)
-        key = (source.name_expression, source.code)
-        if key not in self._kernels:
-            assert self._builder is not None
-            built = self._builder.build_one(source)
-            if built.status is not Status.OK:
-                raise CompileError(f"{family.name} {config.label()}: the chosen variant did not compile "
-                                   f"({built.status.value}); see .log", built.log)
-            self._kernels[key] = load_kernel(built.cubin, built.lowered_name,
-                                             family.geometry(problem, config).shared_bytes, self._device.device_id)
-        return self._kernels[key]
+        assert self._builder is not None
+        built = self._builds.get(source) or self._builder.build_one(source)
+        self._builds[source] = built
+        if built.status is not Status.OK:
+            raise CompileError(f"{family.name} {config.label()}: the chosen variant did not compile "
+                               f"({built.status.value}); see .log", built.log)
+        variant = variant_of(family, problem, config, built)
+        steps = []
+        for symbol, geo, args in [*((k.kernel, k.geometry, k.args) for k in variant.prologue),
+                                  (variant.symbol, variant.geometry, variant.args)]:
+            steps.append((load_kernel(built.cubin, symbol, geo.shared_bytes, self._device.device_id), geo, args))
+        return answer, steps
+
+    def _workspace(self, family: Family, problem: Problem, stream: int) -> dict[str, int]:
+        """Device addresses of ``problem``'s workspace buffers for launches on ``stream`` (allocated on
+        first use and kept: concurrent launches on other streams get their own)."""
+        key = (family.name, problem, stream)
+        if key not in self._scratch:
+            self._scratch[key] = {spec.name: self._device.allocate(max(1, math.prod(spec.shape) *
+                                                                   element_type(spec.dtype).itemsize))
+                                  for spec in family.buffers(problem) if spec.role == "workspace"}
+        return {name: int(buf.handle) for name, buf in self._scratch[key].items()}
 
 
 _default: Launcher | None = None

@@ -25,7 +25,7 @@ from ..families.base import Family, Problem
 from ..params import Config
 from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json
 from ..runner.backends import Backend
-from ..runner.protocol import Outcome
+from ..runner.protocol import Outcome, variant_of
 from ..store.evallog import EvalLog
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
@@ -243,7 +243,7 @@ class Sweep:
         if build.status is not Status.OK:
             return _Queued(_Kind.KNOWN, ask, config,
                            record=self._record(problem, config, Outcome(build.status, build.log[-2000:]), seed))
-        identity = (build.binary_hash, self.family.geometry(problem, config), self.family.args(problem, config))
+        identity = (build.binary_hash, variant_of(self.family, problem, config, build).launch_identity)
         if identity in binaries:
             return _Queued(_Kind.KNOWN, ask, config, record=_twin(binaries[identity], config))
         if any(q.kind is _Kind.DEVICE and q.identity == identity for q in queued):
