@@ -1,19 +1,29 @@
-// Family gemm, bounded mma.sync path (0-based, row-major, leading dimensions in elements):
+// Family gemm (0-based, row-major, leading dimensions in elements):
 //
 //   D[m, n] = epilogue(alpha * sum_k A[m, k] * B[k, n])   for m < M, n < N, k < K
 //
-// A (M x lda) and B (K x ldb) are bfloat16 bits, the sum is float32 (mma.sync m16n8k16), D (M x ldd)
-// is bfloat16 or float32; epilogue is the identity or ReLU. Elements of D at n >= N (up to ldd) are
-// never written; elements of A at k >= K and of B at n >= N are never read.
+// A (M x lda) and B (K x ldb) are bfloat16 bits, the sum is float32, D (M x ldd) is bfloat16 or
+// float32; epilogue is the identity or ReLU. Elements of D at n >= N (up to ldd) are never written;
+// elements of A at k >= K and of B at n >= N are never read. Two kernels:
 //
-// Block (bm, bn) computes the BM x BN tile of D at (bm * BM, bn * BN) with WM x WN warps, each
-// owning a (BM / WM) x (BN / WN) warp tile of 16 x 8 MMA tiles, over K in steps of BK through
-// STAGES shared-memory buffers filled by cp.async. Shared rows are padded by 8 elements (16 bytes)
-// so the fragment loads of a warp hit distinct banks. A 16-byte chunk (8 elements) of A or B moves
-// by one cp.async when it lies inside the matrix and is 16-byte aligned; otherwise element by
-// element with zeros outside (the bounded copy's mixed path). BOUNDS = false promises full tiles
-// (M % BM = N % BN = K % BK = 0) and 16-byte aligned rows: every chunk is a cp.async, no test.
-#include "tunebox/tile.cuh"
+// `gemm`, the bounded mma.sync path. Block (bm, bn) computes the BM x BN tile of D at (bm * BM,
+// bn * BN) with WM x WN warps, each owning a (BM / WM) x (BN / WN) warp tile of 16 x 8 MMA tiles
+// (m16n8k16), over K in steps of BK through STAGES shared-memory buffers filled by cp.async. Shared
+// rows are padded by 8 elements (16 bytes) so the fragment loads of a warp hit distinct banks. A
+// 16-byte chunk (8 elements) of A or B moves by one cp.async when it lies inside the matrix and is
+// 16-byte aligned; otherwise element by element with zeros outside (the bounded copy's mixed path).
+// BOUNDS = false promises full tiles (M % BM = N % BN = K % BK = 0) and 16-byte aligned rows: every
+// chunk is a cp.async, no test.
+//
+// `gemm_wgmma`, the Hopper path (sm_90a): one producer warpgroup whose first thread streams K in
+// steps of 64 through STAGES shared-memory buffers with TMA (A as one BM x 64 box, B as BN / 64
+// boxes of 64 x 64, all with the 128-byte swizzle; the tensor maps' bounds zero-fill past M, N and
+// K), and CONSUMERS warpgroups that each multiply BM / CONSUMERS rows of the tile by all BN columns
+// with wgmma m64nBNk16 (A K-major, B N-major, straight from the swizzled buffers). Buffers cycle
+// through a full and an empty mbarrier each. The tensor maps need 16-byte aligned rows; the padded
+// path first copies A or B into workspace rows of ceil(cols / 8) * 8 elements with `pad_rows`.
+// BOUNDS = false promises full tiles of D (M % BM = N % BN = 0): the epilogue stores without tests.
+#include "tunebox/tma.cuh"
 
 namespace {
 
@@ -21,10 +31,8 @@ using namespace tb;
 
 constexpr int PAD = 8;  // elements of padding per shared row
 
-__device__ __forceinline__ u32 shared_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
 __device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_u32(dst)), "l"(src) : "memory");
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)), "l"(src) : "memory");
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 template <int PENDING>
@@ -68,7 +76,7 @@ __device__ __forceinline__ void load_b_fragment(const u16* s, int k0, int n0, u3
   const u16* row = s + (k0 + (lane % 16)) * PITCH + n0;
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                : "=r"(b[0]), "=r"(b[1])
-               : "r"(shared_u32(row)));
+               : "r"(shared_address(row)));
 }
 
 __device__ __forceinline__ u32 bf16_bits(float v) {
@@ -77,6 +85,148 @@ __device__ __forceinline__ u32 bf16_bits(float v) {
   bits += 0x7fffu + ((bits >> 16) & 1u);                    // round to nearest even
   return bits >> 16;
 }
+
+// Stores epilogue(alpha * v0) at D[r, c] and epilogue(alpha * v1) at D[r, c + 1] (c even), each only
+// inside M x N when BOUNDS; `paired`: one 2-element store is aligned (ldd even, D aligned to it).
+template <typename O, bool BOUNDS, bool RELU>
+__device__ __forceinline__ void store_pair(O* D, i64 M, i64 N, i64 ldd, i64 r, i64 c, float v0, float v1,
+                                           float alpha, bool paired) {
+  if (BOUNDS && r >= M) return;
+  v0 *= alpha;
+  v1 *= alpha;
+  if (RELU) {
+    v0 = v0 > 0.f ? v0 : 0.f;
+    v1 = v1 > 0.f ? v1 : 0.f;
+  }
+  O* out = D + r * ldd + c;
+  const bool both = !BOUNDS || c + 1 < N;
+  if constexpr (sizeof(O) == 2) {
+    if (both && paired) {
+      *reinterpret_cast<u32*>(out) = bf16_bits(v0) | (bf16_bits(v1) << 16);
+      return;
+    }
+    if (!BOUNDS || c < N) out[0] = (O)bf16_bits(v0);
+    if (both) out[1] = (O)bf16_bits(v1);
+  } else {
+    if (both && paired) {
+      *reinterpret_cast<uint2*>(out) = make_uint2(__float_as_uint(v0), __float_as_uint(v1));
+      return;
+    }
+    if (!BOUNDS || c < N) out[0] = __float_as_uint(v0);
+    if (both) out[1] = __float_as_uint(v1);
+  }
+}
+
+// Whether D's rows keep 2-element stores aligned.
+template <typename O>
+__device__ __forceinline__ bool pairs_aligned(const O* D, i64 ldd) {
+  return ldd % 2 == 0 && (u64)D % (2 * sizeof(O)) == 0;
+}
+
+// -- wgmma (sm_90a) -------------------------------------------------------------------------------
+
+constexpr int WG_BK = 64;  // K per stage: one 128-byte swizzle row of bfloat16
+
+// Shared-memory matrix descriptor with the 128-byte swizzle (PTX ISA, "Matrix Descriptor Format"):
+// start address, leading and stride byte offsets (16-byte units), swizzle mode 1 in bits 62-63.
+// Buffers start 1024-byte aligned, so the base offset field stays 0.
+__device__ __forceinline__ u64 wgmma_descriptor(const void* p, u32 leading_bytes, u32 stride_bytes) {
+  return (u64)((shared_address(p) & 0x3FFFF) >> 4) | ((u64)(leading_bytes >> 4) << 16) |
+         ((u64)(stride_bytes >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+
+// Keeps the compiler from moving accesses of the accumulators across wgmma fences and waits.
+template <int COUNT>
+__device__ __forceinline__ void pin_registers(float* d) {
+#pragma unroll
+  for (int i = 0; i < COUNT; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// D (64 x N, float32, the wgmma accumulator fragment) += A (64 x 16, K-major) * B (16 x N, N-major).
+template <int N>
+struct Wgmma;
+
+template <>
+struct Wgmma<64> {
+  __device__ __forceinline__ static void run(float* d, u64 a, u64 b) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<128> {
+  __device__ __forceinline__ static void run(float* d, u64 a, u64 b) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p, 1, 1, 0, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
+
+template <>
+struct Wgmma<256> {
+  __device__ __forceinline__ static void run(float* d, u64 a, u64 b) {
+    asm volatile(
+        "{\n.reg .pred p;\n"
+        "setp.ne.b32 p, %130, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15,"
+        "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31,"
+        "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47,"
+        "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63,"
+        "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79,"
+        "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95,"
+        "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111,"
+        "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+        "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+          "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+          "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+          "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+          "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+          "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+          "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+          "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+          "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+          "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+          "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+          "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+          "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+          "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+          "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+          "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+        : "l"(a), "l"(b), "r"(1));
+  }
+};
 
 }  // namespace
 
@@ -148,20 +298,120 @@ __global__ void __launch_bounds__(WM * WN * 32)
   }
   cp_async_wait<0>();
 
+  const bool paired = pairs_aligned(D, ldd);
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
     for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const i64 r = m0 + wm * WTM + i * 16 + g + (e / 2) * 8;
-        const i64 c = n0 + wn * WTN + j * 8 + 2 * t + (e % 2);
-        if (BOUNDS && (r >= M || c >= N)) continue;
-        float v = alpha * acc[i][j][e];
-        if (RELU) v = v > 0.f ? v : 0.f;
-        if constexpr (sizeof(O) == 2)
-          D[r * ldd + c] = (O)bf16_bits(v);
-        else
-          D[r * ldd + c] = __float_as_uint(v);
+      for (int h = 0; h < 2; ++h)
+        store_pair<O, BOUNDS, RELU>(D, M, N, ldd, m0 + wm * WTM + i * 16 + g + 8 * h, n0 + wn * WTN + j * 8 + 2 * t,
+                                    acc[i][j][2 * h], acc[i][j][2 * h + 1], alpha, paired);
+}
+
+template <typename O, int BM, int BN, int CONSUMERS, int STAGES, bool BOUNDS, bool RELU>
+__global__ void __launch_bounds__(128 * (CONSUMERS + 1))
+    gemm_wgmma(const __grid_constant__ tb::TensorMap a_map, const __grid_constant__ tb::TensorMap b_map,
+               O* __restrict__ D, long long M, long long N, long long K, long long ldd, float alpha) {
+  constexpr int MT = BM / 64 / CONSUMERS;             // m64 tiles per consumer warpgroup
+  constexpr int A_BYTES = BM * WG_BK * 2;             // one BM x 64 box
+  constexpr int B_BOX = WG_BK * 64 * 2;               // one 64 x 64 box of B (8 KiB)
+  constexpr int STAGE = A_BYTES + (BN / 64) * B_BOX;  // multiple of 1024
+  static_assert(BM % (64 * CONSUMERS) == 0 && BN % 64 == 0 && BN <= 256, "whole wgmma tiles");
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
+  unsigned char* smem = smem_raw + ((1024 - (shared_address(smem_raw) & 1023)) & 1023);  // swizzle period
+
+  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], CONSUMERS);
+    }
+  }
+  __syncthreads();
+  const int tiles = (int)((K + WG_BK - 1) / WG_BK);
+  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+
+  if (warpgroup == 0) {  // producer
+    if constexpr (CONSUMERS > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
+    if (tid == 0) {
+      for (int kt = 0; kt < tiles; ++kt) {
+        const int s = kt % STAGES;
+        if (kt >= STAGES) mbarrier_wait(&empty[s], (kt / STAGES - 1) & 1);
+        unsigned char* stage = smem + s * STAGE;
+        mbarrier_expect_tx(&full[s], STAGE);
+        tma_load_2d(stage, &a_map, kt * WG_BK, m0, &full[s]);
+#pragma unroll
+        for (int j = 0; j < BN / 64; ++j)
+          tma_load_2d(stage + A_BYTES + j * B_BOX, &b_map, n0 + 64 * j, kt * WG_BK, &full[s]);
       }
+    }
+    return;
+  }
+
+  if constexpr (CONSUMERS > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
+  const int consumer = warpgroup - 1;
+  float acc[MT][BN / 2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int e = 0; e < BN / 2; ++e) acc[i][e] = 0.f;
+
+  for (int kt = 0; kt < tiles; ++kt) {
+    const int s = kt % STAGES;
+    mbarrier_wait(&full[s], (kt / STAGES) & 1);
+    const unsigned char* stage = smem + s * STAGE;
+#pragma unroll
+    for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < WG_BK / 16; ++kk) {
+      // B: 16 rows of every 64-column box (boxes B_BOX apart, 8-row groups 1024 bytes apart).
+      const u64 b = wgmma_descriptor(stage + A_BYTES + kk * 16 * 128, B_BOX, 1024);
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        // A: 64 rows of 128 bytes (8-row groups 1024 bytes apart), 16 elements in from column kk * 16.
+        const u64 a = wgmma_descriptor(stage + (consumer * MT + i) * 64 * 128 + kk * 32, 16, 1024);
+        Wgmma<BN>::run(acc[i], a, b);
+      }
+    }
+    wgmma_commit();
+    wgmma_wait_all();
+#pragma unroll
+    for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
+    if (tid == 0) mbarrier_arrive(&empty[s]);
+  }
+
+  const int warp = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+  const bool paired = pairs_aligned(D, ldd);
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        store_pair<O, BOUNDS, RELU>(D, M, N, ldd, (i64)m0 + (consumer * MT + i) * 64 + warp * 16 + g + 8 * h,
+                                    (i64)n0 + j * 8 + 2 * t, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1], alpha,
+                                    paired);
+}
+
+// Copies the rows x cols matrix `src` (leading dimension ld_src) into `dst` with rows of ld_dst
+// elements (a multiple of 8, >= cols), 16 bytes per thread; dst's columns cols .. ld_dst - 1 get zeros.
+__global__ void pad_rows(const unsigned short* __restrict__ src, unsigned short* __restrict__ dst, long long rows,
+                         long long cols, long long ld_src, long long ld_dst) {
+  const long long chunks = ld_dst / 8;
+  for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
+    const unsigned short* in = src + r * ld_src;
+    for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < chunks;
+         c += (long long)gridDim.x * blockDim.x) {
+      u32 w[4];
+#pragma unroll
+      for (int e = 0; e < 8; e += 2) {
+        const u32 lo = c * 8 + e < cols ? in[c * 8 + e] : 0u, hi = c * 8 + e + 1 < cols ? in[c * 8 + e + 1] : 0u;
+        w[e / 2] = lo | (hi << 16);
+      }
+      *reinterpret_cast<uint4*>(dst + r * ld_dst + c * 8) = make_uint4(w[0], w[1], w[2], w[3]);
+    }
+  }
 }

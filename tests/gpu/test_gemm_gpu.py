@@ -1,8 +1,9 @@
 """gemm on the GPU, verified by the worker against the float64 reference within the family's
 tolerance (NaN never passes; D's padding columns must still hold poison): shapes (1, 1, 1),
 (65, 97, 73) and (4099, 4097, 4095), odd leading dimensions, bfloat16 and float32 output, alpha and
-ReLU, a spread of tile shapes and pipeline depths, full tiles with bounds='false'; sabotaged variants
-(a NaN written, the last K step dropped) are rejected; the torch baseline agrees."""
+ReLU, every path (mma; TMA + wgmma where rows are aligned, on padded copies where not) with a spread
+of tile shapes and pipeline depths, full tiles with bounds='false'; sabotaged variants (a NaN
+written, the last K step dropped) are rejected on both kernels; the torch baseline agrees."""
 
 from __future__ import annotations
 
@@ -22,15 +23,20 @@ SHAPES = [
     {"M": 65, "N": 97, "K": 73, "lda": 76, "ldb": 102, "ldd": 98},  # odd leading dimensions
     {"M": 4099, "N": 4097, "K": 4095},
     {"M": 300, "N": 130, "K": 257, "lda": 261, "ldd": 131, "alpha": -0.75, "relu": True},
+    {"M": 200, "N": 136, "K": 100, "lda": 104, "ldb": 136, "ldd": 137},  # aligned rows: path wgmma
 ]
 
 
 def configs_for(problem):
-    """The default and a seeded spread of valid variants: each BK and stage count once."""
-    space = GEMM.space.restrict({"BM": [32, 64, 128], "BN": [32, 64, 128]})
+    """The default and a seeded spread of valid variants: on path mma each BK and stage count once;
+    on the wgmma paths each (BM, BN, consumers) once."""
+    space = GEMM.space.restrict({"BM": [32, 64, 128, 256], "BN": [32, 64, 128, 256]})
     configs = [c for c in space if not GEMM.violations(problem, c)]
     random.Random(str(problem)).shuffle(configs)
-    return [GEMM.default_config(problem), *{(c["BK"], c["stages"]): c for c in configs}.values()]
+    mma = {(c["BK"], c["stages"]): c for c in configs if c["path"] == "mma" and c["BM"] <= 128 and c["BN"] <= 128}
+    tma = list({(c["BM"], c["BN"], c["consumers"]): c for c in configs if c["path"] != "mma"}.values())
+    assert tma, "every shape has a wgmma path"
+    return [GEMM.default_config(problem), *mma.values(), *tma[:4]]
 
 
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
@@ -54,17 +60,26 @@ def test_full_tiles_without_bounds(runner, builder):
 def test_sabotaged_variants_are_rejected(runner, builder):
     problem = GEMM.parse_problem({"M": 65, "N": 97, "K": 73})
     config = GEMM.default_config(problem)
-    assert_sabotage_caught(runner, builder, GEMM, problem, config, "float v = alpha * acc[i][j][e];",
-                           "float v = (r == 0 && c == 0) ? __int_as_float(0x7fc00000) : alpha * acc[i][j][e];",
-                           expect="1 of")
+    padded = GEMM.config({**config.as_dict(), "path": "padded", "BM": 128, "BN": 128, "BK": 64, "warps_m": 1,
+                          "warps_n": 1, "consumers": 1})
+    for variant in (config, padded):
+        assert_sabotage_caught(runner, builder, GEMM, problem, variant, "v0 *= alpha;",
+                               "v0 = (r == 0 && c == 0) ? __int_as_float(0x7fc00000) : v0 * alpha;", expect="1 of")
     assert_sabotage_caught(runner, builder, GEMM, problem, config, "for (i64 kt = 0; kt < tiles; ++kt)",
                            "for (i64 kt = 0; kt < tiles - 1; ++kt)", expect="elements wrong")
+    assert_sabotage_caught(runner, builder, GEMM, problem, padded, "const int tiles = (int)((K + WG_BK - 1) / WG_BK);",
+                           "const int tiles = (int)((K + WG_BK - 1) / WG_BK) - 1;", expect="elements wrong")
 
 
+@pytest.mark.parametrize("path", ["mma", "wgmma"])
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
-def test_times_and_torch_baseline_agrees(runner, builder, out_dtype):
+def test_times_and_torch_baseline_agrees(runner, builder, out_dtype, path):
     pytest.importorskip("torch")
     problem = GEMM.parse_problem({"M": 1024, "N": 1024, "K": 1024, "out_dtype": out_dtype})
-    outcomes = retime_with_baseline(runner, builder, GEMM, problem, GEMM.default_config(problem))
+    config = GEMM.default_config(problem)
+    if path == "wgmma":
+        config = GEMM.config({**config.as_dict(), "path": "wgmma", "BM": 128, "BN": 256, "BK": 64, "warps_m": 1,
+                              "warps_n": 1, "consumers": 2, "stages": 4})
+    outcomes = retime_with_baseline(runner, builder, GEMM, problem, config)
     assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
     assert outcomes[1].status is Status.OK and outcomes[1].baseline.startswith("torch: "), outcomes[1].message

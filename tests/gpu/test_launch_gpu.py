@@ -85,3 +85,36 @@ def test_scatter_and_ragged_and_gemm_launch(launcher, torch):
     assert torch.equal(dst, expected)
     assert torch.equal(packed, torch.cat([x[0, :3], x[2, :17]]))
     torch.testing.assert_close(d, a.float() @ b.float(), rtol=1e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("path", ["padded", "wgmma"])
+def test_gemm_launch_through_tensor_maps(tmp_path, torch, path):
+    """A stored wgmma winner runs on caller tensors: tensor maps encoded on the caller's addresses,
+    the padded path's workspace allocated by the launcher, D's padding column left alone."""
+    from tunebox.families import get
+    from tunebox.records import EvalRecord, Status, Timing, WinnerKey
+    from tunebox.runtime.launch import device_array
+    from tunebox.store.winners import WinnersDB
+
+    gemm = get("gemm")
+    m, n, k = (1001, 515, 777) if path == "padded" else (1000, 512, 776)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    d = torch.full((m, n + 1), 7.0, device="cuda", dtype=torch.bfloat16)
+    problem = gemm.problem_from_arrays({"A": device_array(a), "B": device_array(b), "D": device_array(d)}, K=k, N=n)
+    config = {"BM": 128, "BN": 128, "BK": 64, "warps_m": 1, "warps_n": 1, "stages": 3, "bounds": "true",
+              "path": path, "consumers": 1}
+    gemm.check(problem, gemm.config(config))
+    launcher = Launcher(tmp_path / "winners.sqlite", cache_dir=tmp_path / "cubins")
+    launcher._ensure_device()
+    record = EvalRecord("gemm", problem.to_dict(), config, Status.OK, timing=Timing((1.0, 1.0, 1.0)),
+                        device=launcher.info)
+    with WinnersDB(tmp_path / "winners.sqlite") as db:
+        assert db.put(WinnerKey.of(record, gemm.source_hash(), problem.key(), problem.dtype), record)
+    answer = launcher("gemm", {"A": a, "B": b, "D": d}, K=k, N=n)
+    torch.cuda.synchronize()
+    assert answer.source == "exact" and answer.config["path"] == path
+    want = (a.double() @ b.double())
+    got = d[:, :n].double()
+    assert ((got - want).abs() <= 1e-2 * want.abs() + 0.1).all()
+    assert (d[:, n] == 7.0).all()

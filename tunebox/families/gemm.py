@@ -1,26 +1,37 @@
 """Family ``gemm``: bounded bfloat16 GEMM on tensor cores (Tylo's boundary-tile GEMM; issue 5).
 
-``D[:M, :N] = epilogue(alpha * A[:M, :K] @ B[:K, :N])`` with A and B bfloat16, float32 accumulation
-(mma.sync m16n8k16), D bfloat16 or float32 and epilogue the identity or ReLU. A, B and D are row-major
-with leading dimensions ``lda >= K``, ``ldb >= N``, ``ldd >= N`` (any value: rows need not be
-16-byte aligned); D's elements between N and ``ldd`` are never written (the reference keeps them
-poison), A's past K and B's past N are never read (the seeded inputs fill them with data, so a read
-would show).
+``D[:M, :N] = epilogue(alpha * A[:M, :K] @ B[:K, :N])`` with A and B bfloat16, float32 accumulation,
+D bfloat16 or float32 and epilogue the identity or ReLU. A, B and D are row-major with leading
+dimensions ``lda >= K``, ``ldb >= N``, ``ldd >= N`` (any value: rows need not be 16-byte aligned);
+D's elements between N and ``ldd`` are never written (the reference keeps them poison), A's past K
+and B's past N are never read (the seeded inputs fill them with data, so a read would show).
+
+Three paths (``path``), all in ``kernels/gemm/gemm.cu``:
+
+- ``mma``: mma.sync m16n8k16 fed by a cp.async pipeline of 1-4 stages, 16-byte chunks where a
+  chunk is inside and aligned and zero-filled element copies otherwise (the seed's mixed path);
+  ``bounds = "false"`` promises full tiles and aligned rows. Runs on any sm_80+ GPU.
+- ``wgmma``: Hopper (sm_90a): TMA loads with the 128-byte swizzle into a 1-4 stage mbarrier ring,
+  a producer warpgroup and 1-2 consumer warpgroups issuing wgmma m64nBNk16. The tensor maps zero-fill
+  past M, N and K, so any shape works; rows must be 16-byte aligned (``lda``, ``ldb`` multiples of 8).
+- ``padded``: for unaligned rows, ``pad_rows`` first copies A and/or B into workspace with rows of
+  ``ceil(cols / 8) * 8`` elements, then the wgmma kernel runs on the copies; the copies are timed
+  with the product (the seed's compact-versus-padded comparison).
 
 Verification is within a tolerance (``Family.tolerance``): the float64 reference, rounded to D's type,
 may differ by ``atol + rtol * |want|`` with ``rtol = 1e-2`` and ``atol = 1e-2 * sqrt(K / 64) *
 mean|A| * mean|B|`` (the semantics' bf16 tolerance for unit-scale inputs, scaled to these inputs);
-NaN never passes. The path implemented is ``bounds = "true"`` (cp.async 16-byte chunks where a chunk
-is inside and aligned, zero-filled element copies otherwise) and its ``"false"`` promise (full
-tiles, aligned rows). TMA + wgmma and the padded path are still to come.
+NaN never passes.
 
 Problem keys: ``M``, ``N``, ``K`` (positive), ``lda`` (K), ``ldb`` (N), ``ldd`` (N), ``out_dtype``
 ("bfloat16" or "float32", default "bfloat16"), ``alpha`` (1.0), ``relu`` (false). Buffers: inputs
-``A`` (M, lda) and ``B`` (K, ldb) bfloat16; output ``D`` (M, ldd).
+``A`` (M, lda) and ``B`` (K, ldb) bfloat16; output ``D`` (M, ldd); workspace ``A_padded`` /
+``B_padded`` when ``lda`` / ``ldb`` is not a multiple of 8.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -32,16 +43,20 @@ from ..dtypes import element_type, random_bits
 from ..errors import InvalidProblem
 from ..limits import MAX_SHARED_BYTES
 from ..params import Config, Param, Space
+from ..tma import TensorMapRequest
+from ..tma import violations as tensor_map_violations
 from .base import (
     Arg,
     Baseline,
     BufferArg,
     BufferSpec,
     Family,
+    KernelLaunch,
     KernelSource,
     LaunchGeometry,
     Problem,
     ScalarArg,
+    TensorMapArg,
     Tolerance,
     Work,
     instantiate,
@@ -55,6 +70,10 @@ OUT_DTYPES = ("bfloat16", "float32")
 PAD = 8  # elements of padding per shared-memory row (kernels/gemm/gemm.cu)
 MAX_ACCUMULATORS = 128  # float32 accumulators per thread (Tylo's register limit)
 MAX_GRID_Y = 65_535
+WG_BK = 64  # K step of the wgmma paths: one 128-byte swizzle row of bfloat16
+WGMMA_PATHS = ("wgmma", "padded")
+MAX_TMA_COORDINATE = 2**31 - 1
+PAD_THREADS = 128  # threads per block of pad_rows
 
 
 @dataclass(frozen=True)
@@ -87,12 +106,14 @@ class Gemm(Family):
         Param("warps_m", (1, 2, 4), "warps along M"),
         Param("warps_n", (1, 2, 4), "warps along N"),
         Param("stages", (1, 2, 3, 4), "shared-memory buffers in the cp.async pipeline"),
-        Param("bounds", ("true", "false"), "'false' promises full tiles and 16-byte aligned rows"),
+        Param("bounds", ("true", "false"), "'false' promises full tiles (and, for mma, 16-byte aligned rows)"),
+        Param("path", ("mma", "wgmma", "padded"), "mma.sync + cp.async; TMA + wgmma; wgmma on padded copies"),
+        Param("consumers", (1, 2), "consumer warpgroups of the wgmma paths"),
     ))
 
     @property
     def source_files(self):  # type: ignore[override]
-        return library_files("gemm/gemm.cu")
+        return library_files("gemm/gemm.cu", "include/tunebox/tma.cuh")
 
     # -- problems ---------------------------------------------------------------------------------
     def parse_problem(self, data: Mapping[str, Any]) -> GemmProblem:
@@ -131,8 +152,10 @@ class Gemm(Family):
 
     def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]:
         p = self._as_problem(problem)
+        padded = tuple(BufferSpec(f"{name}_padded", (rows, _round8(cols)), "bfloat16", "workspace")
+                       for name, rows, cols, ld in (("A", p.M, p.K, p.lda), ("B", p.K, p.N, p.ldb)) if ld % 8)
         return (BufferSpec("A", (p.M, p.lda), "bfloat16", "input"), BufferSpec("B", (p.K, p.ldb), "bfloat16", "input"),
-                BufferSpec("D", (p.M, p.ldd), p.out_dtype, "output"))
+                BufferSpec("D", (p.M, p.ldd), p.out_dtype, "output"), *padded)
 
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
         p = self._as_problem(problem)
@@ -165,56 +188,137 @@ class Gemm(Family):
     # -- variants ---------------------------------------------------------------------------------
     @staticmethod
     def shared_bytes(config: Config) -> int:
+        """Dynamic shared memory per block: the stages' buffers (padded rows for mma; for wgmma
+        swizzled boxes plus 1024 bytes to align them to the swizzle period)."""
         bm, bn, bk, stages = (int(config[k]) for k in ("BM", "BN", "BK", "stages"))
+        if config["path"] in WGMMA_PATHS:
+            return stages * (bm + bn) * WG_BK * 2 + 1024
         return stages * (bm * (bk + PAD) + bk * (bn + PAD)) * 2
 
     def default_config(self, problem: Problem) -> Config:
         p = self._as_problem(problem)
         tile = 128 if min(p.M, p.N) >= 128 else 64 if min(p.M, p.N) >= 64 else 32
         return self.space.validate({"BM": tile, "BN": tile, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 2,
-                                    "bounds": "true"})
+                                    "bounds": "true", "path": "mma", "consumers": 1})
 
     def violations(self, problem: Problem, config: Config) -> list[str]:
         p = self._as_problem(problem)
+        bm, bn = int(config["BM"]), int(config["BN"])
+        broken = self._wgmma_violations(p, config) if config["path"] in WGMMA_PATHS else self._mma_violations(p, config)
+        smem = self.shared_bytes(config)
+        if smem > MAX_SHARED_BYTES:
+            broken.append(f"{smem} bytes of shared memory exceed {MAX_SHARED_BYTES}")
+        if config["bounds"] == "false" and (p.M % bm or p.N % bn):
+            broken.append(f"bounds='false' needs full tiles of D: M % BM = N % BN = 0 ({p.M} % {bm}, {p.N} % {bn})")
+        if math.ceil(p.M / bm) > MAX_GRID_Y or math.ceil(p.N / bn) > MAX_COUNT:
+            broken.append(f"the grid of {math.ceil(p.N / bn)} x {math.ceil(p.M / bm)} blocks exceeds the limits")
+        return broken
+
+    @staticmethod
+    def _mma_violations(p: GemmProblem, config: Config) -> list[str]:
         bm, bn, bk = int(config["BM"]), int(config["BN"]), int(config["BK"])
         wm, wn = int(config["warps_m"]), int(config["warps_n"])
         broken = []
+        if config["consumers"] != 1:
+            broken.append("consumers counts warpgroups of the wgmma paths; path 'mma' takes consumers=1 (and "
+                          "warps_m x warps_n warps)")
         if bm % (16 * wm) or bn % (8 * wn):
             broken.append(f"warp tiles of whole 16 x 8 MMA tiles need BM % (16 x warps_m) = BN % (8 x warps_n) = 0 "
                           f"(BM={bm}, BN={bn}, warps {wm} x {wn})")
         elif (bm // wm // 16) * (bn // wn // 8) * 4 > MAX_ACCUMULATORS:
             broken.append(f"a {bm // wm} x {bn // wn} warp tile holds {(bm // wm) * (bn // wn) // 32} float32 "
                           f"accumulators per thread (at most {MAX_ACCUMULATORS})")
-        smem = self.shared_bytes(config)
-        if smem > MAX_SHARED_BYTES:
-            broken.append(f"{smem} bytes of shared memory exceed {MAX_SHARED_BYTES}")
         if config["bounds"] == "false":
-            if p.M % bm or p.N % bn or p.K % bk:
-                broken.append(f"bounds='false' needs full tiles: M % BM = N % BN = K % BK = 0 "
-                              f"({p.M} % {bm}, {p.N} % {bn}, {p.K} % {bk})")
+            if p.K % bk:
+                broken.append(f"bounds='false' needs full K steps on path 'mma': K % BK = 0 ({p.K} % {bk})")
             if p.lda % 8 or p.ldb % 8:
                 broken.append(f"bounds='false' needs 16-byte rows of A and B (lda, ldb multiples of 8; "
                               f"{p.lda}, {p.ldb})")
-        if math.ceil(p.M / bm) > MAX_GRID_Y or math.ceil(p.N / bn) > MAX_COUNT:
-            broken.append(f"the grid of {math.ceil(p.N / bn)} x {math.ceil(p.M / bm)} blocks exceeds the limits")
+        return broken
+
+    def _wgmma_violations(self, p: GemmProblem, config: Config) -> list[str]:
+        bm, bn, consumers = int(config["BM"]), int(config["BN"]), int(config["consumers"])
+        broken = []
+        if config["BK"] != WG_BK or config["warps_m"] != 1 or config["warps_n"] != 1:
+            broken.append(f"path {config['path']!r} steps K by {WG_BK} (one 128-byte swizzle row) with whole "
+                          f"warpgroups: set BK={WG_BK}, warps_m=1, warps_n=1")
+        if bm % (64 * consumers) or bm // (64 * consumers) > 2:
+            broken.append(f"each of the {consumers} consumer warpgroup(s) multiplies 1 or 2 tiles of 64 rows: "
+                          f"BM must be {64 * consumers} or {128 * consumers} (BM={bm})")
+        elif bn % 64:
+            broken.append(f"B moves in boxes of 64 columns: BN must be 64, 128 or 256 (BN={bn})")
+        elif bm // (64 * consumers) * bn // 2 > MAX_ACCUMULATORS:
+            broken.append(f"{bm // (64 * consumers) * bn // 2} float32 accumulators per thread (at most "
+                          f"{MAX_ACCUMULATORS}): lower BN or add a consumer")
+        aligned = p.lda % 8 == 0 and p.ldb % 8 == 0
+        if config["path"] == "wgmma" and not aligned:
+            broken.append(f"TMA needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb}): use "
+                          "path 'padded'")
+        if config["path"] == "padded" and aligned:
+            broken.append("the rows of A and B are already 16-byte aligned: path 'wgmma' does the same without "
+                          "the copies")
+        if max(p.M, p.N, p.K) > MAX_TMA_COORDINATE:
+            broken.append(f"TMA coordinates are 32-bit: M, N and K must stay below 2^31 ({p.M}, {p.N}, {p.K})")
+        elif not broken:
+            for arg in self._tensor_maps(p, config):
+                broken += [f"tensor map of {arg.buffer}: {b}" for b in
+                           tensor_map_violations(dataclasses.replace(arg.request, address=256))]
         return broken
 
     def render(self, problem: Problem, config: Config) -> KernelSource:
         p = self._as_problem(problem)
-        targs = (element_type(p.out_dtype).ctype, config["BM"], config["BN"], config["BK"], config["warps_m"],
-                 config["warps_n"], config["stages"], config["bounds"], str(p.relu).lower())
-        return instantiate("gemm/gemm.cu", "gemm", targs)
+        out, relu = element_type(p.out_dtype).ctype, str(p.relu).lower()
+        if config["path"] == "mma":
+            targs = (out, *(config[k] for k in ("BM", "BN", "BK", "warps_m", "warps_n", "stages", "bounds")), relu)
+            return instantiate("gemm/gemm.cu", "gemm", targs)
+        source = instantiate("gemm/gemm.cu", "gemm_wgmma", (out, config["BM"], config["BN"], config["consumers"],
+                                                            config["stages"], config["bounds"], relu))
+        return dataclasses.replace(source, helpers=("pad_rows",) if config["path"] == "padded" else (),
+                                   arch_suffix="a")
 
     def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
         p = self._as_problem(problem)
-        threads = 32 * int(config["warps_m"]) * int(config["warps_n"])
+        if config["path"] in WGMMA_PATHS:
+            threads = 128 * (int(config["consumers"]) + 1)
+        else:
+            threads = 32 * int(config["warps_m"]) * int(config["warps_n"])
         return LaunchGeometry((math.ceil(p.N / int(config["BN"])), math.ceil(p.M / int(config["BM"])), 1),
                               (threads, 1, 1), self.shared_bytes(config))
 
     def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]:
         p = self._as_problem(problem)
+        alpha = ScalarArg("f32", p.alpha)
+        if config["path"] in WGMMA_PATHS:
+            return (*self._tensor_maps(p, config), BufferArg("D"),
+                    *(ScalarArg("i64", v) for v in (p.M, p.N, p.K, p.ldd)), alpha)
         return (BufferArg("A"), BufferArg("B"), BufferArg("D"),
-                *(ScalarArg("i64", v) for v in (p.M, p.N, p.K, p.lda, p.ldb, p.ldd)), ScalarArg("f32", p.alpha))
+                *(ScalarArg("i64", v) for v in (p.M, p.N, p.K, p.lda, p.ldb, p.ldd)), alpha)
+
+    def prologue(self, problem: Problem, config: Config) -> tuple[KernelLaunch, ...]:
+        """Path 'padded': one ``pad_rows`` per operand with unaligned rows, into its workspace."""
+        p = self._as_problem(problem)
+        if config["path"] != "padded":
+            return ()
+        launches = []
+        for name, rows, cols, ld in (("A", p.M, p.K, p.lda), ("B", p.K, p.N, p.ldb)):
+            if ld % 8:
+                grid = (math.ceil(_round8(cols) // 8 / PAD_THREADS), min(rows, MAX_GRID_Y), 1)
+                launches.append(KernelLaunch("pad_rows", LaunchGeometry(grid, (PAD_THREADS, 1, 1), 0), (
+                    BufferArg(name), BufferArg(f"{name}_padded"),
+                    *(ScalarArg("i64", v) for v in (rows, cols, ld, _round8(cols))))))
+        return tuple(launches)
+
+    @staticmethod
+    def _tensor_maps(p: GemmProblem, config: Config) -> tuple[TensorMapArg, TensorMapArg]:
+        """TMA maps of A (boxes of BM rows x 64) and B (64 x 64), on the padded copies where used."""
+        maps = []
+        for name, rows, cols, ld, box in (("A", p.M, p.K, p.lda, (int(config["BM"]), WG_BK)),
+                                          ("B", p.K, p.N, p.ldb, (WG_BK, 64))):
+            if config["path"] == "padded" and ld % 8:
+                name, ld = f"{name}_padded", _round8(cols)
+            maps.append(TensorMapArg(name, TensorMapRequest("bfloat16", (rows, cols), (ld * 2, 2), box, 0, "128B",
+                                                            l2_promotion="128B")))
+        return maps[0], maps[1]
 
     def distance(self, a: Problem, b: Problem) -> float | None:
         pa, pb = self._as_problem(a), self._as_problem(b)
@@ -245,3 +349,8 @@ class Gemm(Family):
 
     def _as_problem(self, problem: Problem) -> GemmProblem:
         return problem_as(self.name, problem, GemmProblem)
+
+
+def _round8(n: int) -> int:
+    """Elements in a row of ``n`` bfloat16 rounded up to 16 bytes."""
+    return -(-n // 8) * 8

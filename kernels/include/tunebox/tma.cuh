@@ -38,6 +38,11 @@ __device__ __forceinline__ void mbarrier_expect_tx(u64* bar, u32 bytes) {
                : "memory");
 }
 
+// Arrive on the barrier (no transaction bytes).
+__device__ __forceinline__ void mbarrier_arrive(u64* bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(shared_address(bar)) : "memory");
+}
+
 __device__ __forceinline__ bool mbarrier_try_wait(u64* bar, u32 parity) {
   u32 done;
   asm volatile(

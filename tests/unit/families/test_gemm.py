@@ -5,9 +5,12 @@ sm_90) of every path: bounds true and false x bfloat16 and float32 output x ReLU
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from functools import partial
 from pathlib import Path
 
+import family_checks
 import numpy as np
 import pytest
 
@@ -18,6 +21,7 @@ from tunebox.families import get
 from tunebox.families.gemm import Gemm, GemmProblem
 from tunebox.records import Status
 from tunebox.sweep_spec import load_sweep
+from tunebox.tma import violations as tensor_map_violations
 
 G = Gemm()
 BF16 = element_type("bfloat16")
@@ -75,9 +79,17 @@ def test_bad_problems_say_what_to_do(data, message) -> None:
         problem(**data)
 
 
+assert_rule = partial(family_checks.assert_rule, G)
+
+
 def config(**values):
     return G.config({"BM": 64, "BN": 64, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 2, "bounds": "true",
-                     **values})
+                     "path": "mma", "consumers": 1, **values})
+
+
+def wgmma(path="wgmma", **values):
+    return config(**{"BM": 128, "BN": 256, "BK": 64, "warps_m": 1, "warps_n": 1, "stages": 4, "consumers": 2,
+                     "path": path, **values})
 
 
 def test_rules_each_pass_and_fail() -> None:
@@ -89,11 +101,30 @@ def test_rules_each_pass_and_fail() -> None:
     assert "accumulators" in G.violations(ragged, config(BM=256, BN=256))[0]
     assert G.violations(ragged, config(BM=128, BN=128)) == []
     assert "shared memory" in G.violations(ragged, config(BM=256, BN=256, BK=64, stages=4, warps_m=4, warps_n=4))[0]
-    assert "full tiles" in G.violations(ragged, config(bounds="false"))[0]
+    assert any("full tiles" in b for b in G.violations(ragged, config(bounds="false")))
     assert G.violations(aligned, config(bounds="false")) == []
     odd_rows = G.parse_problem({"M": 4096, "N": 4096, "K": 4096, "lda": 4100})
     assert "16-byte rows" in G.violations(odd_rows, config(bounds="false"))[0]
     assert "grid" in G.violations(G.parse_problem({"M": 2**22, "N": 1, "K": 1}), config(BM=32))[0]
+    assert_rule(ragged, config(), config(consumers=2), "path 'mma' takes consumers=1")
+
+
+def test_wgmma_rules_each_pass_and_fail() -> None:
+    aligned = G.parse_problem({"M": 4099, "N": 4097, "K": 4095, "lda": 4096, "ldb": 4104})
+    ragged = G.parse_problem({"M": 4099, "N": 4097, "K": 4095})
+    assert_rule(aligned, wgmma(), wgmma(BK=32), "set BK=64, warps_m=1, warps_n=1")
+    assert_rule(aligned, wgmma(), wgmma(warps_m=2), "set BK=64, warps_m=1, warps_n=1")
+    assert_rule(aligned, wgmma(BM=256, BN=128), wgmma(BM=64), "BM must be 128 or 256")
+    assert_rule(aligned, wgmma(BM=128, BN=128, consumers=1), wgmma(BM=256, BN=128, consumers=1),
+                "BM must be 64 or 128")
+    assert_rule(aligned, wgmma(BN=64), wgmma(BN=32), "BN must be 64, 128 or 256")
+    assert_rule(aligned, wgmma(BM=256, BN=128), wgmma(BM=256, BN=256), "accumulators per thread")
+    assert_rule(aligned, wgmma(), wgmma(bounds="false"), "full tiles of D")
+    assert G.violations(G.parse_problem({"M": 4096, "N": 4096, "K": 4095, "lda": 4096}), wgmma(bounds="false")) == []
+    assert_rule(ragged, wgmma("padded"), wgmma(), "use path 'padded'")
+    assert_rule(aligned, wgmma(), wgmma("padded"), "already 16-byte aligned")
+    huge = G.parse_problem({"M": 2**31, "N": 8, "K": 8})
+    assert any("32-bit" in b for b in G.violations(huge, wgmma(BM=128, BN=64, stages=2)))
 
 
 def test_geometry() -> None:
@@ -101,6 +132,41 @@ def test_geometry() -> None:
     geo = G.geometry(p, config(BM=128, BN=64, warps_m=4))
     assert geo.grid == (65, 33, 1) and geo.block == (256, 1, 1)
     assert geo.shared_bytes == 2 * (128 * 40 + 32 * 72) * 2
+
+
+def test_wgmma_geometry_and_tensor_maps() -> None:
+    p = G.parse_problem({"M": 4096, "N": 4096, "K": 4096})
+    c = wgmma()
+    geo = G.geometry(p, c)
+    assert geo.grid == (16, 32, 1) and geo.block == (384, 1, 1) and geo.shared_bytes == 4 * 384 * 128 + 1024
+    a_map, b_map, d, *scalars = G.args(p, c)
+    assert (a_map.buffer, a_map.request.shape, a_map.request.strides, a_map.request.box) == \
+        ("A", (4096, 4096), (8192, 2), (128, 64))
+    assert (b_map.buffer, b_map.request.box, b_map.request.swizzle) == ("B", (64, 64), "128B")
+    assert d.name == "D" and [s.value for s in scalars] == [4096, 4096, 4096, 4096, 1.0]
+    assert G.prologue(p, c) == () and all(b.role != "workspace" for b in G.buffers(p))
+    for m in (a_map, b_map):
+        assert tensor_map_violations(dataclasses.replace(m.request, address=1 << 20)) == []
+
+
+def test_padded_path_copies_only_the_unaligned_operand() -> None:
+    """lda 4095 is unaligned, ldb 4104 is not: one pad_rows for A into A_padded (rows of 4096), and
+    the tensor map of A reads the copy while B's reads B."""
+    p = G.parse_problem({"M": 4099, "N": 4097, "K": 4095, "ldb": 4104})
+    c = wgmma("padded")
+    workspace = [b for b in G.buffers(p) if b.role == "workspace"]
+    assert [(b.name, b.shape) for b in workspace] == [("A_padded", (4099, 4096))]
+    (pad,) = G.prologue(p, c)
+    assert pad.kernel == "pad_rows" and [a.name for a in pad.args[:2]] == ["A", "A_padded"]
+    assert [a.value for a in pad.args[2:]] == [4099, 4095, 4095, 4096]
+    assert pad.geometry.grid == (4, 4099, 1) and pad.geometry.block == (128, 1, 1)
+    a_map, b_map = G.args(p, c)[:2]
+    assert (a_map.buffer, a_map.request.strides) == ("A_padded", (8192, 2))
+    assert (b_map.buffer, b_map.request.strides) == ("B", (8208, 2))
+    both = G.parse_problem({"M": 65, "N": 97, "K": 73})
+    assert [k.args[1].name for k in G.prologue(both, wgmma("padded", BN=128))] == ["A_padded", "B_padded"]
+    assert G.render(both, wgmma("padded", BN=128)).helpers == ("pad_rows",)
+    assert G.render(both, config()).helpers == () and G.render(both, config()).arch_suffix == ""
 
 
 def test_shipped_sweep_loads() -> None:
@@ -122,6 +188,13 @@ def compiled():
                        {"BM": 64, "BN": 128, "BK": 64, "warps_m": 1, "warps_n": 4, "stages": 2},
                        {"BM": 32, "BN": 32, "BK": 16, "warps_m": 1, "warps_n": 1, "stages": 1}):
             cases.append((q, config(**values, bounds=bounds)))
+    ragged = G.parse_problem({"M": 65, "N": 97, "K": 73})
+    for out_dtype, relu in itertools.product(("bfloat16", "float32"), (False, True)):
+        q = G.parse_problem({**p.to_dict(), "out_dtype": out_dtype, "relu": relu})
+        cases += [(q, wgmma(BM=128, BN=256, consumers=2)), (q, wgmma(BM=128, BN=128, consumers=1, bounds="false")),
+                  (q, wgmma(BM=256, BN=128, consumers=2, stages=3)), (q, wgmma(BM=64, BN=64, consumers=1, stages=1))]
+        cases.append((G.parse_problem({**ragged.to_dict(), "out_dtype": out_dtype, "relu": relu}),
+                      wgmma("padded", BN=128, stages=2)))
     builder = NvrtcBuilder("sm_90")
     try:
         return list(zip(cases, builder.build([G.render(q, c) for q, c in cases]), strict=True))
@@ -130,8 +203,11 @@ def compiled():
 
 
 def test_every_path_compiles(compiled) -> None:
-    assert len(compiled) == 24
+    """sm_90a for the wgmma paths, with no spills, and pad_rows in the padded path's module."""
+    assert len(compiled) == 44
     for (q, c), result in compiled:
         assert G.violations(q, c) == []
         assert result.status is Status.OK, result.log
-        assert result.cubin.startswith(b"\x7fELF") and result.registers > 0
+        assert result.cubin.startswith(b"\x7fELF") and result.registers > 0 and result.spill_bytes == 0, result.log
+        assert ("--gpu-architecture=sm_90a" in NvrtcBuilder("sm_90").options(result.source)) == (c["path"] != "mma")
+        assert len(result.helper_symbols) == (c["path"] == "padded")
