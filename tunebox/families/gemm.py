@@ -326,13 +326,19 @@ class Gemm(Family):
             return None
         return sum(abs(math.log2(x / y)) for x, y in ((pa.M, pb.M), (pa.N, pb.N), (pa.K, pb.K)))
 
-    def torch_baseline(self, problem: Problem) -> Baseline:
+    def torch_baselines(self, problem: Problem) -> tuple[Baseline, ...]:
+        """``torch.matmul`` as a user calls it, and for bfloat16 output also with
+        ``allow_bf16_reduced_precision_reduction`` off: on the H200 the default's cuBLAS kernels for
+        4099 x 4097 x 4095 miss the family's tolerance (216458 elements, max error 1.46 against an atol
+        of 0.05; ``results/benchmarks/gemm.json``), the strict setting meets it."""
         import torch
 
         p = self._as_problem(problem)
         if (p.lda, p.ldb, p.ldd) != (p.K, p.N, p.N):
             raise NotImplementedError("gemm: the torch baseline covers dense operands (lda = K, ldb = ldd = N)")
         f32 = p.out_dtype == "float32"
+        matmul = "torch.matmul(A.float(), B.float())" if f32 else "torch.matmul(A, B)"
+        name = f"torch: {matmul}" + (f" * {p.alpha:g}" if p.alpha != 1.0 else "") + (", relu" if p.relu else "")
 
         def run(t: dict[str, Any]) -> dict[str, Any]:
             a, b = t["A"].view(torch.bfloat16), t["B"].view(torch.bfloat16)
@@ -343,9 +349,19 @@ class Gemm(Family):
                 d = torch.relu(d)
             return {"D": d}
 
-        epilogue = (f" * {p.alpha:g}" if p.alpha != 1.0 else "") + (", relu" if p.relu else "")
-        matmul = "torch.matmul(A.float(), B.float())" if f32 else "torch.matmul(A, B)"
-        return Baseline(f"torch: {matmul}{epilogue}", run)
+        if f32:
+            return (Baseline(name, run),)
+
+        def strict(t: dict[str, Any]) -> dict[str, Any]:
+            flags = torch.backends.cuda.matmul
+            default = flags.allow_bf16_reduced_precision_reduction
+            flags.allow_bf16_reduced_precision_reduction = False
+            try:
+                return run(t)
+            finally:
+                flags.allow_bf16_reduced_precision_reduction = default
+
+        return Baseline(name, run), Baseline(f"{name} (allow_bf16_reduced_precision_reduction=False)", strict)
 
     def _as_problem(self, problem: Problem) -> GemmProblem:
         return problem_as(self.name, problem, GemmProblem)

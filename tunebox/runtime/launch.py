@@ -114,10 +114,10 @@ class Launcher:
             if plan is None:
                 plan = self._plan(family, problem)
                 self._plans[(family_name, problem)] = plan
-            workspace = self._workspace(family, problem, handle)
+            on = Stream.from_handle(handle)
+            workspace = self._workspace(family, problem, on, handle)
         answer, steps = plan
         pointers = {**{name: d.pointer for name, d in described.items()}, **workspace}
-        on = Stream.from_handle(handle)
         for kernel, geo, args in steps:
             kernel_launcher(on, kernel, geo, marshal(args, pointers))()
         return answer
@@ -142,13 +142,13 @@ class Launcher:
             steps.append((load_kernel(built.cubin, symbol, geo.shared_bytes, self._device.device_id), geo, args))
         return answer, steps
 
-    def _workspace(self, family: Family, problem: Problem, stream: int) -> dict[str, int]:
-        """Device addresses of ``problem``'s workspace buffers for launches on ``stream`` (allocated on
-        first use and kept: concurrent launches on other streams get their own)."""
-        key = (family.name, problem, stream)
+    def _workspace(self, family: Family, problem: Problem, stream: Any, handle: int) -> dict[str, int]:
+        """Device addresses of ``problem``'s workspace buffers for launches on ``stream`` (its handle
+        ``handle``), allocated on first use and kept: launches on other streams get their own."""
+        key = (family.name, problem, handle)
         if key not in self._scratch:
             self._scratch[key] = {spec.name: self._device.allocate(max(1, math.prod(spec.shape) *
-                                                                   element_type(spec.dtype).itemsize))
+                                                                   element_type(spec.dtype).itemsize), stream=stream)
                                   for spec in family.buffers(problem) if spec.role == "workspace"}
         return {name: int(buf.handle) for name, buf in self._scratch[key].items()}
 
