@@ -19,8 +19,9 @@
 // steps of 64 through STAGES shared-memory buffers with TMA (A as one BM x 64 box, B as BN / 64
 // boxes of 64 x 64, all with the 128-byte swizzle; the tensor maps' bounds zero-fill past M, N and
 // K), and CONSUMERS warpgroups that each multiply BM / CONSUMERS rows of the tile by all BN columns
-// with wgmma m64nBNk16 (A K-major, B N-major, straight from the swizzled buffers). Buffers cycle
-// through a full and an empty mbarrier each. The tensor maps need 16-byte aligned rows; the padded
+// with wgmma m64nBNk16 (A K-major, B N-major, straight from the swizzled buffers), keeping one
+// stage's products in flight while the next stage's are issued. Buffers cycle through a full and an
+// empty mbarrier each; a buffer is released once the products reading it are done. The tensor maps need 16-byte aligned rows; the padded
 // path first copies A or B into workspace rows of ceil(cols / 8) * 8 elements with `pad_rows`.
 // BOUNDS = false promises full tiles of D (M % BM = N % BN = 0): the epilogue stores without tests.
 #include "tunebox/tma.cuh"
@@ -137,7 +138,11 @@ __device__ __forceinline__ u64 wgmma_descriptor(const void* p, u32 leading_bytes
 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_wait_all() { asm volatile("wgmma.wait_group.sync.aligned 0;" ::: "memory"); }
+// Wait until at most PENDING committed wgmma groups of this warpgroup are still running.
+template <int PENDING>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(PENDING) : "memory");
+}
 
 // Keeps the compiler from moving accesses of the accumulators across wgmma fences and waits.
 template <int COUNT>
@@ -377,11 +382,12 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1))
       }
     }
     wgmma_commit();
-    wgmma_wait_all();
-#pragma unroll
-    for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
-    if (tid == 0) mbarrier_arrive(&empty[s]);
+    wgmma_wait<1>();  // this stage's products may still run; the previous stage's are done
+    if (tid == 0 && kt > 0) mbarrier_arrive(&empty[(kt - 1) % STAGES]);
   }
+  wgmma_wait<0>();
+#pragma unroll
+  for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
 
   const int warp = tid / 32, g = (tid % 32) / 4, t = tid % 4;
   const bool paired = pairs_aligned(D, ldd);

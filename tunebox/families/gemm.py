@@ -11,7 +11,7 @@ Three paths (``path``), all in ``kernels/gemm/gemm.cu``:
 - ``mma``: mma.sync m16n8k16 fed by a cp.async pipeline of 1-4 stages, 16-byte chunks where a
   chunk is inside and aligned and zero-filled element copies otherwise (the seed's mixed path);
   ``bounds = "false"`` promises full tiles and aligned rows. Runs on any sm_80+ GPU.
-- ``wgmma``: Hopper (sm_90a): TMA loads with the 128-byte swizzle into a 1-4 stage mbarrier ring,
+- ``wgmma``: Hopper (sm_90a): TMA loads with the 128-byte swizzle into a 2-4 stage mbarrier ring,
   a producer warpgroup and 1-2 consumer warpgroups issuing wgmma m64nBNk16. The tensor maps zero-fill
   past M, N and K, so any shape works; rows must be 16-byte aligned (``lda``, ``ldb`` multiples of 8).
 - ``padded``: for unaligned rows, ``pad_rows`` first copies A and/or B into workspace with rows of
@@ -250,6 +250,9 @@ class Gemm(Family):
         elif bm // (64 * consumers) * bn // 2 > MAX_ACCUMULATORS:
             broken.append(f"{bm // (64 * consumers) * bn // 2} float32 accumulators per thread (at most "
                           f"{MAX_ACCUMULATORS}): lower BN or add a consumer")
+        if config["stages"] < 2:
+            broken.append(f"path {config['path']!r} keeps one stage's products in flight while the next stage "
+                          "loads: stages >= 2")
         aligned = p.lda % 8 == 0 and p.ldb % 8 == 0
         if config["path"] == "wgmma" and not aligned:
             broken.append(f"TMA needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb}): use "

@@ -120,6 +120,7 @@ def test_wgmma_rules_each_pass_and_fail() -> None:
     assert_rule(aligned, wgmma(BN=64), wgmma(BN=32), "BN must be 64, 128 or 256")
     assert_rule(aligned, wgmma(BM=256, BN=128), wgmma(BM=256, BN=256), "accumulators per thread")
     assert_rule(aligned, wgmma(), wgmma(bounds="false"), "full tiles of D")
+    assert_rule(aligned, wgmma(stages=2), wgmma(stages=1), "stages >= 2")
     assert G.violations(G.parse_problem({"M": 4096, "N": 4096, "K": 4095, "lda": 4096}), wgmma(bounds="false")) == []
     assert_rule(ragged, wgmma("padded"), wgmma(), "use path 'padded'")
     assert_rule(aligned, wgmma(), wgmma("padded"), "already 16-byte aligned")
@@ -192,7 +193,7 @@ def compiled():
     for out_dtype, relu in itertools.product(("bfloat16", "float32"), (False, True)):
         q = G.parse_problem({**p.to_dict(), "out_dtype": out_dtype, "relu": relu})
         cases += [(q, wgmma(BM=128, BN=256, consumers=2)), (q, wgmma(BM=128, BN=128, consumers=1, bounds="false")),
-                  (q, wgmma(BM=256, BN=128, consumers=2, stages=3)), (q, wgmma(BM=64, BN=64, consumers=1, stages=1))]
+                  (q, wgmma(BM=256, BN=128, consumers=2, stages=3)), (q, wgmma(BM=64, BN=64, consumers=1, stages=2))]
         cases.append((G.parse_problem({**ragged.to_dict(), "out_dtype": out_dtype, "relu": relu}),
                       wgmma("padded", BN=128, stages=2)))
     builder = NvrtcBuilder("sm_90")
