@@ -403,21 +403,23 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1))
 }
 
 // Copies the rows x cols matrix `src` (leading dimension ld_src) into `dst` with rows of ld_dst
-// elements (a multiple of 8, >= cols), 16 bytes per thread; dst's columns cols .. ld_dst - 1 get zeros.
-__global__ void pad_rows(const unsigned short* __restrict__ src, unsigned short* __restrict__ dst, long long rows,
-                         long long cols, long long ld_src, long long ld_dst) {
-  const long long chunks = ld_dst / 8;
+// elements (a multiple of 8, >= cols); dst's columns cols .. ld_dst - 1 get zeros. A block of 256
+// threads moves 2048 elements of a row per step: coalesced 2-byte loads (rows of src need not be
+// aligned) into shared memory, then one 16-byte store per thread.
+__global__ void __launch_bounds__(256)
+    pad_rows(const unsigned short* __restrict__ src, unsigned short* __restrict__ dst, long long rows,
+             long long cols, long long ld_src, long long ld_dst) {
+  constexpr int THREADS = 256, SPAN = 8 * THREADS;
+  __shared__ __align__(16) unsigned short row[SPAN];
   for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
-    const unsigned short* in = src + r * ld_src;
-    for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < chunks;
-         c += (long long)gridDim.x * blockDim.x) {
-      u32 w[4];
+    for (long long c0 = (long long)blockIdx.x * SPAN; c0 < ld_dst; c0 += (long long)gridDim.x * SPAN) {
 #pragma unroll
-      for (int e = 0; e < 8; e += 2) {
-        const u32 lo = c * 8 + e < cols ? in[c * 8 + e] : 0u, hi = c * 8 + e + 1 < cols ? in[c * 8 + e + 1] : 0u;
-        w[e / 2] = lo | (hi << 16);
-      }
-      *reinterpret_cast<uint4*>(dst + r * ld_dst + c * 8) = make_uint4(w[0], w[1], w[2], w[3]);
+      for (int e = threadIdx.x; e < SPAN; e += THREADS) row[e] = c0 + e < cols ? src[r * ld_src + c0 + e] : 0;
+      __syncthreads();
+      const long long c = c0 + 8 * threadIdx.x;
+      if (c < ld_dst)
+        *reinterpret_cast<uint4*>(dst + r * ld_dst + c) = *reinterpret_cast<const uint4*>(row + 8 * threadIdx.x);
+      __syncthreads();
     }
   }
 }

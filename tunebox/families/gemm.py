@@ -73,7 +73,7 @@ MAX_GRID_Y = 65_535
 WG_BK = 64  # K step of the wgmma paths: one 128-byte swizzle row of bfloat16
 WGMMA_PATHS = ("wgmma", "padded")
 MAX_TMA_COORDINATE = 2**31 - 1
-PAD_THREADS = 128  # threads per block of pad_rows
+PAD_THREADS, PAD_SPAN = 256, 2048  # pad_rows: threads per block, elements of a row per block step
 
 
 @dataclass(frozen=True)
@@ -305,7 +305,7 @@ class Gemm(Family):
         launches = []
         for name, rows, cols, ld in (("A", p.M, p.K, p.lda), ("B", p.K, p.N, p.ldb)):
             if ld % 8:
-                grid = (math.ceil(_round8(cols) // 8 / PAD_THREADS), min(rows, MAX_GRID_Y), 1)
+                grid = (math.ceil(_round8(cols) / PAD_SPAN), min(rows, MAX_GRID_Y), 1)
                 launches.append(KernelLaunch("pad_rows", LaunchGeometry(grid, (PAD_THREADS, 1, 1), 0), (
                     BufferArg(name), BufferArg(f"{name}_padded"),
                     *(ScalarArg("i64", v) for v in (rows, cols, ld, _round8(cols))))))
