@@ -81,6 +81,12 @@ class GpuSession:
                                      array.nbytes))
         return buf
 
+    def device_copy(self, buf, nbytes: int):
+        """A new buffer holding the first ``nbytes`` of ``buf`` (copied on the device)."""
+        copy = self.device.allocate(max(nbytes, 1), stream=self.stream)
+        checked(self.driver.cuMemcpyDtoDAsync(int(copy.handle), int(buf.handle), nbytes, self.stream.handle))
+        return copy
+
     def download(self, buf, count: int, dtype, offset: int = 0) -> np.ndarray:
         out = np.empty(count, dtype=dtype)
         self.stream.sync()
@@ -111,7 +117,7 @@ class GpuSession:
         for spec in family.buffers(problem):
             if spec.role == "input":
                 buffers[spec.name] = self.upload(inputs[spec.name])
-                pristine[spec.name] = self.upload(inputs[spec.name])
+                pristine[spec.name] = self.device_copy(buffers[spec.name], inputs[spec.name].nbytes)
             else:
                 size = math.prod(spec.shape) * element_type(spec.dtype).itemsize
                 buffers[spec.name] = self.device.allocate(max(size, 1), stream=self.stream)
