@@ -89,6 +89,8 @@ def _cases(spec: SweepSpec, records: list[EvalRecord], log: Path) -> list[dict[s
             baseline.bandwidth_gbps / COPY_LIMIT_GBPS if baseline and baseline.bandwidth_gbps else None)
         case["baselines"] = [{"name": r.baseline, "ms": r.timing.median_ms, "ratio": r.timing.median_ms / ms}
                              for r in final if r.baseline and r.status is Status.OK and r.timing]
+        case["rejected_baselines"] = [{"name": r.baseline, "status": r.status.value, "message": r.message}
+                                      for r in final if r.baseline and r.status is not Status.OK]
         if winner.tflops:  # arithmetic families: the rate and its share of the tensor-core peak
             case["tunebox_tflops"] = winner.tflops
             case["fraction_of_tensor_peak"] = winner.tflops / BF16_TENSOR_TFLOPS
