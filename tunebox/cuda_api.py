@@ -52,7 +52,7 @@ def marshal(args: tuple[Arg, ...], buffers: Mapping[str, Any]) -> list[Any]:
         if isinstance(arg, BufferArg):
             values.append(buffers[arg.name])
         elif isinstance(arg, TensorMapArg):
-            values.append(encode(dataclasses.replace(arg.request, address=address(buffers[arg.buffer]) + arg.offset)))
+            values.append(encode(dataclasses.replace(arg.request, address=address(buffers[arg.buffer]))))
         else:
             values.append(SCALAR_TYPES[arg.ctype](arg.value))
     return values

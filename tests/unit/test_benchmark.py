@@ -52,13 +52,13 @@ def test_every_baseline_is_listed_and_the_fastest_one_sets_the_ratio(sweep_file,
 def test_a_baseline_that_failed_verification_is_listed_as_rejected(sweep_file, tmp_path):
     spec = live_log(sweep_file, tmp_path)
     named = spec.problems[0]
+    message = "torch: y: output dst differs from the reference"
     EvalLog(tmp_path / "sweeps" / spec.name / "evals.jsonl").append(EvalRecord(
-        "tile_copy", named.problem.to_dict(), {}, Status.WRONG_RESULT, "torch: y: output dst differs from the reference",
-        device=DEVICE, baseline="torch: y", phase="final"))
+        "tile_copy", named.problem.to_dict(), {}, Status.WRONG_RESULT, message, device=DEVICE, baseline="torch: y",
+        phase="final"))
     case = benchmark([sweep_file], tmp_path, "x")["cases"][0]
     assert [b["name"] for b in case["baselines"]] == ["torch: x"] and case["ratio"] == pytest.approx(5.0)
-    assert case["rejected_baselines"] == [{"name": "torch: y", "status": "wrong_result",
-                                           "message": "torch: y: output dst differs from the reference"}]
+    assert case["rejected_baselines"] == [{"name": "torch: y", "status": "wrong_result", "message": message}]
 
 
 def test_arithmetic_cases_report_tflops_and_the_tensor_peak_share(sweep_file, tmp_path):

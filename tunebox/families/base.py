@@ -70,12 +70,11 @@ class ScalarArg:
 class TensorMapArg:
     """A TMA tensor map over buffer ``buffer``, passed by value (``const __grid_constant__
     tb::TensorMap``): ``request`` is encoded at launch time with ``address`` replaced by the buffer's
-    device address plus ``offset`` bytes. The family checks the request with ``tma.violations``
-    before rendering (any 256-byte aligned address stands in for the real one)."""
+    device address. The family checks the request with ``tma.violations`` before rendering (any
+    256-byte aligned address stands in for the real one)."""
 
     buffer: str
     request: TensorMapRequest
-    offset: int = 0
 
 
 Arg = BufferArg | ScalarArg | TensorMapArg
