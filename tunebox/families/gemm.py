@@ -10,7 +10,8 @@ Three paths (``path``), all in ``kernels/gemm/gemm.cu``:
 
 - ``mma``: mma.sync m16n8k16 fed by a cp.async pipeline of 1-4 stages, 16-byte chunks where a
   chunk is inside and aligned and zero-filled element copies otherwise (the seed's mixed path);
-  ``bounds = "false"`` promises full tiles and aligned rows. Runs on any sm_80+ GPU.
+  ``bounds = "false"`` promises full tiles and aligned rows. No Hopper-only instruction (cp.async and
+  mma.sync are sm_80 features), though only the H200 has run it.
 - ``wgmma``: Hopper (sm_90a): TMA loads with the 128-byte swizzle into a 2-4 stage mbarrier ring,
   a producer warpgroup and 1-2 consumer warpgroups issuing wgmma m64nBNk16. The tensor maps zero-fill
   past M, N and K, so any shape works; rows must be 16-byte aligned (``lda``, ``ldb`` multiples of 8).

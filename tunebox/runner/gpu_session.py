@@ -207,13 +207,11 @@ class GpuSession:
     def launcher(self, st: ProblemState, variant: Variant) -> tuple[Callable[[], None], KernelMetrics]:
         """A zero-argument callable running ``variant`` on ``st``'s buffers (its prologue, then its
         main kernel; tensor maps encoded once here), and the main kernel's metrics."""
-        steps = [*((k.kernel, k.geometry, k.args) for k in variant.prologue),
-                 (variant.symbol, variant.geometry, variant.args)]
         runs = []
-        for symbol, geo, args in steps:
-            kernel = load_kernel(variant.cubin, symbol, geo.shared_bytes, self.device.device_id)
-            runs.append(kernel_launcher(self.stream, kernel, geo, marshal(args, st.buffers)))
-        attrs = kernel.attributes
+        for step in variant.launches:
+            kernel = load_kernel(variant.cubin, step.kernel, step.geometry.shared_bytes, self.device.device_id)
+            runs.append(kernel_launcher(self.stream, kernel, step.geometry, marshal(step.args, st.buffers)))
+        attrs = kernel.attributes  # the main kernel's, launched last
         metrics = KernelMetrics(int(attrs.num_regs), int(attrs.shared_size_bytes) + variant.geometry.shared_bytes,
                                 int(attrs.local_size_bytes))
         if len(runs) == 1:

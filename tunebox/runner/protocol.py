@@ -26,6 +26,11 @@ class Variant:
     prologue: tuple[KernelLaunch, ...] = ()
 
     @property
+    def launches(self) -> tuple[KernelLaunch, ...]:
+        """Every launch of one run, in stream order: the prologue, then the main kernel."""
+        return (*self.prologue, KernelLaunch(self.symbol, self.geometry, self.args))
+
+    @property
     def launch_identity(self) -> tuple:
         """Everything but the binary that decides what a run does (identical runs are timed once)."""
         return self.geometry, self.args, self.prologue

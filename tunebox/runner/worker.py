@@ -139,7 +139,8 @@ def _torch_baselines(session, st) -> list:
 
 
 def _verified(st, stream, inputs, baseline):
-    """(name, launch) of a torch baseline that reproduces the reference, else a WRONG_RESULT Outcome."""
+    """(name, launch) of a torch baseline that reproduces the reference, else a WRONG_RESULT Outcome
+    saying how far off it is."""
     import torch
 
     with torch.cuda.stream(stream):
@@ -148,9 +149,11 @@ def _verified(st, stream, inputs, baseline):
     for name, want in st.expected_host.items():
         ref = torch.from_numpy(_signed(want)).cuda()
         got = outputs[name].contiguous().view(ref.dtype)
-        if got.shape != ref.shape or not _agrees(got, ref, st.tolerance):
-            return Outcome(Status.WRONG_RESULT, f"{baseline.name}: output {name} differs from the "
-                           "reference", baseline=baseline.name)
+        wrong = (f"shape {tuple(got.shape)} instead of {tuple(ref.shape)}" if got.shape != ref.shape
+                 else _disagreement(got, ref, st.tolerance))
+        if wrong:
+            return Outcome(Status.WRONG_RESULT, f"{baseline.name}: output {name} differs from the reference: {wrong}",
+                           baseline=baseline.name)
 
     def launch() -> None:
         with torch.cuda.stream(stream):
@@ -159,19 +162,30 @@ def _verified(st, stream, inputs, baseline):
     return baseline.name, launch
 
 
-def _agrees(got, ref, tolerance) -> bool:
-    """Bit-identical tensors, or (with a family tolerance) float32 / bfloat16 bits within it."""
+def _disagreement(got, ref, tolerance) -> str:
+    """'' when the tensors are bit-identical or (with a family tolerance) float32 / bfloat16 bits
+    within it, else how many elements are not (and, with a tolerance, the largest error)."""
     import torch
 
     if tolerance is None:
-        return torch.equal(got, ref)
+        wrong = int((got != ref).sum())
+        return f"{wrong} of {ref.numel()} elements" if wrong else ""
 
     def value(bits):  # float32 bits as they are; bfloat16 bits moved to the top half of a float32
         return bits.view(torch.float32) if bits.element_size() == 4 else (bits.to(torch.int32) << 16).view(
             torch.float32)
 
     x, y = value(got), value(ref)
-    return bool(((got == ref) | ((x - y).abs() <= tolerance.atol + tolerance.rtol * y.abs())).all())
+    error = (x - y).abs()
+    wrong = ~((got == ref) | (error <= tolerance.atol + tolerance.rtol * y.abs()))
+    count = int(wrong.sum())
+    if not count:
+        return ""
+    errors = error[wrong]
+    nan = int(errors.isnan().sum())
+    largest = f"; largest error {float(errors.nan_to_num(nan=0.0).max()):g}" if nan < count else ""
+    return (f"{count} of {ref.numel()} elements beyond the tolerance (rtol {tolerance.rtol:g}, atol "
+            f"{tolerance.atol:g}){largest}" + (f"; {nan} NaN where the reference is not" if nan else ""))
 
 
 def _signed(bits: np.ndarray) -> np.ndarray:

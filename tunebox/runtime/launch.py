@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ class Launcher:
         self._cache_dir = cache_dir
         self._plans: dict[tuple[str, Problem], tuple] = {}  # (family, problem) -> lookup answer, launches
         self._builds: dict[KernelSource, BuildResult] = {}  # compiled once per source, whatever the problem
-        self._scratch: dict[tuple[str, Problem, int], dict[str, Any]] = {}  # workspace buffers per stream
+        self._bindings: dict[tuple[str, Problem, int], _Binding] = {}  # per (family, problem, stream)
         self._lock = threading.Lock()
         self._device: Any = None
         self.info: DeviceInfo | None = None
@@ -89,17 +90,19 @@ class Launcher:
         self.info = DeviceInfo(dev.name, f"{cc.major}.{cc.minor}", str(version), nvrtc_version())
         self._builder = NvrtcBuilder(f"sm_{cc.major}{cc.minor}", self._cache_dir, workers=1)
 
-    def choose(self, family: Family, problem: Problem) -> LookupResult:
+    def device_info(self) -> DeviceInfo:
+        """The current device as the winners database keys it (starts CUDA on first use)."""
         self._ensure_device()
         assert self.info is not None
-        return self._lookup.lookup(family, problem, self.info)
+        return self.info
+
+    def choose(self, family: Family, problem: Problem) -> LookupResult:
+        return self._lookup.lookup(family, problem, self.device_info())
 
     def __call__(self, family_name: str, arrays: dict[str, Any], stream: int | None = None,
                  **options: Any) -> LookupResult:
         """Run ``family_name`` on ``arrays`` (buffer name -> array); returns the lookup answer used.
         Workspace the variant needs is allocated here, once per problem and stream."""
-        from cuda.core import Stream
-
         family = get_family(family_name)
         described = {name: device_array(a) for name, a in arrays.items()}
         problem = family.problem_from_arrays(described, **options)
@@ -114,12 +117,17 @@ class Launcher:
             if plan is None:
                 plan = self._plan(family, problem)
                 self._plans[(family_name, problem)] = plan
-            on = Stream.from_handle(handle)
-            workspace = self._workspace(family, problem, on, handle)
-        answer, steps = plan
-        pointers = {**{name: d.pointer for name, d in described.items()}, **workspace}
-        for kernel, geo, args in steps:
-            kernel_launcher(on, kernel, geo, marshal(args, pointers))()
+            answer, steps = plan
+            bound = self._bind(family, problem, handle)
+            pointers = {**{name: d.pointer for name, d in described.items()},
+                        **{name: int(buf.handle) for name, buf in bound.workspace.items()}}
+            if pointers != bound.pointers:  # arguments and tensor maps encoded once per set of addresses
+                bound.runs = [kernel_launcher(bound.stream, kernel, geo, marshal(args, pointers))
+                              for kernel, geo, args in steps]
+                bound.pointers = pointers
+            runs = bound.runs
+        for run in runs:
+            run()
         return answer
 
     def _plan(self, family: Family, problem: Problem) -> tuple[LookupResult, list[tuple]]:
@@ -136,21 +144,34 @@ class Launcher:
             raise CompileError(f"{family.name} {config.label()}: the chosen variant did not compile "
                                f"({built.status.value}); see .log", built.log)
         variant = variant_of(family, problem, config, built)
-        steps = []
-        for symbol, geo, args in [*((k.kernel, k.geometry, k.args) for k in variant.prologue),
-                                  (variant.symbol, variant.geometry, variant.args)]:
-            steps.append((load_kernel(built.cubin, symbol, geo.shared_bytes, self._device.device_id), geo, args))
+        steps = [(load_kernel(built.cubin, step.kernel, step.geometry.shared_bytes, self._device.device_id),
+                  step.geometry, step.args) for step in variant.launches]
         return answer, steps
 
-    def _workspace(self, family: Family, problem: Problem, stream: Any, handle: int) -> dict[str, int]:
-        """Device addresses of ``problem``'s workspace buffers for launches on ``stream`` (its handle
-        ``handle``), allocated on first use and kept: launches on other streams get their own."""
+    def _bind(self, family: Family, problem: Problem, handle: int) -> _Binding:
+        """``problem``'s binding to the stream ``handle``: its workspace buffers, allocated on first use
+        and kept (launches on other streams get their own), and the last launches made there."""
+        from cuda.core import Stream
+
         key = (family.name, problem, handle)
-        if key not in self._scratch:
-            self._scratch[key] = {spec.name: self._device.allocate(max(1, math.prod(spec.shape) *
-                                                                   element_type(spec.dtype).itemsize), stream=stream)
-                                  for spec in family.buffers(problem) if spec.role == "workspace"}
-        return {name: int(buf.handle) for name, buf in self._scratch[key].items()}
+        if key not in self._bindings:
+            stream = Stream.from_handle(handle)
+            workspace = {spec.name: self._device.allocate(max(1, math.prod(spec.shape) *
+                                                          element_type(spec.dtype).itemsize), stream=stream)
+                         for spec in family.buffers(problem) if spec.role == "workspace"}
+            self._bindings[key] = _Binding(stream, workspace)
+        return self._bindings[key]
+
+
+@dataclass
+class _Binding:
+    """A plan on one stream: the stream, its workspace buffers (name -> Buffer), and the launch
+    callables built for the last caller addresses (rebuilt when the addresses change)."""
+
+    stream: Any
+    workspace: dict[str, Any]
+    pointers: dict[str, int] | None = None
+    runs: list[Callable[[], None]] = field(default_factory=list)
 
 
 _default: Launcher | None = None

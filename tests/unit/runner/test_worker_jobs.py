@@ -106,3 +106,21 @@ def test_a_failure_outside_the_launch_fails_every_retimed_variant():
 
 def test_unknown_jobs_are_answered_not_raised():
     assert worker._handle(StandInSession(), "nonsense").status is Status.RUNTIME_ERROR
+
+
+def test_a_baseline_that_misses_the_reference_says_by_how_much():
+    """torch outputs are compared on the device: bit for bit, or within the family's tolerance (NaN
+    only when bit-identical); a miss names the count and, with a tolerance, the largest error."""
+    torch = pytest.importorskip("torch")
+    from tunebox.families.base import Tolerance
+
+    ref = torch.tensor([1.0, 2.0, 4.0, float("nan")]).view(torch.int32)
+    close = torch.tensor([1.0, 2.01, 4.0, float("nan")]).view(torch.int32)
+    far = torch.tensor([float("nan"), 2.01, 5.5, float("nan")]).view(torch.int32)
+    tolerance = Tolerance(rtol=1e-2, atol=0.0)
+    assert worker._disagreement(close, ref, tolerance) == ""
+    assert worker._disagreement(far, ref, tolerance) == (
+        "2 of 4 elements beyond the tolerance (rtol 0.01, atol 0); largest error 1.5; 1 NaN where the reference is not")
+    assert worker._disagreement(close, ref, None) == "1 of 4 elements"
+    bf16 = (ref.view(torch.float32).to(torch.bfloat16)).view(torch.int16)
+    assert worker._disagreement(bf16, bf16, tolerance) == ""
