@@ -89,3 +89,42 @@ def kernel_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, values: 
                                       packed, 0))
 
     return run
+
+
+Step = tuple[Any, LaunchGeometry, list[Any]]  # (kernel, geometry, marshalled values)
+
+
+def steps_launcher(stream: Any, steps: list[Step]) -> Callable[[], None]:
+    """A callable that runs ``steps`` in order on ``stream``: one kernel launch for a single step;
+    for several, one launch of a CUDA graph of them (captured once on a private stream), so the
+    kernels run back to back however slow the host is to issue launches."""
+    if len(steps) == 1:
+        return kernel_launcher(stream, *steps[0])
+    import weakref
+
+    from cuda.bindings import driver
+    from cuda.core import Device
+
+    capture = Device().create_stream()
+    runs = [kernel_launcher(capture, *step) for step in steps]
+    checked(driver.cuStreamBeginCapture(capture.handle, driver.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))
+    try:
+        for run in runs:
+            run()
+    finally:
+        graph = checked(driver.cuStreamEndCapture(capture.handle))
+    executable = checked(driver.cuGraphInstantiate(graph, 0))
+    handle = stream.handle
+
+    def run_graph() -> None:
+        checked(driver.cuGraphLaunch(executable, handle))
+
+    weakref.finalize(run_graph, _destroy_graph, graph, executable)
+    return run_graph
+
+
+def _destroy_graph(graph: Any, executable: Any) -> None:
+    from cuda.bindings import driver
+
+    driver.cuGraphExecDestroy(executable)
+    driver.cuGraphDestroy(graph)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..build.nvrtc import NvrtcBuilder, nvrtc_version
-from ..cuda_api import checked, kernel_launcher, load_kernel, marshal
+from ..cuda_api import checked, load_kernel, marshal, steps_launcher
 from ..dtypes import element_type
 from ..families import get as get_family
 from ..families.base import Family, KernelSource, Problem, Tolerance
@@ -207,21 +207,14 @@ class GpuSession:
     def launcher(self, st: ProblemState, variant: Variant) -> tuple[Callable[[], None], KernelMetrics]:
         """A zero-argument callable running ``variant`` on ``st``'s buffers (its prologue, then its
         main kernel; tensor maps encoded once here), and the main kernel's metrics."""
-        runs = []
+        steps = []
         for step in variant.launches:
             kernel = load_kernel(variant.cubin, step.kernel, step.geometry.shared_bytes, self.device.device_id)
-            runs.append(kernel_launcher(self.stream, kernel, step.geometry, marshal(step.args, st.buffers)))
+            steps.append((kernel, step.geometry, marshal(step.args, st.buffers)))
         attrs = kernel.attributes  # the main kernel's, launched last
         metrics = KernelMetrics(int(attrs.num_regs), int(attrs.shared_size_bytes) + variant.geometry.shared_bytes,
                                 int(attrs.local_size_bytes))
-        if len(runs) == 1:
-            return runs[0], metrics
-
-        def run_all() -> None:
-            for run in runs:
-                run()
-
-        return run_all, metrics
+        return steps_launcher(self.stream, steps), metrics
 
     def time_interleaved(self, launches: list[Callable[[], None]], bench: BenchConfig
                          ) -> list[tuple[float, ...]]:

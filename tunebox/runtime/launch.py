@@ -11,14 +11,14 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder, nvrtc_version
-from ..cuda_api import kernel_launcher, load_kernel, marshal
+from ..cuda_api import load_kernel, marshal, steps_launcher
 from ..dtypes import element_type
 from ..errors import CompileError, InvalidProblem
 from ..families import get as get_family
@@ -122,12 +122,11 @@ class Launcher:
             pointers = {**{name: d.pointer for name, d in described.items()},
                         **{name: int(buf.handle) for name, buf in bound.workspace.items()}}
             if pointers != bound.pointers:  # arguments and tensor maps encoded once per set of addresses
-                bound.runs = [kernel_launcher(bound.stream, kernel, geo, marshal(args, pointers))
-                              for kernel, geo, args in steps]
+                bound.run = steps_launcher(bound.stream, [(kernel, geo, marshal(args, pointers))
+                                                          for kernel, geo, args in steps])
                 bound.pointers = pointers
-            runs = bound.runs
-        for run in runs:
-            run()
+            run = bound.run
+        run()
         return answer
 
     def _plan(self, family: Family, problem: Problem) -> tuple[LookupResult, list[tuple]]:
@@ -165,13 +164,13 @@ class Launcher:
 
 @dataclass
 class _Binding:
-    """A plan on one stream: the stream, its workspace buffers (name -> Buffer), and the launch
-    callables built for the last caller addresses (rebuilt when the addresses change)."""
+    """A plan on one stream: the stream, its workspace buffers (name -> Buffer), and the callable
+    running the variant on the last caller addresses (rebuilt when the addresses change)."""
 
     stream: Any
     workspace: dict[str, Any]
     pointers: dict[str, int] | None = None
-    runs: list[Callable[[], None]] = field(default_factory=list)
+    run: Callable[[], None] | None = None
 
 
 _default: Launcher | None = None
