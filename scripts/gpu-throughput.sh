@@ -4,14 +4,19 @@
 set -euo pipefail
 . scripts/gpu-env.sh
 rm -rf /tmp/tp-cold /tmp/tp-warm
-python3 -m tunebox tune spaces/throughput.toml --backend gpu --results /tmp/tp-cold --quiet
+# each command's wall time, interpreter start, imports and the GPU worker's start included
+tune() { local t0; t0=$(date +%s.%N)
+  python3 -m tunebox tune spaces/throughput.toml --backend gpu --results "/tmp/tp-$1" --quiet
+  python3 -c "import sys; print(float(sys.argv[2]) - float(sys.argv[1]))" "$t0" "$(date +%s.%N)" > "/tmp/tp-$1/wall"; }
+tune cold
 mkdir -p /tmp/tp-warm && cp -r /tmp/tp-cold/cache /tmp/tp-warm/cache
-python3 -m tunebox tune spaces/throughput.toml --backend gpu --results /tmp/tp-warm --quiet
+tune warm
 python3 - <<'PY'
 import json, platform
 from datetime import UTC, datetime
 from importlib import metadata
-runs = {k: json.load(open(f"/tmp/tp-{k}/sweeps/throughput/summary.json")) for k in ("cold", "warm")}
+runs = {k: {**json.load(open(f"/tmp/tp-{k}/sweeps/throughput/summary.json")),
+            "command_seconds": float(open(f"/tmp/tp-{k}/wall").read())} for k in ("cold", "warm")}
 doc = {"date": datetime.now(UTC).strftime("%Y-%m-%d"), "command": "bash scripts/gpu-throughput.sh",
        "device": "NVIDIA H200", "python": platform.python_version(),
        "versions": {p: metadata.version(p) for p in ("cuda-core", "cuda-bindings", "nvidia-cuda-nvrtc", "optuna")},

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Protocol
 
@@ -14,7 +15,7 @@ from ..families.base import Family, Problem
 from ..params import Config
 from ..records import DeviceInfo, EvalRecord, Status, canonical_json
 from .gpu_runner import GpuRunner
-from .protocol import EvaluateJob, Outcome, RetimeJob, variant_of
+from .protocol import EvaluateJob, Outcome, PrepareJob, RetimeJob, variant_of
 from .timing import FINAL, SCREEN
 
 log = logging.getLogger(__name__)
@@ -27,6 +28,10 @@ class Backend(Protocol):
 
     device: DeviceInfo
     replayed: bool
+
+    def prepare(self, family: Family, problem: Problem, seed: int) -> None:
+        """Start making the problem's inputs and reference ahead of its first evaluation (a hint:
+        an evaluation prepares its problem itself when this did not)."""
 
     def submit(self, family: Family, problem: Problem, config: Config, build: BuildResult,
                seed: int) -> None:
@@ -49,15 +54,40 @@ class GpuBackend:
     def __init__(self, runner: GpuRunner | None = None) -> None:
         self.runner = runner or GpuRunner()
         self.device = self.runner.start()
+        self._preparing = 0  # PrepareJob replies not yet read (they come before any later reply)
+        self._prepared_seconds = 0.0  # worker seconds spent preparing, not yet reported
+
+    def prepare(self, family, problem, seed) -> None:
+        self.runner.submit(PrepareJob(family.name, problem.to_dict(), seed))
+        self._preparing += 1
 
     def submit(self, family, problem, config, build, seed) -> None:
         self.runner.submit(EvaluateJob(family.name, problem.to_dict(), variant_of(family, problem, config, build),
                                        SCREEN, seed))
 
     def next_outcome(self) -> Outcome:
-        return self.runner.next_reply()
+        """The next evaluation's outcome; worker seconds spent preparing ahead are added to its
+        ``prepare`` stage, so the sweep's breakdown still counts them."""
+        self._read_prepared()
+        outcome = self.runner.next_reply()
+        if not self._prepared_seconds:
+            return outcome
+        stages = {**outcome.stage_seconds}
+        stages["prepare"] = stages.get("prepare", 0.0) + self._prepared_seconds
+        self._prepared_seconds = 0.0
+        return replace(outcome, stage_seconds=stages)
+
+    def _read_prepared(self) -> None:
+        """Read the replies of PrepareJobs sent ahead. A failed one is dropped: the evaluation that
+        follows prepares again and reports the failure as its own."""
+        while self._preparing:
+            reply = self.runner.next_reply()
+            self._preparing -= 1
+            if reply.status is Status.OK:
+                self._prepared_seconds += reply.stage_seconds.get("prepare", 0.0)
 
     def retime(self, family, problem, items, seed) -> list[Outcome]:
+        self._read_prepared()
         job = RetimeJob(family.name, problem.to_dict(),
                         tuple(variant_of(family, problem, c, b) for c, b in items), FINAL, seed)
         return self.runner.run(job, timeout_s=self.runner.job_timeout_s * (len(items) + 2))
@@ -86,6 +116,9 @@ class ReplayBackend:
                              f"found {len(devices)}")
         self.device = devices.pop()
         self._answers: deque[Outcome] = deque()
+
+    def prepare(self, family, problem, seed) -> None:
+        pass  # recorded outcomes need no inputs
 
     def _find(self, family: Family, problem: Problem, config: dict, phase: str) -> EvalRecord | None:
         return self._index.get((family.name, problem.key(), canonical_json(config), phase))

@@ -87,6 +87,11 @@ class GpuSession:
         checked(self.driver.cuMemcpyDtoDAsync(int(copy.handle), int(buf.handle), nbytes, self.stream.handle))
         return copy
 
+    def copy_to(self, address: int, buf, nbytes: int) -> None:
+        """Copy the first ``nbytes`` of ``buf`` to device ``address`` (memory another library
+        allocated), in stream order."""
+        checked(self.driver.cuMemcpyDtoDAsync(address, int(buf.handle), nbytes, self.stream.handle))
+
     def download(self, buf, count: int, dtype, offset: int = 0) -> np.ndarray:
         out = np.empty(count, dtype=dtype)
         self.stream.sync()

@@ -46,6 +46,16 @@ def variant_of(family: Family, problem: Problem, config: Config, build: BuildRes
 
 
 @dataclass(frozen=True)
+class PrepareJob:
+    """Make a problem's seeded inputs and reference on the device ahead of its first variant, so the
+    worker builds them while the sweep is still choosing and compiling variants."""
+
+    family: str
+    problem: dict[str, Any]
+    input_seed: int
+
+
+@dataclass(frozen=True)
 class EvaluateJob:
     """Verify one variant against the reference, then time it (if ``time`` is set)."""
 

@@ -169,6 +169,7 @@ class Sweep:
         mine = [r for r in history if r.family == family.name and canonical_json(r.problem) == problem.key()]
         done = {canonical_json(r.config): r for r in mine if r.phase == "screen" and not r.baseline}
         seed = input_seed(self.spec.search.seed, problem)
+        self.backend.prepare(family, problem, seed)  # the worker builds inputs while the search starts up
         valid = [c for c in self.spec.space if not family.violations(problem, c)]
         exhaustive = self.spec.search.strategy == "exhaustive"
         strategy: Strategy = (ExhaustiveStrategy(valid) if exhaustive else OptunaStrategy(

@@ -69,6 +69,10 @@ class QueueBackend:
         self.queue: deque[str] = deque()
         self.submitted: list[str] = []
         self.deepest = 0
+        self.prepared_before_first_submit = 0
+
+    def prepare(self, family, problem, seed) -> None:
+        self.prepared_before_first_submit += not self.submitted
 
     def submit(self, family, problem, config, build, seed) -> None:
         self.queue.append(config.label())
@@ -108,6 +112,7 @@ def test_identical_binaries_reach_the_device_once_and_failures_never(tmp_path):
 def test_the_next_evaluation_is_queued_while_one_runs(tmp_path):
     backend, result, records = sweep(tmp_path, StubBuilder(distinct=True))
     assert len(backend.submitted) == result.evaluated == 4 and backend.deepest == 2
+    assert backend.prepared_before_first_submit == 1  # the problem's inputs are asked for up front
     summary = result.summary()  # device seconds over the window from the first answer to the last
     assert summary["steady_device_busy"] == pytest.approx(3 * 0.011 / summary["steady_seconds"])
     answered = [Config(tuple(sorted(r.config.items()))).label() for r in records if r.status is Status.OK]
