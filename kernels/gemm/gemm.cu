@@ -21,8 +21,10 @@
 // K), and CONSUMERS warpgroups that each multiply BM / CONSUMERS rows of the tile by all BN columns
 // with wgmma m64nBNk16 (A K-major, B N-major, straight from the swizzled buffers), keeping one
 // stage's products in flight while the next stage's are issued. Buffers cycle through a full and an
-// empty mbarrier each; a buffer is released once the products reading it are done. The tensor maps need 16-byte aligned rows; the padded
-// path first copies A or B into workspace rows of ceil(cols / 8) * 8 elements with `pad_rows`.
+// empty mbarrier each; a buffer is released once the products reading it are done. A block may take
+// several tiles in turn (the grid is smaller than the tile count), overlapping one tile's epilogue
+// with the next one's loads. The tensor maps need 16-byte aligned rows; the padded path first copies
+// A and/or B into workspace rows of ceil(cols / 8) * 8 elements with `pad_rows` (one launch).
 // BOUNDS = false promises full tiles of D (M % BM = N % BN = 0): the epilogue stores without tests.
 #include "tunebox/tma.cuh"
 
@@ -314,6 +316,10 @@ __global__ void __launch_bounds__(WM * WN * 32)
                                     acc[i][j][2 * h], acc[i][j][2 * h + 1], alpha, paired);
 }
 
+// One block computes the tiles blockIdx.x, blockIdx.x + gridDim.x, ... of D (row-major tile order,
+// tiles of N fastest): with more than one tile per block the producer streams the next tile's K steps
+// through the ring while the consumers store the previous tile, so pipeline fill and epilogue overlap
+// with products. The ring's mbarrier phases run on over the block's tiles (`step` counts K steps).
 template <typename O, int BM, int BN, int CONSUMERS, int STAGES, bool BOUNDS, bool RELU>
 __global__ void __launch_bounds__(128 * (CONSUMERS + 1))
     gemm_wgmma(const __grid_constant__ tb::TensorMap a_map, const __grid_constant__ tb::TensorMap b_map,
@@ -335,21 +341,25 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1))
     }
   }
   __syncthreads();
-  const int tiles = (int)((K + WG_BK - 1) / WG_BK);
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int k_steps = (int)((K + WG_BK - 1) / WG_BK);
+  const int tiles_n = (int)((N + BN - 1) / BN), tiles = tiles_n * (int)((M + BM - 1) / BM);
 
   if (warpgroup == 0) {  // producer
     if constexpr (CONSUMERS > 1) asm volatile("setmaxnreg.dec.sync.aligned.u32 40;");
     if (tid == 0) {
-      for (int kt = 0; kt < tiles; ++kt) {
-        const int s = kt % STAGES;
-        if (kt >= STAGES) mbarrier_wait(&empty[s], (kt / STAGES - 1) & 1);
-        unsigned char* stage = smem + s * STAGE;
-        mbarrier_expect_tx(&full[s], STAGE);
-        tma_load_2d(stage, &a_map, kt * WG_BK, m0, &full[s]);
+      int step = 0;
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const int m0 = tile / tiles_n * BM, n0 = tile % tiles_n * BN;
+        for (int kt = 0; kt < k_steps; ++kt, ++step) {
+          const int s = step % STAGES;
+          if (step >= STAGES) mbarrier_wait(&empty[s], (step / STAGES - 1) & 1);
+          unsigned char* stage = smem + s * STAGE;
+          mbarrier_expect_tx(&full[s], STAGE);
+          tma_load_2d(stage, &a_map, kt * WG_BK, m0, &full[s]);
 #pragma unroll
-        for (int j = 0; j < BN / 64; ++j)
-          tma_load_2d(stage + A_BYTES + j * B_BOX, &b_map, n0 + 64 * j, kt * WG_BK, &full[s]);
+          for (int j = 0; j < BN / 64; ++j)
+            tma_load_2d(stage + A_BYTES + j * B_BOX, &b_map, n0 + 64 * j, kt * WG_BK, &full[s]);
+        }
       }
     }
     return;
@@ -357,68 +367,86 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1))
 
   if constexpr (CONSUMERS > 1) asm volatile("setmaxnreg.inc.sync.aligned.u32 232;");
   const int consumer = warpgroup - 1;
-  float acc[MT][BN / 2];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int e = 0; e < BN / 2; ++e) acc[i][e] = 0.f;
-
-  for (int kt = 0; kt < tiles; ++kt) {
-    const int s = kt % STAGES;
-    mbarrier_wait(&full[s], (kt / STAGES) & 1);
-    const unsigned char* stage = smem + s * STAGE;
-#pragma unroll
-    for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < WG_BK / 16; ++kk) {
-      // B: 16 rows of every 64-column box (boxes B_BOX apart, 8-row groups 1024 bytes apart).
-      const u64 b = wgmma_descriptor(stage + A_BYTES + kk * 16 * 128, B_BOX, 1024);
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        // A: 64 rows of 128 bytes (8-row groups 1024 bytes apart), 16 elements in from column kk * 16.
-        const u64 a = wgmma_descriptor(stage + (consumer * MT + i) * 64 * 128 + kk * 32, 16, 1024);
-        Wgmma<BN>::run(acc[i], a, b);
-      }
-    }
-    wgmma_commit();
-    wgmma_wait<1>();  // this stage's products may still run; the previous stage's are done
-    if (tid == 0 && kt > 0) mbarrier_arrive(&empty[(kt - 1) % STAGES]);
-  }
-  wgmma_wait<0>();
-#pragma unroll
-  for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
-
   const int warp = tid / 32, g = (tid % 32) / 4, t = tid % 4;
   const bool paired = pairs_aligned(D, ldd);
+  float acc[MT][BN / 2];
+  int step = 0;
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const int m0 = tile / tiles_n * BM, n0 = tile % tiles_n * BN;
 #pragma unroll
-  for (int i = 0; i < MT; ++i)
+    for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
+      for (int e = 0; e < BN / 2; ++e) acc[i][e] = 0.f;
+
+    for (int kt = 0; kt < k_steps; ++kt, ++step) {
+      const int s = step % STAGES;
+      mbarrier_wait(&full[s], (step / STAGES) & 1);
+      const unsigned char* stage = smem + s * STAGE;
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
-        store_pair<O, BOUNDS, RELU>(D, M, N, ldd, (i64)m0 + (consumer * MT + i) * 64 + warp * 16 + g + 8 * h,
-                                    (i64)n0 + j * 8 + 2 * t, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1], alpha,
-                                    paired);
+      for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < WG_BK / 16; ++kk) {
+        // B: 16 rows of every 64-column box (boxes B_BOX apart, 8-row groups 1024 bytes apart).
+        const u64 b = wgmma_descriptor(stage + A_BYTES + kk * 16 * 128, B_BOX, 1024);
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          // A: 64 rows of 128 bytes (8-row groups 1024 bytes apart), 16 elements in from column kk * 16.
+          const u64 a = wgmma_descriptor(stage + (consumer * MT + i) * 64 * 128 + kk * 32, 16, 1024);
+          Wgmma<BN>::run(acc[i], a, b);
+        }
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // this stage's products may still run; the previous stage's are done
+      if (tid == 0 && kt > 0) mbarrier_arrive(&empty[(step - 1) % STAGES]);
+    }
+    wgmma_wait<0>();
+    if (tid == 0) mbarrier_arrive(&empty[(step - 1) % STAGES]);  // the tile's last stage
+#pragma unroll
+    for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
+
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          store_pair<O, BOUNDS, RELU>(D, M, N, ldd, (i64)m0 + (consumer * MT + i) * 64 + warp * 16 + g + 8 * h,
+                                      (i64)n0 + j * 8 + 2 * t, acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1],
+                                      alpha, paired);
+  }
 }
 
 // Copies the rows x cols matrix `src` (leading dimension ld_src) into `dst` with rows of ld_dst
-// elements (a multiple of 8, >= cols); dst's columns cols .. ld_dst - 1 get zeros. A block of 256
-// threads moves 2048 elements of a row per step: coalesced 2-byte loads (rows of src need not be
-// aligned) into shared memory, then one 16-byte store per thread.
+// elements (a multiple of 8, >= cols); dst's columns cols .. ld_dst - 1 get zeros. Two such copies
+// (A's and B's) share one launch: blockIdx.z picks the copy (gridDim.z = 1 runs only the first). A
+// block of 256 threads moves 2048 elements of a row per step: coalesced 2-byte loads (rows of src
+// need not be aligned) into shared memory, then one 16-byte store per thread.
+struct PadCopy {
+  const unsigned short* src;
+  unsigned short* dst;
+  long long rows, cols, ld_src, ld_dst;
+};
+
 __global__ void __launch_bounds__(256)
-    pad_rows(const unsigned short* __restrict__ src, unsigned short* __restrict__ dst, long long rows,
-             long long cols, long long ld_src, long long ld_dst) {
+    pad_rows(const unsigned short* __restrict__ src0, unsigned short* __restrict__ dst0, long long rows0,
+             long long cols0, long long ld_src0, long long ld_dst0, const unsigned short* __restrict__ src1,
+             unsigned short* __restrict__ dst1, long long rows1, long long cols1, long long ld_src1,
+             long long ld_dst1) {
   constexpr int THREADS = 256, SPAN = 8 * THREADS;
   __shared__ __align__(16) unsigned short row[SPAN];
-  for (long long r = blockIdx.y; r < rows; r += gridDim.y) {
-    for (long long c0 = (long long)blockIdx.x * SPAN; c0 < ld_dst; c0 += (long long)gridDim.x * SPAN) {
+  const PadCopy copy = blockIdx.z == 0 ? PadCopy{src0, dst0, rows0, cols0, ld_src0, ld_dst0}
+                                       : PadCopy{src1, dst1, rows1, cols1, ld_src1, ld_dst1};
+  for (long long r = blockIdx.y; r < copy.rows; r += gridDim.y) {
+    for (long long c0 = (long long)blockIdx.x * SPAN; c0 < copy.ld_dst; c0 += (long long)gridDim.x * SPAN) {
 #pragma unroll
-      for (int e = threadIdx.x; e < SPAN; e += THREADS) row[e] = c0 + e < cols ? src[r * ld_src + c0 + e] : 0;
+      for (int e = threadIdx.x; e < SPAN; e += THREADS)
+        row[e] = c0 + e < copy.cols ? copy.src[r * copy.ld_src + c0 + e] : 0;
       __syncthreads();
       const long long c = c0 + 8 * threadIdx.x;
-      if (c < ld_dst)
-        *reinterpret_cast<uint4*>(dst + r * ld_dst + c) = *reinterpret_cast<const uint4*>(row + 8 * threadIdx.x);
+      if (c < copy.ld_dst)
+        *reinterpret_cast<uint4*>(copy.dst + r * copy.ld_dst + c) =
+            *reinterpret_cast<const uint4*>(row + 8 * threadIdx.x);
       __syncthreads();
     }
   }

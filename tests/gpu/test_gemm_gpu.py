@@ -29,14 +29,15 @@ SHAPES = [
 
 def configs_for(problem):
     """The default and a seeded spread of valid variants: on path mma each BK and stage count once;
-    on the wgmma paths each (BM, BN, consumers) once."""
+    on the wgmma paths each (BM, BN, consumers, tiles_per_block) once, six of them."""
     space = GEMM.space.restrict({"BM": [32, 64, 128, 256], "BN": [32, 64, 128, 256]})
     configs = [c for c in space if not GEMM.violations(problem, c)]
     random.Random(str(problem)).shuffle(configs)
     mma = {(c["BK"], c["stages"]): c for c in configs if c["path"] == "mma" and c["BM"] <= 128 and c["BN"] <= 128}
-    tma = list({(c["BM"], c["BN"], c["consumers"]): c for c in configs if c["path"] != "mma"}.values())
+    tma = list({(c["BM"], c["BN"], c["consumers"], c["tiles_per_block"]): c
+                for c in configs if c["path"] != "mma"}.values())
     assert tma, "every shape has a wgmma path"
-    return [GEMM.default_config(problem), *mma.values(), *tma[:4]]
+    return [GEMM.default_config(problem), *mma.values(), *tma[:6]]
 
 
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
@@ -46,6 +47,23 @@ def test_bounded_gemm_is_within_tolerance(runner, builder, out_dtype, shape):
     for config in configs_for(problem):
         outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
         assert outcome.status is Status.OK, (config.label(), outcome.message)
+
+
+@pytest.mark.parametrize("tiles_per_block", [2, 4, 16])
+@pytest.mark.parametrize("stages", [2, 3])
+def test_blocks_taking_several_tiles(runner, builder, tiles_per_block, stages):
+    """The mbarrier ring runs on across a block's tiles: odd K-step counts (65 steps of 64 for K =
+    4095, 2 for K = 73) against 2-3 stages, tile counts that do not divide by tiles_per_block, and
+    both operands padded in one pad_rows launch."""
+    for shape, path in (({"M": 4099, "N": 4097, "K": 4095}, "padded"), ({"M": 65, "N": 97, "K": 73}, "padded"),
+                        ({"M": 1000, "N": 1000, "K": 4096}, "wgmma")):
+        problem = GEMM.parse_problem(shape)
+        for bm, bn, consumers in ((128, 256, 2), (64, 128, 1)):
+            config = GEMM.config({"BM": bm, "BN": bn, "BK": 64, "warps_m": 1, "warps_n": 1, "stages": stages,
+                                  "bounds": "true", "path": path, "consumers": consumers,
+                                  "tiles_per_block": tiles_per_block})
+            outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
+            assert outcome.status is Status.OK, (shape, config.label(), outcome.message)
 
 
 def test_full_tiles_without_bounds(runner, builder):
@@ -67,8 +85,9 @@ def test_sabotaged_variants_are_rejected(runner, builder):
                                "v0 = (r == 0 && c == 0) ? __int_as_float(0x7fc00000) : v0 * alpha;", expect="1 of")
     assert_sabotage_caught(runner, builder, GEMM, problem, config, "for (i64 kt = 0; kt < tiles; ++kt)",
                            "for (i64 kt = 0; kt < tiles - 1; ++kt)", expect="elements wrong")
-    assert_sabotage_caught(runner, builder, GEMM, problem, padded, "const int tiles = (int)((K + WG_BK - 1) / WG_BK);",
-                           "const int tiles = (int)((K + WG_BK - 1) / WG_BK) - 1;", expect="elements wrong")
+    assert_sabotage_caught(runner, builder, GEMM, problem, padded,
+                           "const int k_steps = (int)((K + WG_BK - 1) / WG_BK);",
+                           "const int k_steps = (int)((K + WG_BK - 1) / WG_BK) - 1;", expect="elements wrong")
 
 
 @pytest.mark.parametrize("path", ["mma", "wgmma"])
@@ -79,7 +98,7 @@ def test_times_and_torch_baseline_agrees(runner, builder, out_dtype, path):
     config = GEMM.default_config(problem)
     if path == "wgmma":
         config = GEMM.config({**config.as_dict(), "path": "wgmma", "BM": 128, "BN": 256, "BK": 64, "warps_m": 1,
-                              "warps_n": 1, "consumers": 2, "stages": 4})
+                              "warps_n": 1, "consumers": 2, "stages": 4, "tiles_per_block": 2})
     outcomes = retime_with_baseline(runner, builder, GEMM, problem, config)
     assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
     assert outcomes[1].status is Status.OK and outcomes[1].baseline.startswith("torch: "), outcomes[1].message

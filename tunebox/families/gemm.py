@@ -110,6 +110,7 @@ class Gemm(Family):
         Param("bounds", ("true", "false"), "'false' promises full tiles (and, for mma, 16-byte aligned rows)"),
         Param("path", ("mma", "wgmma", "padded"), "mma.sync + cp.async; TMA + wgmma; wgmma on padded copies"),
         Param("consumers", (1, 2), "consumer warpgroups of the wgmma paths"),
+        Param("tiles_per_block", (1, 2, 4, 8, 16), "tiles of D each block of the wgmma paths computes in turn"),
     ))
 
     @property
@@ -200,7 +201,7 @@ class Gemm(Family):
         p = self._as_problem(problem)
         tile = 128 if min(p.M, p.N) >= 128 else 64 if min(p.M, p.N) >= 64 else 32
         return self.space.validate({"BM": tile, "BN": tile, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 2,
-                                    "bounds": "true", "path": "mma", "consumers": 1})
+                                    "bounds": "true", "path": "mma", "consumers": 1, "tiles_per_block": 1})
 
     def violations(self, problem: Problem, config: Config) -> list[str]:
         p = self._as_problem(problem)
@@ -211,8 +212,6 @@ class Gemm(Family):
             broken.append(f"{smem} bytes of shared memory exceed {MAX_SHARED_BYTES}")
         if config["bounds"] == "false" and (p.M % bm or p.N % bn):
             broken.append(f"bounds='false' needs full tiles of D: M % BM = N % BN = 0 ({p.M} % {bm}, {p.N} % {bn})")
-        if math.ceil(p.M / bm) > MAX_GRID_Y or math.ceil(p.N / bn) > MAX_COUNT:
-            broken.append(f"the grid of {math.ceil(p.N / bn)} x {math.ceil(p.M / bm)} blocks exceeds the limits")
         return broken
 
     @staticmethod
@@ -220,9 +219,11 @@ class Gemm(Family):
         bm, bn, bk = int(config["BM"]), int(config["BN"]), int(config["BK"])
         wm, wn = int(config["warps_m"]), int(config["warps_n"])
         broken = []
-        if config["consumers"] != 1:
-            broken.append("consumers counts warpgroups of the wgmma paths; path 'mma' takes consumers=1 (and "
-                          "warps_m x warps_n warps)")
+        if config["consumers"] != 1 or config["tiles_per_block"] != 1:
+            broken.append("consumers and tiles_per_block belong to the wgmma paths; path 'mma' takes consumers=1, "
+                          "tiles_per_block=1 (and warps_m x warps_n warps, one tile each)")
+        if math.ceil(p.M / bm) > MAX_GRID_Y or math.ceil(p.N / bn) > MAX_COUNT:
+            broken.append(f"the grid of {math.ceil(p.N / bn)} x {math.ceil(p.M / bm)} blocks exceeds the limits")
         if bm % (16 * wm) or bn % (8 * wn):
             broken.append(f"warp tiles of whole 16 x 8 MMA tiles need BM % (16 x warps_m) = BN % (8 x warps_n) = 0 "
                           f"(BM={bm}, BN={bn}, warps {wm} x {wn})")
@@ -282,12 +283,13 @@ class Gemm(Family):
 
     def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
         p = self._as_problem(problem)
-        if config["path"] in WGMMA_PATHS:
-            threads = 128 * (int(config["consumers"]) + 1)
-        else:
-            threads = 32 * int(config["warps_m"]) * int(config["warps_n"])
-        return LaunchGeometry((math.ceil(p.N / int(config["BN"])), math.ceil(p.M / int(config["BM"])), 1),
-                              (threads, 1, 1), self.shared_bytes(config))
+        tiles_n, tiles_m = math.ceil(p.N / int(config["BN"])), math.ceil(p.M / int(config["BM"]))
+        if config["path"] in WGMMA_PATHS:  # one block per tiles_per_block tiles, tiles in row-major order
+            blocks = math.ceil(tiles_n * tiles_m / int(config["tiles_per_block"]))
+            return LaunchGeometry((blocks, 1, 1), (128 * (int(config["consumers"]) + 1), 1, 1),
+                                  self.shared_bytes(config))
+        threads = 32 * int(config["warps_m"]) * int(config["warps_n"])
+        return LaunchGeometry((tiles_n, tiles_m, 1), (threads, 1, 1), self.shared_bytes(config))
 
     def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]:
         p = self._as_problem(problem)
@@ -299,18 +301,19 @@ class Gemm(Family):
                 *(ScalarArg("i64", v) for v in (p.M, p.N, p.K, p.lda, p.ldb, p.ldd)), alpha)
 
     def prologue(self, problem: Problem, config: Config) -> tuple[KernelLaunch, ...]:
-        """Path 'padded': one ``pad_rows`` per operand with unaligned rows, into its workspace."""
+        """Path 'padded': one ``pad_rows`` launch copying each operand with unaligned rows into its
+        workspace (gridDim.z = the number of copies; the second argument set repeats the first when
+        there is one copy, and is not read)."""
         p = self._as_problem(problem)
         if config["path"] != "padded":
             return ()
-        launches = []
-        for name, rows, cols, ld in (("A", p.M, p.K, p.lda), ("B", p.K, p.N, p.ldb)):
-            if ld % 8:
-                grid = (math.ceil(_round8(cols) / PAD_SPAN), min(rows, MAX_GRID_Y), 1)
-                launches.append(KernelLaunch("pad_rows", LaunchGeometry(grid, (PAD_THREADS, 1, 1), 0), (
-                    BufferArg(name), BufferArg(f"{name}_padded"),
-                    *(ScalarArg("i64", v) for v in (rows, cols, ld, _round8(cols))))))
-        return tuple(launches)
+        copies = [(name, rows, cols, ld) for name, rows, cols, ld in (("A", p.M, p.K, p.lda), ("B", p.K, p.N, p.ldb))
+                  if ld % 8]
+        args = [(BufferArg(name), BufferArg(f"{name}_padded"),
+                 *(ScalarArg("i64", v) for v in (rows, cols, ld, _round8(cols)))) for name, rows, cols, ld in copies]
+        grid = (math.ceil(max(_round8(cols) for _, _, cols, _ in copies) / PAD_SPAN),
+                min(max(rows for _, rows, _, _ in copies), MAX_GRID_Y), len(copies))
+        return (KernelLaunch("pad_rows", LaunchGeometry(grid, (PAD_THREADS, 1, 1), 0), (*args[0], *args[-1])),)
 
     @staticmethod
     def _tensor_maps(p: GemmProblem, config: Config) -> tuple[TensorMapArg, TensorMapArg]:

@@ -84,7 +84,7 @@ assert_rule = partial(family_checks.assert_rule, G)
 
 def config(**values):
     return G.config({"BM": 64, "BN": 64, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 2, "bounds": "true",
-                     "path": "mma", "consumers": 1, **values})
+                     "path": "mma", "consumers": 1, "tiles_per_block": 1, **values})
 
 
 def wgmma(path="wgmma", **values):
@@ -107,6 +107,7 @@ def test_rules_each_pass_and_fail() -> None:
     assert "16-byte rows" in G.violations(odd_rows, config(bounds="false"))[0]
     assert "grid" in G.violations(G.parse_problem({"M": 2**22, "N": 1, "K": 1}), config(BM=32))[0]
     assert_rule(ragged, config(), config(consumers=2), "path 'mma' takes consumers=1")
+    assert_rule(ragged, config(), config(tiles_per_block=2), "tiles_per_block=1")
 
 
 def test_wgmma_rules_each_pass_and_fail() -> None:
@@ -139,7 +140,9 @@ def test_wgmma_geometry_and_tensor_maps() -> None:
     p = G.parse_problem({"M": 4096, "N": 4096, "K": 4096})
     c = wgmma()
     geo = G.geometry(p, c)
-    assert geo.grid == (16, 32, 1) and geo.block == (384, 1, 1) and geo.shared_bytes == 4 * 384 * 128 + 1024
+    assert geo.grid == (512, 1, 1) and geo.block == (384, 1, 1) and geo.shared_bytes == 4 * 384 * 128 + 1024
+    assert G.geometry(p, wgmma(tiles_per_block=4)).grid == (128, 1, 1)  # 512 tiles, 4 per block
+    assert G.geometry(p, wgmma(BM=256, BN=128, tiles_per_block=16)).grid == (32, 1, 1)
     a_map, b_map, d, *scalars = G.args(p, c)
     assert (a_map.buffer, a_map.request.shape, a_map.request.strides, a_map.request.box) == \
         ("A", (4096, 4096), (8192, 2), (128, 64))
@@ -159,13 +162,16 @@ def test_padded_path_copies_only_the_unaligned_operand() -> None:
     assert [(b.name, b.shape) for b in workspace] == [("A_padded", (4099, 4096))]
     (pad,) = G.prologue(p, c)
     assert pad.kernel == "pad_rows" and [a.name for a in pad.args[:2]] == ["A", "A_padded"]
-    assert [a.value for a in pad.args[2:]] == [4099, 4095, 4095, 4096]
+    assert [a.value for a in pad.args[2:6]] == [4099, 4095, 4095, 4096]
+    assert pad.args[6:] == pad.args[:6]  # the unused second copy repeats the first
     assert pad.geometry.grid == (2, 4099, 1) and pad.geometry.block == (256, 1, 1)
     a_map, b_map = G.args(p, c)[:2]
     assert (a_map.buffer, a_map.request.strides) == ("A_padded", (8192, 2))
     assert (b_map.buffer, b_map.request.strides) == ("B", (8208, 2))
     both = G.parse_problem({"M": 65, "N": 97, "K": 73})
-    assert [k.args[1].name for k in G.prologue(both, wgmma("padded", BN=128))] == ["A_padded", "B_padded"]
+    (pad,) = G.prologue(both, wgmma("padded", BN=128))  # one launch copies both: gridDim.z = 2
+    assert [pad.args[1].name, pad.args[7].name] == ["A_padded", "B_padded"]
+    assert [a.value for a in pad.args[8:]] == [73, 97, 97, 104] and pad.geometry.grid == (1, 73, 2)
     assert G.render(both, wgmma("padded", BN=128)).helpers == ("pad_rows",)
     assert G.render(both, config()).helpers == () and G.render(both, config()).arch_suffix == ""
 
@@ -193,7 +199,8 @@ def compiled():
     for out_dtype, relu in itertools.product(("bfloat16", "float32"), (False, True)):
         q = G.parse_problem({**p.to_dict(), "out_dtype": out_dtype, "relu": relu})
         cases += [(q, wgmma(BM=128, BN=256, consumers=2)), (q, wgmma(BM=128, BN=128, consumers=1, bounds="false")),
-                  (q, wgmma(BM=256, BN=128, consumers=2, stages=3)), (q, wgmma(BM=64, BN=64, consumers=1, stages=2))]
+                  (q, wgmma(BM=256, BN=128, consumers=2, stages=3, tiles_per_block=4)),
+                  (q, wgmma(BM=64, BN=64, consumers=1, stages=2, tiles_per_block=2))]
         cases.append((G.parse_problem({**ragged.to_dict(), "out_dtype": out_dtype, "relu": relu}),
                       wgmma("padded", BN=128, stages=2)))
     builder = NvrtcBuilder("sm_90")
