@@ -15,9 +15,11 @@ Three paths (``path``), all in ``kernels/gemm/gemm.cu``:
 - ``wgmma``: Hopper (sm_90a): TMA loads with the 128-byte swizzle into a 2-4 stage mbarrier ring,
   a producer warpgroup and 1-2 consumer warpgroups issuing wgmma m64nBNk16. The tensor maps zero-fill
   past M, N and K, so any shape works; rows must be 16-byte aligned (``lda``, ``ldb`` multiples of 8).
-- ``padded``: for unaligned rows, ``pad_rows`` first copies A and/or B into workspace with rows of
-  ``ceil(cols / 8) * 8`` elements, then the wgmma kernel runs on the copies; the copies are timed
-  with the product (the seed's compact-versus-padded comparison).
+  A block computes ``tiles_per_block`` tiles in turn, so one tile's epilogue overlaps the next one's
+  loads (the grid shrinks by that factor).
+- ``padded``: for unaligned rows, one ``pad_rows`` launch first copies A and/or B into workspace with
+  rows of ``ceil(cols / 8) * 8`` elements, then the wgmma kernel runs on the copies; the copies are
+  timed with the product (the seed's compact-versus-padded comparison).
 
 Verification is within a tolerance (``Family.tolerance``): the float64 reference, rounded to D's type,
 may differ by ``atol + rtol * |want|`` with ``rtol = 1e-2`` and ``atol = 1e-2 * sqrt(K / 64) *

@@ -157,7 +157,8 @@ def _on_device(session, buffer, like: np.ndarray):
 
     bits = _signed(like)
     tensor = torch.empty(bits.shape, dtype=getattr(torch, bits.dtype.name), device="cuda")
-    session.copy_to(tensor.data_ptr(), buffer, bits.nbytes)
+    if bits.nbytes:
+        session.copy_to(tensor.data_ptr(), buffer, bits.nbytes)
     return tensor
 
 
