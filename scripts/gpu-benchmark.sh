@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
-# On the GPU host: GPU tests, then the exhaustive tile_copy sweep (the replay recording), the
-# winners database and the benchmark file. Copies the outputs to $OUT when it is set.
+# On the GPU host (issues 2 and 3): the tile_copy GPU tests, then the TPE sweeps of
+# spaces/tile_copy.toml (ld/st vectors and cp.async) and spaces/tile_copy_tma.toml (TMA), their replay
+# recordings, the winners database and results/benchmarks/tile_copy.json and tile_copy_tma.json.
+# Copies the outputs to $OUT when it is set.
 set -euo pipefail
 . scripts/gpu-env.sh
-python3 -m pytest tests/gpu -q -p no:cacheprovider
-python3 -m tunebox tune spaces/tile_copy.toml --backend gpu --strategy exhaustive --results results --quiet
-python3 -m tunebox benchmark spaces/tile_copy.toml --results results --out results/benchmarks/tile_copy.json \
-  --command "bash scripts/gpu-benchmark.sh"
-if [ -n "${OUT:-}" ]; then
-  cp results/sweeps/tile_copy/evals.jsonl "$OUT/tile_copy.jsonl"
-  cp results/winners.sqlite "$OUT/winners.sqlite"
-  cp results/benchmarks/tile_copy.json "$OUT/tile_copy.json"
-fi
+python3 -m pytest tests/gpu/test_tile_copy_gpu.py tests/gpu/test_tma_gpu.py -q -p no:cacheprovider
+for name in tile_copy tile_copy_tma; do
+  python3 -m tunebox tune "spaces/$name.toml" --backend gpu --results results --quiet
+  cp "results/sweeps/$name/evals.jsonl" "results/recordings/$name.jsonl"
+  python3 -m tunebox benchmark "spaces/$name.toml" --results results --out "results/benchmarks/$name.json" \
+    --command "bash scripts/gpu-benchmark.sh"
+  [ -n "${OUT:-}" ] && cp "results/recordings/$name.jsonl" "results/benchmarks/$name.json" "$OUT/"
+done
+[ -n "${OUT:-}" ] && cp results/winners.sqlite "$OUT/" || true

@@ -26,6 +26,7 @@
 // with the next one's loads. The tensor maps need 16-byte aligned rows; the padded path first copies
 // A and/or B into workspace rows of ceil(cols / 8) * 8 elements with `pad_rows` (one launch).
 // BOUNDS = false promises full tiles of D (M % BM = N % BN = 0): the epilogue stores without tests.
+#include "tunebox/async_copy.cuh"
 #include "tunebox/tma.cuh"
 
 namespace {
@@ -33,15 +34,6 @@ namespace {
 using namespace tb;
 
 constexpr int PAD = 8;  // elements of padding per shared row
-
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(shared_address(dst)), "l"(src) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int PENDING>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
-}
 
 // Copies the ROWS x COLS tile at (r0, c0) of the R x C matrix g (leading dimension ld) into shared
 // s (row pitch COLS + PAD), zero outside the matrix. `vec_ok`: rows may move in 16-byte chunks.
@@ -55,7 +47,7 @@ __device__ __forceinline__ void load_tile(const u16* __restrict__ g, i64 R, i64 
     u16* dst = s + r * (COLS + PAD) + c;
     const i64 gr = r0 + r, gc = c0 + c;
     if (!BOUNDS || (vec_ok && gr < R && gc + 8 <= C)) {
-      cp_async16(dst, g + gr * ld + gc);
+      cp_async_copy<16>(dst, g + gr * ld + gc);
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) dst[e] = (gr < R && gc + e < C) ? g[gr * ld + gc + e] : u16(0);
@@ -273,13 +265,13 @@ __global__ void __launch_bounds__(WM * WN * 32)
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < tiles) load_stage(s, s);
-    cp_async_commit();
+    cp_async_commit_group();
   }
   for (i64 kt = 0; kt < tiles; ++kt) {
     const i64 next = kt + STAGES - 1;
     if (next < tiles) load_stage(next, (int)(next % STAGES));
-    cp_async_commit();
-    cp_async_wait<STAGES - 1>();
+    cp_async_commit_group();
+    cp_async_wait_group<STAGES - 1>();
     __syncthreads();
     const u16* sa = smem + (int)(kt % STAGES) * STAGE;
     const u16* sb = sa + BM * A_PITCH;
@@ -303,7 +295,7 @@ __global__ void __launch_bounds__(WM * WN * 32)
     }
     __syncthreads();  // the stage is refilled by the next iteration's load
   }
-  cp_async_wait<0>();
+  cp_async_wait_group<0>();
 
   const bool paired = pairs_aligned(D, ldd);
 #pragma unroll

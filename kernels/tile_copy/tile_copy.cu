@@ -4,11 +4,15 @@
 //   transposed:     dst[i][j] = src[oy + j][ox + i]
 // Destination elements whose source lies outside src take the padding bits `pad`.
 //
+// Two kernels here (the TMA transport is in tile_copy_tma.cu):
+//   tile_copy           transport "vector": ld/st vectors, in registers or staged through shared memory;
+//   tile_copy_cp_async  transport "cp_async": the source blocks of a block's tiles stream into a ring of
+//                       STAGES shared buffers by cp.async, STAGES - 1 tiles ahead of the stores.
 // Template parameters: E element bits type; BM x BN destination tile; THREADS per block; VEC
 // elements per vector access; BOUNDS (tb::Bounds); STAGING 0 (registers only, not transposed) or a
-// tb::Staging layout (through shared memory, aligned-window accesses); TPB tiles per block;
+// tb::Staging layout (through shared memory); TPB tiles per block; STAGES shared buffers (cp_async);
 // TRANSPOSE.
-#include "tunebox/tile.cuh"
+#include "tunebox/async_copy.cuh"
 
 namespace {
 
@@ -32,6 +36,22 @@ __device__ __forceinline__ int choose_path(i64 Ms, i64 Ns, i64 Md, i64 Nd, i64 o
   return STAGED && floor_to(last, VEC) + (W / VEC + 1) * VEC <= Ms * Ns ? INTERIOR_PATH : CHECKED_PATH;
 }
 
+template <int V>
+struct Constant {
+  enum { value = V };  // no storage: nothing for the object code to name
+};
+
+// Calls f(Constant<path>()): a path chosen at run time selects one of three instantiations of f.
+template <typename F>
+__device__ __forceinline__ void on_path(int path, F f) {
+  if (path == FAST_PATH)
+    f(Constant<FAST_PATH>());
+  else if (path == INTERIOR_PATH)
+    f(Constant<INTERIOR_PATH>());
+  else
+    f(Constant<CHECKED_PATH>());
+}
+
 template <typename E, int BM, int BN, int THREADS, int VEC, bool CHECK>
 __device__ __forceinline__ void copy_tile(const E* __restrict__ src, E* __restrict__ dst, i64 Ms,
                                           i64 Ns, i64 Md, i64 Nd, i64 oy, i64 ox, E pad, i64 i0,
@@ -53,15 +73,13 @@ __device__ __forceinline__ void copy_tile(const E* __restrict__ src, E* __restri
   }
 }
 
-// Moves one tile through shared memory. The source block (H x W: BN x BM when transposed, else
-// BM x BN) is loaded into the stage, then the destination tile is stored from it. Except on the
-// FAST path, both sides use aligned-window slots, so rows of any alignment move in aligned vectors.
+// Loads the source block of tile (i0, j0) (H x W: BN x BM when transposed, else BM x BN) into the
+// shared `stage` with layout STAGING. Except on the FAST path, rows move in aligned-window slots, so
+// rows of any alignment move in aligned vectors.
 template <typename E, int BM, int BN, int THREADS, int VEC, int STAGING, bool TRANSPOSE, int PATH>
-__device__ __forceinline__ void staged_tile(const E* __restrict__ src, E* __restrict__ dst, E* stage,
-                                            i64 Ms, i64 Ns, i64 Md, i64 Nd, i64 oy, i64 ox, E pad,
-                                            i64 i0, i64 j0) {
+__device__ __forceinline__ void load_block(const E* __restrict__ src, E* stage, i64 Ms, i64 Ns, i64 oy, i64 ox,
+                                           E pad, i64 i0, i64 j0) {
   constexpr int H = TRANSPOSE ? BN : BM, W = TRANSPOSE ? BM : BN;
-  constexpr bool CHECK = PATH == CHECKED_PATH;
   const i64 r0 = oy + (TRANSPOSE ? j0 : i0), c0 = ox + (TRANSPOSE ? i0 : j0);
   auto at = [&](int r, int c) -> E& { return stage[staged_index<E, W, STAGING, VEC>(r, c)]; };
   if (PATH == FAST_PATH) {
@@ -82,13 +100,47 @@ __device__ __forceinline__ void staged_tile(const E* __restrict__ src, E* __rest
       const int idx = threadIdx.x + k * THREADS;
       if (TOTAL % THREADS == 0 || idx < TOTAL) {
         const int r = idx / SLOTS;
-        load_slot<E, VEC, W, CHECK>(src, Ms, Ns, r0 + r, c0, idx % SLOTS, pad,
-                                    [&](int c, E v) { at(r, c) = v; });
+        load_slot<E, VEC, W, PATH == CHECKED_PATH>(src, Ms, Ns, r0 + r, c0, idx % SLOTS, pad,
+                                                  [&](int c, E v) { at(r, c) = v; });
       }
     }
   }
-  __syncthreads();
-  auto value = [&](int i, int j) -> E { return TRANSPOSE ? at(j, i) : at(i, j); };
+}
+
+// Issues the loads of the source block of tile (i0, j0) into the shared `stage` (layout STAGING,
+// which keeps each vector contiguous and aligned): one cp.async per vector that lies inside src and
+// is aligned (every vector when !CHECK), element loads with `pad` outside src otherwise. The data is
+// in place once the calling thread's group completed and the block synchronised.
+template <typename E, int BM, int BN, int THREADS, int VEC, int STAGING, bool TRANSPOSE, bool CHECK>
+__device__ __forceinline__ void cp_async_block(const E* __restrict__ src, E* stage, i64 Ms, i64 Ns, i64 oy, i64 ox,
+                                               E pad, i64 i0, i64 j0) {
+  constexpr int H = TRANSPOSE ? BN : BM, W = TRANSPOSE ? BM : BN;
+  constexpr int PER_ROW = W / VEC, LOADS = H * PER_ROW / THREADS;
+  const i64 r0 = oy + (TRANSPOSE ? j0 : i0), c0 = ox + (TRANSPOSE ? i0 : j0);
+#pragma unroll
+  for (int k = 0; k < LOADS; ++k) {
+    const int idx = threadIdx.x + k * THREADS;
+    const int r = idx / PER_ROW, c = (idx % PER_ROW) * VEC;
+    const i64 gr = r0 + r, gc = c0 + c, off = gr * Ns + gc;
+    const bool row_ok = in_range(gr, Ms);
+    if (!CHECK || (row_ok && gc >= 0 && gc + VEC <= Ns && off % VEC == 0)) {
+      cp_async_copy<VEC * sizeof(E)>(stage + staged_index<E, W, STAGING, VEC>(r, c), src + off);
+    } else {
+#pragma unroll
+      for (int e = 0; e < VEC; ++e)
+        stage[staged_index<E, W, STAGING, VEC>(r, c + e)] = row_ok && in_range(gc + e, Ns) ? src[off + e] : pad;
+    }
+  }
+}
+
+// Stores destination tile (i0, j0) from the source block in the shared `stage` (layout STAGING).
+// Except on the FAST path, rows move in aligned-window slots clipped at dst's edges.
+template <typename E, int BM, int BN, int THREADS, int VEC, int STAGING, bool TRANSPOSE, int PATH>
+__device__ __forceinline__ void store_block(E* __restrict__ dst, const E* stage, i64 Md, i64 Nd, i64 i0, i64 j0) {
+  constexpr int W = TRANSPOSE ? BM : BN;
+  auto value = [&](int i, int j) -> E {
+    return TRANSPOSE ? stage[staged_index<E, W, STAGING, VEC>(j, i)] : stage[staged_index<E, W, STAGING, VEC>(i, j)];
+  };
   if (PATH == FAST_PATH) {
     constexpr int PER_ROW = BN / VEC, STORES = BM * PER_ROW / THREADS;
 #pragma unroll
@@ -107,12 +159,25 @@ __device__ __forceinline__ void staged_tile(const E* __restrict__ src, E* __rest
       const int idx = threadIdx.x + k * THREADS;
       if (TOTAL % THREADS == 0 || idx < TOTAL) {
         const int i = idx / SLOTS;
-        store_slot<E, VEC, BN, CHECK>(dst, Md, Nd, i0 + i, j0, idx % SLOTS,
-                                      [&](int j) { return value(i, j); });
+        store_slot<E, VEC, BN, PATH == CHECKED_PATH>(dst, Md, Nd, i0 + i, j0, idx % SLOTS,
+                                                    [&](int j) { return value(i, j); });
       }
     }
   }
-  __syncthreads();  // the next tile reuses the stage
+}
+
+// The first row and column of destination tile `tile` (tiles numbered row-major, tiles_n per row).
+template <int BM, int BN>
+__device__ __forceinline__ void tile_origin(i64 tile, i64 tiles_n, i64& i0, i64& j0) {
+  i0 = (tile / tiles_n) * BM;
+  j0 = (tile % tiles_n) * BN;
+}
+
+// Elements from one row to the next of a shared tile of W-element rows staged with layout S (the
+// row pitch of tb::staged_index: one 32-bit bank word more per row when PADDED).
+template <typename E, int W, int S>
+constexpr int staged_pitch() {
+  return S == PADDED ? W + (sizeof(E) >= 4 ? 1 : 4 / (int)sizeof(E)) : W;
 }
 
 }  // namespace
@@ -130,23 +195,63 @@ __global__ void __launch_bounds__(THREADS)
   for (int t = 0; t < TPB; ++t) {
     const i64 tile = (i64)blockIdx.x * TPB + t;
     if (tile >= n_tiles) return;
-    const i64 i0 = (tile / tiles_n) * BM, j0 = (tile % tiles_n) * BN;
+    i64 i0, j0;
+    tile_origin<BM, BN>(tile, tiles_n, i0, j0);
     const int path = choose_path<BM, BN, VEC, BOUNDS, STAGED, TRANSPOSE>(Ms, Ns, Md, Nd, oy, ox, i0, j0);
-    if constexpr (STAGED) {
-      if (path == FAST_PATH)
-        staged_tile<E, BM, BN, THREADS, VEC, STAGING, TRANSPOSE, FAST_PATH>(src, dst, stage, Ms, Ns, Md, Nd, oy, ox,
-                                                                       pad, i0, j0);
-      else if (path == INTERIOR_PATH)
-        staged_tile<E, BM, BN, THREADS, VEC, STAGING, TRANSPOSE, INTERIOR_PATH>(src, dst, stage, Ms, Ns, Md, Nd, oy,
-                                                                           ox, pad, i0, j0);
-      else
-        staged_tile<E, BM, BN, THREADS, VEC, STAGING, TRANSPOSE, CHECKED_PATH>(src, dst, stage, Ms, Ns, Md, Nd, oy,
-                                                                          ox, pad, i0, j0);
-    } else {
-      if (path == FAST_PATH)
-        copy_tile<E, BM, BN, THREADS, VEC, false>(src, dst, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
-      else
-        copy_tile<E, BM, BN, THREADS, VEC, true>(src, dst, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
-    }
+    on_path(path, [&](auto chosen) {
+      constexpr int PATH = decltype(chosen)::value;
+      if constexpr (STAGED) {
+        load_block<E, BM, BN, THREADS, VEC, STAGING, TRANSPOSE, PATH>(src, stage, Ms, Ns, oy, ox, pad, i0, j0);
+        __syncthreads();
+        store_block<E, BM, BN, THREADS, VEC, STAGING, TRANSPOSE, PATH>(dst, stage, Md, Nd, i0, j0);
+        __syncthreads();  // the next tile reuses the stage
+      } else {
+        copy_tile<E, BM, BN, THREADS, VEC, PATH != FAST_PATH>(src, dst, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
+      }
+    });
+  }
+}
+
+template <typename E, int BM, int BN, int THREADS, int VEC, int BOUNDS, int STAGING, int TPB, int STAGES,
+          bool TRANSPOSE>
+__global__ void __launch_bounds__(THREADS)
+    tile_copy_cp_async(const E* __restrict__ src, E* __restrict__ dst, long long Ms, long long Ns, long long Md,
+                       long long Nd, long long oy, long long ox, E pad, long long tiles_n, long long n_tiles) {
+  static_assert(STAGING != 0 && STAGES >= 1, "a ring of shared buffers");
+  constexpr int H = TRANSPOSE ? BN : BM, W = TRANSPOSE ? BM : BN;
+  constexpr int STAGE_BYTES = (H * staged_pitch<E, W, STAGING>() * (int)sizeof(E) + 15) / 16 * 16;  // one buffer
+  extern __shared__ __align__(16) unsigned char smem[];
+  const i64 first = (i64)blockIdx.x * TPB;
+  const int count = (int)(n_tiles - first < TPB ? n_tiles - first : TPB);
+  auto stage = [&](int t) { return reinterpret_cast<E*>(smem + (t % STAGES) * STAGE_BYTES); };
+  auto path_of = [&](i64 i0, i64 j0) {
+    return choose_path<BM, BN, VEC, BOUNDS, true, TRANSPOSE>(Ms, Ns, Md, Nd, oy, ox, i0, j0);
+  };
+  auto load = [&](int t) {  // issues tile t's loads into its buffer
+    i64 i0, j0;
+    tile_origin<BM, BN>(first + t, tiles_n, i0, j0);
+    if (path_of(i0, j0) == FAST_PATH)
+      cp_async_block<E, BM, BN, THREADS, VEC, STAGING, TRANSPOSE, false>(src, stage(t), Ms, Ns, oy, ox, pad, i0, j0);
+    else
+      cp_async_block<E, BM, BN, THREADS, VEC, STAGING, TRANSPOSE, true>(src, stage(t), Ms, Ns, oy, ox, pad, i0, j0);
+  };
+#pragma unroll 1
+  for (int t = 0; t < STAGES - 1; ++t) {
+    if (t < count) load(t);
+    cp_async_commit_group();  // one group per tile, empty past the run: wait<STAGES - 1> counts tiles
+  }
+#pragma unroll 1
+  for (int t = 0; t < count; ++t) {
+    if (t + STAGES - 1 < count) load(t + STAGES - 1);
+    cp_async_commit_group();
+    cp_async_wait_group<STAGES - 1>();  // tile t's group is complete
+    __syncthreads();
+    i64 i0, j0;
+    tile_origin<BM, BN>(first + t, tiles_n, i0, j0);
+    on_path(path_of(i0, j0), [&](auto chosen) {
+      store_block<E, BM, BN, THREADS, VEC, STAGING, TRANSPOSE, decltype(chosen)::value>(dst, stage(t), Md, Nd, i0,
+                                                                                       j0);
+    });
+    __syncthreads();  // the next iteration refills this buffer
   }
 }

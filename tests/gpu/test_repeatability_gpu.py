@@ -22,6 +22,9 @@ vec_bytes = [16]
 bounds = ["split"]
 staging = ["none"]
 tiles_per_block = [1]
+transport = ["vector"]
+swizzle = ["none"]
+stages = [1]
 [[problems]]
 name = "pad"
 dtype = "bfloat16"

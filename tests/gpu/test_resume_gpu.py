@@ -31,6 +31,9 @@ threads = [128, 256]
 vec_bytes = [8, 16]
 staging = ["none"]
 tiles_per_block = [1]
+transport = ["vector"]
+swizzle = ["none"]
+stages = [1]
 [[problems]]
 name = "pad"
 dtype = "bfloat16"

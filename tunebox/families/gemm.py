@@ -117,7 +117,7 @@ class Gemm(Family):
 
     @property
     def source_files(self):  # type: ignore[override]
-        return library_files("gemm/gemm.cu", "include/tunebox/tma.cuh")
+        return library_files("gemm/gemm.cu", "include/tunebox/async_copy.cuh", "include/tunebox/tma.cuh")
 
     # -- problems ---------------------------------------------------------------------------------
     def parse_problem(self, data: Mapping[str, Any]) -> GemmProblem:

@@ -3,10 +3,27 @@
 ``dst (Md, Nd) <- src (Ms, Ns)`` read at origin ``(oy, ox)`` (may be negative):
 ``dst[i, j] = src[oy + i, ox + j]`` or, transposed, ``src[oy + j, ox + i]``; destination elements
 whose source lies outside ``src`` take the padding value. Every destination element is written.
+
+Three transports (``transport``), so the search picks per problem:
+
+- ``vector``: ld/st vectors in registers, or staged through shared memory (``staging``), one tile
+  at a time (``kernels/tile_copy/tile_copy.cu``, ``tile_copy``).
+- ``cp_async``: each block's source blocks stream into a ring of ``stages`` shared buffers by
+  cp.async (vectors inside src and aligned; element loads with the padding elsewhere), ``stages - 1``
+  tiles ahead of the staged stores (``tile_copy_cp_async``).
+- ``tma`` (sm_90+; the kernel refuses to compile for older devices): bulk tensor loads into a ring of
+  ``stages`` mbarrier-completed buffers with the ``swizzle`` layout, and bulk tensor stores that clip
+  at dst's edges (``kernels/tile_copy/tile_copy_tma.cu``). The hardware fills zero outside src; a
+  transposed copy or any other padding goes through an output buffer, the padding selected in
+  registers. Boxes are as wide as the swizzle span (the layout ``test_tma_gpu`` checked on the H200),
+  or without swizzle the whole block row up to 256 elements; the rows of src and dst and the origin's
+  column must be 16-byte multiples.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -19,6 +36,8 @@ from ..errors import InvalidProblem
 from ..limits import MAX_SHARED_BYTES
 from ..parallel import for_each_chunk
 from ..params import Config, Param, Space
+from ..tma import SWIZZLE_BYTES, TensorMapRequest
+from ..tma import violations as tensor_map_violations
 from .base import (
     Arg,
     Baseline,
@@ -29,6 +48,7 @@ from .base import (
     LaunchGeometry,
     Problem,
     ScalarArg,
+    TensorMapArg,
     Work,
     instantiate,
     library_files,
@@ -42,6 +62,9 @@ ADDRESS_REGISTERS = 40  # registers a thread of the register path needs besides 
 MAX_SLOTS = 16  # aligned-window slots per thread and phase of the staged path (unrolled code size)
 MAX_EXTENT = 2**31 - 1
 MAX_BLOCKS = 2**31 - 1  # grid.x
+MAX_TMA_COORDINATE = 2**31 - 1  # TMA coordinates are signed 32-bit
+MAX_TMA_BOX = 256  # elements per box dimension
+MBARRIER_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -58,7 +81,7 @@ class TileCopyProblem(Problem):
     def dtype(self) -> str:
         return self.element
 
-    @property
+    @functools.cached_property
     def pad_bits(self) -> int:
         return padding_bits(element_type(self.element), self.padding, self.pad_value)
 
@@ -101,13 +124,17 @@ class TileCopy(Family):
         Param("threads", (64, 128, 256, 512, 1024), "threads per block"),
         Param("vec_bytes", (2, 4, 8, 16), "bytes per vector access"),
         Param("bounds", tuple(BOUNDS), "checked: every tile; split: edge tiles only; unchecked"),
-        Param("staging", tuple(STAGING), "none: registers only; else the shared-memory layout"),
-        Param("tiles_per_block", (1, 2, 4), "consecutive tiles each block processes"),
+        Param("staging", tuple(STAGING), "none: registers only (tma: its own layout); else the shared-memory layout"),
+        Param("tiles_per_block", (1, 2, 4, 8, 16), "consecutive tiles each block processes"),
+        Param("transport", ("vector", "cp_async", "tma"), "ld/st vectors; cp.async ring; TMA loads and stores"),
+        Param("swizzle", tuple(SWIZZLE_BYTES), "shared-memory swizzle of the TMA boxes (transport tma only)"),
+        Param("stages", (1, 2, 3, 4), "source blocks in flight per block: shared buffers of cp_async and tma"),
     ))
 
     @property
     def source_files(self):  # type: ignore[override]
-        return library_files("tile_copy/tile_copy.cu")
+        return library_files("tile_copy/tile_copy.cu", "tile_copy/tile_copy_tma.cu", "include/tunebox/async_copy.cuh",
+                             "include/tunebox/tma.cuh")
 
     def parse_problem(self, data: Mapping[str, Any]) -> TileCopyProblem:
         known = {"dtype", "src", "dst", "origin", "transpose", "padding", "pad_value"}
@@ -142,42 +169,109 @@ class TileCopy(Family):
             values = {"BM": 32, "BN": 64, "threads": 256, "vec_bytes": 8, "staging": "padded"}
         else:
             values = {"BM": 8, "BN": 256, "threads": 256, "vec_bytes": 16, "staging": "none"}
-        return self.space.validate({**values, "bounds": "checked", "tiles_per_block": 1})
+        return self.space.validate({**values, "bounds": "checked", "tiles_per_block": 1, "transport": "vector",
+                                    "swizzle": "none", "stages": 1})
 
     def violations(self, problem: Problem, config: Config) -> list[str]:
         p = _as_problem(problem)
         et = element_type(p.element)
         bm, bn, threads = int(config["BM"]), int(config["BN"]), int(config["threads"])
         vec_bytes = int(config["vec_bytes"])
-        broken = []
         if vec_bytes % et.itemsize:
             return [f"vec_bytes={vec_bytes} is not a multiple of the {et.itemsize}-byte element"]
         vec = vec_bytes // et.itemsize
+        broken = []
         if bn % vec or (p.transpose and bm % vec):
             broken.append(f"a vector of {vec} elements must divide BN (and BM when transposed)")
         vectors = bm * bn // vec
         if vectors < threads or vectors % threads:
             broken.append(f"the tile's {vectors} vectors must split evenly over {threads} threads")
-        staged = config["staging"] != "none"
-        if p.transpose and not staged:
-            broken.append("a transpose needs a shared-memory staging layout, not 'none'")
-        if staged:
-            shared = _shared_bytes(p, config)
-            if shared > MAX_SHARED_BYTES:
-                broken.append(f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}")
-            rows, width = (bn, bm) if p.transpose else (bm, bn)
-            slots = -(-rows * (width // vec + 1) // threads)
-            if slots > MAX_SLOTS:
-                broken.append(f"{slots} aligned-window slots per thread exceed {MAX_SLOTS}")
+        broken += self._pipeline_violations(config)
+        transport = config["transport"]
+        if transport == "tma":
+            broken += self._tma_violations(p, config)
         else:
-            budget = min(MAX_REGISTER_BYTES, 4 * (min(255, 65536 // threads) - ADDRESS_REGISTERS))
-            if bm * bn * et.itemsize // threads > budget:
-                broken.append(f"more than {budget} bytes per thread in registers at {threads} threads")
+            broken += self._staging_violations(p, config)
+        shared = _shared_bytes(p, config)
+        if shared > MAX_SHARED_BYTES:
+            broken.append(f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}")
         blocks = self.geometry(p, config).grid[0]
         if blocks > MAX_BLOCKS:
             broken.append(f"{blocks} blocks exceed the grid limit {MAX_BLOCKS}: use larger tiles")
         if config["bounds"] == "unchecked" and not self._every_tile_full(p, bm, bn, vec):
             broken.append("bounds='unchecked' needs every tile full, inside src and aligned")
+        return broken
+
+    @staticmethod
+    def _pipeline_violations(config: Config) -> list[str]:
+        """Rules of the parameters that only some transports use."""
+        transport, stages = config["transport"], int(config["stages"])
+        broken = []
+        if transport != "tma" and config["swizzle"] != "none":
+            broken.append(f"swizzle is the layout of TMA boxes: transport {transport!r} takes swizzle='none'")
+        if transport == "vector" and stages != 1:
+            broken.append("transport 'vector' moves one tile at a time: stages=1")
+        if stages > int(config["tiles_per_block"]):
+            broken.append(f"stages={stages} exceeds tiles_per_block={config['tiles_per_block']}: a block never has "
+                          "more source blocks in flight than it copies")
+        return broken
+
+    @staticmethod
+    def _staging_violations(p: TileCopyProblem, config: Config) -> list[str]:
+        """Rules of the vector and cp_async transports."""
+        et = element_type(p.element)
+        bm, bn, threads = int(config["BM"]), int(config["BN"]), int(config["threads"])
+        vec_bytes = int(config["vec_bytes"])
+        vec = vec_bytes // et.itemsize
+        staged = config["staging"] != "none"
+        broken = []
+        if config["transport"] == "cp_async":
+            if not staged:
+                broken.append("transport 'cp_async' stages through shared memory: staging must be a layout, not "
+                              "'none'")
+            if vec_bytes < 4:
+                broken.append(f"cp.async moves 4, 8 or 16 bytes: vec_bytes={vec_bytes} is too small")
+            elif config["staging"] in ("padded", "swizzled") and vec_bytes != 4:
+                broken.append(f"staging {config['staging']!r} keeps only 4-byte words together: cp.async into it "
+                              "needs vec_bytes=4 (or staging 'plain')")
+        elif p.transpose and not staged:
+            broken.append("a transpose needs a shared-memory staging layout, not 'none'")
+        if staged:
+            rows, width = (bn, bm) if p.transpose else (bm, bn)
+            slots = -(-rows * (width // vec + 1) // threads)
+            if slots > MAX_SLOTS:
+                broken.append(f"{slots} aligned-window slots per thread exceed {MAX_SLOTS}")
+        elif config["transport"] == "vector":
+            budget = min(MAX_REGISTER_BYTES, 4 * (min(255, 65536 // threads) - ADDRESS_REGISTERS))
+            if bm * bn * et.itemsize // threads > budget:
+                broken.append(f"more than {budget} bytes per thread in registers at {threads} threads")
+        return broken
+
+    @staticmethod
+    def _tma_violations(p: TileCopyProblem, config: Config) -> list[str]:
+        """Rules of the tma transport: its own canonical settings, whole boxes, 16-byte coordinates,
+        32-bit coordinates and the driver's rules of both tensor maps."""
+        size = element_type(p.element).itemsize
+        bm, bn = int(config["BM"]), int(config["BN"])
+        layout = _tma_layout(p, config)
+        width = bm if p.transpose else bn
+        broken = []
+        if config["staging"] != "none" or config["bounds"] != "checked":
+            broken.append("transport 'tma' has its own layout (swizzle) and clips and fills in hardware: "
+                          "staging='none', bounds='checked'")
+        if width % layout.box or bn % layout.out_box:
+            broken.append(f"swizzle {config['swizzle']} moves boxes {layout.box} elements wide: the source block's "
+                          f"{width} and the tile's {bn} columns must be whole boxes")
+        if p.origin[1] * size % 16:
+            broken.append(f"TMA boxes start at 16-byte multiples of a row: origin column {p.origin[1]} x {size} "
+                          "bytes is not one")
+        last = max(_last_tma_coordinates(p, config, layout))
+        if last > MAX_TMA_COORDINATE:
+            broken.append(f"TMA coordinates are 32-bit: a box would start at {last} (at most {MAX_TMA_COORDINATE})")
+        if not broken:
+            for arg in _tensor_maps(p, config):
+                broken += [f"tensor map of {arg.buffer}: {b}" for b in
+                           tensor_map_violations(dataclasses.replace(arg.request, address=256))]
         return broken
 
     @staticmethod
@@ -191,10 +285,18 @@ class TileCopy(Family):
         p = _as_problem(problem)
         et = element_type(p.element)
         vec = int(config["vec_bytes"]) // et.itemsize
-        targs = (et.ctype, config["BM"], config["BN"], config["threads"], vec,
-                 BOUNDS[str(config["bounds"])], STAGING[str(config["staging"])],
-                 config["tiles_per_block"], str(p.transpose).lower())
-        return instantiate("tile_copy/tile_copy.cu", "tile_copy", targs)
+        head = (et.ctype, config["BM"], config["BN"], config["threads"], vec)
+        transpose = str(p.transpose).lower()
+        if config["transport"] == "tma":
+            layout = _tma_layout(p, config)
+            targs = (*head, config["tiles_per_block"], config["stages"], layout.span, layout.box, layout.out_box,
+                     str(layout.direct).lower(), transpose)
+            return instantiate("tile_copy/tile_copy_tma.cu", "tile_copy_tma", targs)
+        modes = (BOUNDS[str(config["bounds"])], STAGING[str(config["staging"])], config["tiles_per_block"])
+        if config["transport"] == "cp_async":
+            return instantiate("tile_copy/tile_copy.cu", "tile_copy_cp_async",
+                               (*head, *modes, config["stages"], transpose))
+        return instantiate("tile_copy/tile_copy.cu", "tile_copy", (*head, *modes, transpose))
 
     def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
         p = _as_problem(problem)
@@ -213,13 +315,16 @@ class TileCopy(Family):
                 BufferSpec("dst", p.dst, p.element, "output"))
 
     def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]:
+        """vector, cp_async: (src, dst, Ms, Ns, Md, Nd, oy, ox, pad, tiles_n, n_tiles); tma: the two
+        tensor maps for src and dst, then Ms, Ns, oy, ox, pad, tiles_n, n_tiles."""
         p = _as_problem(problem)
         tiles_m, tiles_n = self._tiles(p, config)
-        pad_type = "u32" if element_type(p.element).itemsize == 4 else "u16"
+        pad = ScalarArg("u32" if element_type(p.element).itemsize == 4 else "u16", p.pad_bits)
+        tiles = (ScalarArg("i64", tiles_n), ScalarArg("i64", tiles_m * tiles_n))
+        if config["transport"] == "tma":
+            return (*_tensor_maps(p, config), *(ScalarArg("i64", v) for v in (*p.src, *p.origin)), pad, *tiles)
         scalars = (*p.src, *p.dst, *p.origin)
-        return (BufferArg("src"), BufferArg("dst"), *(ScalarArg("i64", v) for v in scalars),
-                ScalarArg(pad_type, p.pad_bits), ScalarArg("i64", tiles_n),
-                ScalarArg("i64", tiles_m * tiles_n))
+        return (BufferArg("src"), BufferArg("dst"), *(ScalarArg("i64", v) for v in scalars), pad, *tiles)
 
     def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
         p = _as_problem(problem)
@@ -293,14 +398,72 @@ class TileCopy(Family):
 
 
 def _shared_bytes(p: TileCopyProblem, config: Config) -> int:
-    """Dynamic shared memory of the staged path: the source block (BN x BM when transposed, else
-    BM x BN) with the row pitch of tb::staged_index."""
+    """Dynamic shared memory per block: for tma its layout's; for the staged paths the source block
+    (BN x BM when transposed, else BM x BN) with the row pitch of staged_pitch (tile_copy.cu), once for vector,
+    in each of the ``stages`` buffers (rounded up to 16 bytes) for cp_async."""
+    if config["transport"] == "tma":
+        return _tma_layout(p, config).shared_bytes
     if config["staging"] == "none":
         return 0
     itemsize = element_type(p.element).itemsize
     rows, width = (int(config["BN"]), int(config["BM"])) if p.transpose else (int(config["BM"]), int(config["BN"]))
     pad = (1 if itemsize >= 4 else 4 // itemsize) if config["staging"] == "padded" else 0
-    return rows * (width + pad) * itemsize
+    block = rows * (width + pad) * itemsize
+    return int(config["stages"]) * _round_up(block, 16) if config["transport"] == "cp_async" else block
+
+
+@dataclass(frozen=True)
+class _TmaLayout:
+    """How transport tma moves a tile (kernels/tile_copy/tile_copy_tma.cu): boxes of the source
+    block's rows x ``box`` elements and of the tile's BM rows x ``out_box``, each box's shared memory
+    aligned to the swizzle period."""
+
+    span: int  # swizzle span in bytes, 0 for none
+    box: int  # inner extent of a source box (elements)
+    out_box: int  # inner extent of a destination box (elements)
+    direct: bool  # not transposed, zero padding: the loaded boxes are stored as they are
+    shared_bytes: int  # alignment slack, the stages' input buffers, the output buffers, the mbarriers
+
+
+def _tma_layout(p: TileCopyProblem, config: Config) -> _TmaLayout:
+    size = element_type(p.element).itemsize
+    bm, bn = int(config["BM"]), int(config["BN"])
+    height, width = (bn, bm) if p.transpose else (bm, bn)
+    span = SWIZZLE_BYTES[str(config["swizzle"])]
+    box, out_box = (span // size,) * 2 if span else (min(width, MAX_TMA_BOX), min(bn, MAX_TMA_BOX))
+    direct = not p.transpose and p.pad_bits == 0
+    period = 8 * span if span else 128  # tb::swizzle_period
+    stages, tiles = int(config["stages"]), int(config["tiles_per_block"])
+    in_bytes = width // box * _round_up(height * box * size, period)
+    out_bytes = bn // out_box * _round_up(bm * out_box * size, period)
+    out_buffers = 0 if direct else min(2, tiles)
+    shared = period + stages * in_bytes + out_buffers * out_bytes + stages * MBARRIER_BYTES
+    return _TmaLayout(span, box, out_box, direct, shared)
+
+
+def _tensor_maps(p: TileCopyProblem, config: Config) -> tuple[TensorMapArg, TensorMapArg]:
+    """Tensor maps of src (boxes of the source block's rows x box) and dst (BM x out_box), the
+    address filled in at launch."""
+    size = element_type(p.element).itemsize
+    layout = _tma_layout(p, config)
+    height = int(config["BN"]) if p.transpose else int(config["BM"])
+    swizzle = str(config["swizzle"])
+    src = TensorMapRequest(p.element, p.src, (p.src[1] * size, size), (height, layout.box), 0, swizzle)
+    dst = TensorMapRequest(p.element, p.dst, (p.dst[1] * size, size), (int(config["BM"]), layout.out_box), 0, swizzle)
+    return TensorMapArg("src", src), TensorMapArg("dst", dst)
+
+
+def _last_tma_coordinates(p: TileCopyProblem, config: Config, layout: _TmaLayout) -> tuple[int, int]:
+    """The largest (column, row) coordinate at which a source box starts (destination boxes start
+    inside dst, whose extents are below 2^31)."""
+    bm, bn = int(config["BM"]), int(config["BN"])
+    tiles_m, tiles_n = math.ceil(p.dst[0] / bm), math.ceil(p.dst[1] / bn)
+    (rows, height), (cols, width) = ((tiles_n, bn), (tiles_m, bm)) if p.transpose else ((tiles_m, bm), (tiles_n, bn))
+    return p.origin[1] + cols * width - layout.box, p.origin[0] + (rows - 1) * height
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
 
 
 def _as_problem(problem: Problem) -> TileCopyProblem:

@@ -7,6 +7,7 @@ import contextlib
 import hashlib
 import itertools
 import json
+import math
 import os
 import random
 import threading
@@ -20,10 +21,11 @@ import pytest
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import PADDING_MODES, element_type, padding_bits
 from tunebox.errors import InvalidProblem
-from tunebox.families.base import BufferArg, BufferSpec, KernelSource, ScalarArg
+from tunebox.families.base import BufferArg, BufferSpec, KernelSource, ScalarArg, TensorMapArg
 from tunebox.families.tile_copy import MAX_REGISTER_BYTES, MAX_SHARED_BYTES, TileCopy, TileCopyProblem
 from tunebox.params import Config
 from tunebox.records import Status
+from tunebox.tma import SWIZZLE_BYTES, TensorMapRequest
 
 TC = TileCopy()
 DTYPES = ("float32", "float16", "bfloat16")
@@ -38,7 +40,7 @@ def problem(dtype: str = "float32", src=(3, 4), dst=(3, 4), **extra) -> TileCopy
 
 def config(**values) -> Config:
     base = {"BM": 8, "BN": 256, "threads": 256, "vec_bytes": 16, "bounds": "checked", "staging": "none",
-            "tiles_per_block": 1}
+            "tiles_per_block": 1, "transport": "vector", "swizzle": "none", "stages": 1}
     return TC.config({**base, **values})
 
 
@@ -439,8 +441,11 @@ def _odd(dtype: str, transpose: bool) -> TileCopyProblem:
     return problem(dtype, src=(65, 73), dst=(64, 32), origin=[64, 64])
 
 
+VECTOR = {"transport": ["vector"], "swizzle": ["none"], "stages": [1]}
+
+
 def _matrix() -> list[tuple[str, bool, str, int, str]]:
-    """dtype x orientation x staging layout, each with two vector widths (rotating, so that every
+    """Transport vector: dtype x orientation x staging layout, each with two vector widths (rotating, so that every
     width meets every dtype and orientation) and the bounds modes rotating likewise."""
     cases = []
     for dtype in DTYPES:
@@ -463,7 +468,7 @@ def _pick(dtype: str, transpose: bool, layout: str, vec_bytes: int, bounds: str)
     compile is quick and nothing spills)."""
     p = _full(dtype, transpose) if bounds == "unchecked" else _odd(dtype, transpose)
     size = element_type(dtype).itemsize
-    sub = TC.space.restrict({"staging": [layout], "vec_bytes": [vec_bytes], "bounds": [bounds]})
+    sub = TC.space.restrict({"staging": [layout], "vec_bytes": [vec_bytes], "bounds": [bounds], **VECTOR})
     candidates = [c for c in sub if c["threads"] <= 256 and c["BM"] * c["BN"] * size // c["vec_bytes"]
                   <= 4 * c["threads"] and not TC.violations(p, c)]
     assert candidates, (dtype, transpose, layout, vec_bytes, bounds)
@@ -699,3 +704,229 @@ def test_rule_grid_limit() -> None:
     huge = problem("float16", src=(2**20, 2**19), dst=(2**20, 2**19))  # 2^39 elements
     assert_rule(huge, config(BM=8, BN=1024, threads=256, vec_bytes=16), config(BM=1, BN=64, threads=64,
                                                                                  vec_bytes=2), "grid limit")
+
+
+# ---------------------------------------------------------------------------------------------
+# transports cp_async and tma: validity rules, layout, arguments, compilation
+
+ALIGNED = problem("float32", src=(200, 256), dst=(190, 136), origin=[-5, 8])  # 16-byte rows and origin column
+ALIGNED_T = problem("float32", src=(260, 96), dst=(88, 264), origin=[-3, -16], transpose=True)
+
+
+def cp_async(**values) -> Config:
+    base = {"BM": 8, "BN": 64, "threads": 128, "vec_bytes": 16, "staging": "plain", "tiles_per_block": 4,
+            "transport": "cp_async", "stages": 2}
+    return config(**{**base, **values})
+
+
+def tma(**values) -> Config:
+    base = {"BM": 8, "BN": 64, "threads": 128, "vec_bytes": 16, "tiles_per_block": 4, "transport": "tma",
+            "swizzle": "128B", "stages": 2}
+    return config(**{**base, **values})
+
+
+def test_rule_swizzle_is_tma_only() -> None:
+    assert_rule(ALIGNED, tma(swizzle="64B"), cp_async(swizzle="64B"), "swizzle is the layout of TMA boxes")
+    assert_rule(ALIGNED, config(), config(swizzle="32B"), "transport 'vector' takes swizzle='none'")
+
+
+def test_rule_vector_moves_one_tile_at_a_time() -> None:
+    assert_rule(ALIGNED, config(tiles_per_block=4), config(tiles_per_block=4, stages=2), "stages=1")
+
+
+def test_rule_stages_within_tiles_per_block() -> None:
+    assert_rule(ALIGNED, cp_async(stages=4, tiles_per_block=4), cp_async(stages=4, tiles_per_block=2),
+                "exceeds tiles_per_block")
+    assert_rule(ALIGNED, tma(stages=1, tiles_per_block=1), tma(stages=2, tiles_per_block=1), "exceeds tiles_per_block")
+
+
+def test_rule_cp_async_stages_through_shared_memory() -> None:
+    assert_rule(ALIGNED, cp_async(), cp_async(staging="none"), "staging must be a layout")
+
+
+def test_rule_cp_async_vector_sizes() -> None:
+    bf16 = problem("bfloat16", src=(65, 73), dst=(64, 32))
+    assert_rule(bf16, cp_async(vec_bytes=4), cp_async(vec_bytes=2), "cp.async moves 4, 8 or 16 bytes")
+    for layout in ("padded", "swizzled"):
+        assert_rule(bf16, cp_async(staging=layout, vec_bytes=4), cp_async(staging=layout, vec_bytes=8),
+                    "keeps only 4-byte words together")
+    assert TC.violations(bf16, cp_async(staging="plain", vec_bytes=8)) == []
+
+
+def test_rule_cp_async_shared_memory() -> None:
+    """One staged source block, rounded up to 16 bytes, per stage."""
+    t = problem("float32", src=(65, 73), dst=(32, 64), transpose=True)
+    good = cp_async(BM=64, BN=256, threads=1024, stages=3)
+    bad = cp_async(BM=64, BN=256, threads=1024, stages=4)
+    assert TC.geometry(t, good).shared_bytes == 3 * 256 * 64 * 4 <= MAX_SHARED_BYTES
+    assert TC.geometry(t, bad).shared_bytes == 4 * 256 * 64 * 4 > MAX_SHARED_BYTES
+    assert_rule(t, good, bad, "shared memory")
+    row = cp_async(BM=1, BN=64, threads=64, vec_bytes=4, staging="padded", stages=2)
+    assert TC.geometry(ODD, row).shared_bytes == 2 * 272  # one row of 65 float32 (260 bytes), rounded up to 16
+    assert TC.violations(ODD, row) == []
+
+
+def test_rule_tma_settings_of_its_own() -> None:
+    assert_rule(ALIGNED, tma(), tma(staging="plain"), "staging='none', bounds='checked'")
+    assert_rule(ALIGNED, tma(), tma(bounds="split"), "staging='none', bounds='checked'")
+
+
+def test_rule_tma_whole_boxes() -> None:
+    # 128-byte swizzle: float32 boxes of 32 columns; float16 of 64
+    assert_rule(ALIGNED, tma(BN=32, threads=64), tma(BM=16, BN=16, threads=64), "whole boxes")
+    h = problem("float16", src=(200, 256), dst=(190, 136), origin=[-5, 8])
+    assert_rule(h, tma(BN=64, threads=64), tma(BM=16, BN=32, threads=64), "whole boxes")
+    assert_rule(ALIGNED_T, tma(BM=32, BN=32, threads=64, swizzle="64B"), tma(BM=8, BN=32, threads=64, swizzle="64B"),
+                "whole boxes")
+
+
+def test_rule_tma_origin_column_is_a_16_byte_multiple() -> None:
+    good = problem("float32", src=(200, 256), dst=(190, 136), origin=[-5, -12])
+    bad = problem("float32", src=(200, 256), dst=(190, 136), origin=[-5, -10])
+    assert TC.violations(good, tma()) == []
+    assert any("origin column -10" in b for b in TC.violations(bad, tma()))
+    assert TC.violations(bad, cp_async()) == []
+
+
+@pytest.mark.parametrize(("buffer", "shapes"), [("src", ((200, 258), (190, 136))), ("dst", ((200, 256), (190, 130)))])
+def test_rule_tma_rows_are_16_byte_multiples(buffer: str, shapes) -> None:
+    src, dst = shapes
+    bad = problem("float32", src=src, dst=dst, origin=[-5, 8])
+    assert TC.violations(ALIGNED, tma()) == []
+    broken = TC.violations(bad, tma())
+    assert len(broken) == 1 and broken[0].startswith(f"tensor map of {buffer}: strides[0]"), broken
+    assert TC.violations(bad, cp_async()) == []
+
+
+def test_rule_tma_box_limits() -> None:
+    # transposed, the source block has BN rows: at most 256 in a box
+    t = problem("float32", src=(1024, 256), dst=(256, 1024), transpose=True)
+    good = tma(BM=32, BN=256, threads=1024, vec_bytes=16, swizzle="none", tiles_per_block=2)
+    bad = tma(BM=32, BN=512, threads=1024, vec_bytes=16, swizzle="none", tiles_per_block=2)
+    assert_rule(t, good, bad, "tensor map of src: box")
+    # without swizzle the inner box is the whole block row, which must be 16 bytes wide
+    assert_rule(t, tma(BM=4, BN=64, threads=64, vec_bytes=16, swizzle="none"),
+                tma(BM=2, BN=64, threads=64, vec_bytes=8, swizzle="none"), "multiple of 16")
+
+
+def test_rule_tma_coordinates_are_32_bit() -> None:
+    edge = 2**31 - 1024  # a 16-byte multiple of float32 columns
+    near = problem("float32", src=(8, 8), dst=(8, 1024), origin=[0, edge])
+    far = problem("float32", src=(8, 8), dst=(8, 2048), origin=[0, edge])
+    cfg = tma(BM=8, BN=256, threads=256, swizzle="none", tiles_per_block=4)
+    assert TC.violations(near, cfg) == []
+    assert any("32-bit" in b for b in TC.violations(far, cfg))
+    assert TC.violations(far, cp_async(BM=8, BN=256, threads=256)) == []
+
+
+def test_rule_tma_shared_memory() -> None:
+    """Alignment to the swizzle period, the stages' input boxes (each padded to the period), two
+    output buffers when the tile is rebuilt in registers, and an mbarrier per stage."""
+    nan = problem("float32", src=(200, 256), dst=(190, 136), origin=[-5, 8], padding="nan")
+    # BM=2 rows of 32 float32 = 256 bytes a box, padded to 1024; 2 boxes in a 64-column block
+    cfg = tma(BM=2, BN=64, threads=64, vec_bytes=8)
+    assert TC.geometry(ALIGNED, cfg).shared_bytes == 1024 + 2 * 2 * 1024 + 2 * 8
+    assert TC.geometry(nan, cfg).shared_bytes == 1024 + 2 * 2 * 1024 + 2 * 2 * 1024 + 2 * 8
+    assert TC.geometry(nan, tma(BM=2, BN=64, threads=64, vec_bytes=8, tiles_per_block=1, stages=1)).shared_bytes \
+        == 1024 + 2 * 1024 + 2 * 1024 + 8
+    big = problem("float32", src=(1024, 1024), dst=(1024, 1024), padding="nan")
+    good = tma(BM=64, BN=256, threads=1024, vec_bytes=16, stages=1, tiles_per_block=1)  # 64 KiB in, 64 KiB out
+    bad = tma(BM=64, BN=256, threads=1024, vec_bytes=16, stages=2, tiles_per_block=2)  # twice both
+    assert TC.geometry(big, good).shared_bytes == 1024 + 65536 + 65536 + 8
+    assert_rule(big, good, bad, "shared memory")
+
+
+def test_tma_layout_and_arguments() -> None:
+    direct = TC.args(ALIGNED, tma())
+    src_map, dst_map, *scalars = direct
+    assert isinstance(src_map, TensorMapArg) and isinstance(dst_map, TensorMapArg)
+    assert src_map == TensorMapArg("src", TensorMapRequest("float32", (200, 256), (1024, 4), (8, 32), 0, "128B"))
+    assert dst_map == TensorMapArg("dst", TensorMapRequest("float32", (190, 136), (544, 4), (8, 32), 0, "128B"))
+    tiles_n = math.ceil(136 / 64)
+    assert scalars == [ScalarArg("i64", 200), ScalarArg("i64", 256), ScalarArg("i64", -5), ScalarArg("i64", 8),
+                       ScalarArg("u32", 0), ScalarArg("i64", tiles_n), ScalarArg("i64", tiles_n * math.ceil(190 / 8))]
+    # transposed: source boxes of BN rows; without swizzle as wide as the block (up to 256 elements)
+    t_src, t_dst, *_ = TC.args(ALIGNED_T, tma(BM=32, BN=16, threads=64, swizzle="none"))
+    assert (t_src.request.box, t_dst.request.box, t_src.request.swizzle) == ((16, 32), (32, 16), "none")
+    # the direct copy (not transposed, zero padding) and the one rebuilt in registers differ in source
+    nan = problem("float32", src=(200, 256), dst=(190, 136), origin=[-5, 8], padding="nan")
+    assert TC.render(ALIGNED, tma()).name_expression.endswith(", 128, 32, 32, true, false>")
+    assert TC.render(nan, tma()).name_expression.endswith(", 128, 32, 32, false, false>")
+    assert TC.render(ALIGNED, cp_async()).name_expression.startswith("tile_copy_cp_async<unsigned int, 8, 64, 128, 4,")
+    assert TC.args(ALIGNED, cp_async()) == TC.args(ALIGNED, config(BN=64, threads=128))
+
+
+def _transport_matrix() -> list[tuple[str, str, bool, str, str]]:
+    """(transport, dtype, transposed, layout, padding): cp_async with every staging layout, tma with
+    every swizzle mode and, not transposed, both the direct copy (zero) and the selected padding
+    (nan); float32 and bfloat16 (4- and 2-byte elements)."""
+    cases = []
+    for dtype, transpose in itertools.product(("float32", "bfloat16"), (False, True)):
+        cases += [("cp_async", dtype, transpose, layout, "zero") for layout in STAGED]
+        paddings = ("nan",) if transpose else ("zero", "nan")
+        cases += [("tma", dtype, transpose, swizzle, padding) for swizzle in SWIZZLE_BYTES for padding in paddings]
+    return cases
+
+
+TRANSPORT_MATRIX = _transport_matrix()
+
+
+def _transport_problem(dtype: str, transpose: bool, padding: str) -> TileCopyProblem:
+    if transpose:
+        return problem(dtype, src=(260, 96), dst=(88, 264), origin=[-3, -16], transpose=True, padding=padding)
+    return problem(dtype, src=(200, 256), dst=(190, 136), origin=[-5, 16], padding=padding)
+
+
+def _pick_transport(transport: str, dtype: str, transpose: bool, layout: str, padding: str
+                    ) -> tuple[TileCopyProblem, Config]:
+    """A seeded choice among the valid configs of that kind with little work per thread, stages
+    rotating through 1..4 with more tiles per block than stages."""
+    p = _transport_problem(dtype, transpose, padding)
+    n = TRANSPORT_MATRIX.index((transport, dtype, transpose, layout, padding))
+    stages = 1 + n % 4
+    key = "swizzle" if transport == "tma" else "staging"
+    sub = TC.space.restrict({"transport": [transport], key: [layout], "stages": [stages], "BM": [4, 8, 16, 32, 64],
+                             "BN": [16, 32, 64, 128], "threads": [64, 128],
+                             "tiles_per_block": [2 ** stages.bit_length()]})
+    size = element_type(dtype).itemsize
+    candidates = [c for c in sub if c["BM"] * c["BN"] * size // c["vec_bytes"] <= 4 * c["threads"]
+                  and not TC.violations(p, c)]
+    assert candidates, (transport, dtype, transpose, layout, padding)
+    return p, random.Random(f"{transport}/{dtype}/{transpose}/{layout}/{padding}").choice(candidates)
+
+
+@pytest.fixture(scope="module")
+def transports_compiled(builder: NvrtcBuilder):
+    picks = [_pick_transport(*m) for m in TRANSPORT_MATRIX]
+    results = builder.build([TC.render(p, c) for p, c in picks])
+    return [(p, c, r) for (p, c), r in zip(picks, results, strict=True)]
+
+
+@pytest.mark.parametrize("index", range(len(TRANSPORT_MATRIX)),
+                         ids=[f"{t}-{d}-{'T' if tr else 'N'}-{lay}-{pad}" for t, d, tr, lay, pad in TRANSPORT_MATRIX])
+def test_transport_variant_compiles(transports_compiled, index: int) -> None:
+    p, cfg, result = transports_compiled[index]
+    transport = TRANSPORT_MATRIX[index][0]
+    assert TC.violations(p, cfg) == []
+    assert cfg["tiles_per_block"] > cfg["stages"] or cfg["stages"] == 1
+    assert result.status is Status.OK, result.log
+    assert result.registers > 0
+    assert result.spill_bytes == 0, (cfg.label(), result.log)
+    assert result.source.name_expression.startswith(f"tile_copy_{transport}<{element_type(p.element).ctype}, ")
+
+
+def test_transport_matrix_covers_every_kind() -> None:
+    kinds = {(t, d, tr, lay) for t, d, tr, lay, _ in TRANSPORT_MATRIX}
+    both = list(itertools.product(("float32", "bfloat16"), (False, True)))
+    assert kinds == {("cp_async", d, tr, s) for d, tr in both for s in STAGED} | {
+        ("tma", d, tr, s) for d, tr in both for s in SWIZZLE_BYTES}
+    assert {1 + n % 4 for n in range(len(TRANSPORT_MATRIX))} == {1, 2, 3, 4}
+
+
+def test_tma_kernel_refuses_older_devices(tmp_path: Path) -> None:
+    old = NvrtcBuilder("sm_80", cache_dir=tmp_path, workers=1)
+    try:
+        result = old.build_one(TC.render(ALIGNED, tma()))
+    finally:
+        old.close()
+    assert result.status is Status.COMPILE_ERROR and "needs sm_90" in result.log
