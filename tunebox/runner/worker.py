@@ -39,6 +39,7 @@ def _die_with_parent() -> None:
 def main(conn: Connection) -> None:
     os.setpgrp()
     _die_with_parent()
+    threading.Thread(target=_import_torch, name="torch-import", daemon=True).start()
     try:
         from .gpu_session import GpuSession
 
@@ -51,7 +52,6 @@ def main(conn: Connection) -> None:
         conn.send(("failed", f"{type(exc).__name__}: {exc}"))
         return
     conn.send(("ready", session.info))
-    threading.Thread(target=_import_torch, name="torch-import", daemon=True).start()
     for job in requests_read_ahead(conn):  # the sweep queues the next job while this one runs
         reply = _handle(session, job)
         conn.send(reply)
@@ -62,10 +62,10 @@ def main(conn: Connection) -> None:
 
 
 def _import_torch() -> None:
-    """Import torch and start its CUDA state while the first jobs run: the finalists' re-timing needs
-    it for the baselines, and both take seconds (a missing torch is reported when a baseline is asked
-    for). torch shares this process's primary context, which the session made current already. Any
-    failure here shows again, with its message, when a baseline asks for torch."""
+    """Import torch and start its CUDA state from the worker's start on, beside the session's own
+    start-up and the first jobs: the finalists' re-timing needs it for the baselines, and both take
+    seconds (a missing torch is reported when a baseline is asked for). torch shares this process's
+    primary context. Any failure here shows again, with its message, when a baseline asks for torch."""
     with contextlib.suppress(Exception):
         import torch
 
