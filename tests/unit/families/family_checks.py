@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tunebox.build.nvrtc import BuildResult, NvrtcBuilder
 from tunebox.errors import InvalidConfig
 
 
@@ -16,3 +17,13 @@ def assert_rule(family, p, good, bad, fragment: str) -> None:
     assert any(fragment in b for b in broken), broken
     with pytest.raises(InvalidConfig, match=fragment):
         family.check(p, bad)
+
+
+def compile_cases(family, cases, **builder_options) -> list[tuple[tuple, BuildResult]]:
+    """Each (problem, config) of ``cases`` with its NVRTC build for sm_90, in order."""
+    builder = NvrtcBuilder("sm_90", **builder_options)
+    try:
+        results = builder.build([family.render(p, c) for p, c in cases])
+    finally:
+        builder.close()
+    return list(zip(cases, results, strict=True))

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 from indexed_reference import compile_matrix, reference_of
 
-from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import PADDING_MODES, element_type
 from tunebox.errors import InvalidProblem
 from tunebox.families import get
@@ -725,12 +724,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory):
     picks = ([_pick(*m) for m in MATRIX] + [_pick(d, i, "true", v, mask=True) for d, i, v in MASKED]
              + [_pick(d, i, c, v, form=f) for f, d, i, c, v in NEW]
              + [_pick(d, i, "true", v, mask=True, form=f) for f, d, i, v in NEW_MASKED])
-    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path_factory.mktemp("nvrtc"), workers=4)
-    try:
-        results = builder.build([G.render(p, c) for p, c in picks])
-    finally:
-        builder.close()
-    return list(zip(picks, results, strict=True))
+    return family_checks.compile_cases(G, picks, cache_dir=tmp_path_factory.mktemp("nvrtc"), workers=4)
 
 
 IDS = ([f"{d}-{i}-check_{c}-v{v}" for d, i, c, v in MATRIX] + [f"{d}-{i}-masked-v{v}" for d, i, v in MASKED]

@@ -203,11 +203,7 @@ def compiled():
                   (q, wgmma(BM=64, BN=64, consumers=1, stages=2, tiles_per_block=2))]
         cases.append((G.parse_problem({**ragged.to_dict(), "out_dtype": out_dtype, "relu": relu}),
                       wgmma("padded", BN=128, stages=2)))
-    builder = NvrtcBuilder("sm_90")
-    try:
-        return list(zip(cases, builder.build([G.render(q, c) for q, c in cases]), strict=True))
-    finally:
-        builder.close()
+    return family_checks.compile_cases(G, cases)
 
 
 def test_every_path_compiles(compiled) -> None:

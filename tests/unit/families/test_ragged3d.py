@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import family_checks
 import numpy as np
 import pytest
 
-from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.errors import InvalidProblem
 from tunebox.families import get
 from tunebox.families.ragged3d import Ragged3D, RaggedProblem
@@ -143,11 +143,7 @@ def compiled():
             for values in ({"BM": 1, "threads": 64, "vec_bytes": 16}, {"BM": 128, "threads": 512, "vec_bytes": 4},
                            {"BM": 16, "threads": 128, "vec_bytes": 8}):
                 cases.append((p, R.config(values)))
-    builder = NvrtcBuilder("sm_90")
-    try:
-        return list(zip(cases, builder.build([R.render(p, c) for p, c in cases]), strict=True))
-    finally:
-        builder.close()
+    return family_checks.compile_cases(R, cases)
 
 
 def test_every_kind_compiles(compiled) -> None:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import family_checks
 import numpy as np
 import pytest
 from indexed_reference import compile_matrix, reference_of
 
-from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import ELEMENT_TYPES, element_type
 from tunebox.errors import InvalidConfig, InvalidProblem
 from tunebox.families import get
@@ -281,12 +281,7 @@ def compiled(tmp_path_factory: pytest.TempPathFactory):
         sub = S.space.restrict({"vec_bytes": [vec_bytes], "check_bounds": [check]})
         candidates = [c for c in sub if not S.violations(p, c)]
         picks.append((p, random.Random(f"{dtype}/{index_dtype}/{check}/{vec_bytes}/{mask}").choice(candidates)))
-    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path_factory.mktemp("nvrtc"), workers=4)
-    try:
-        results = builder.build([S.render(p, c) for p, c in picks])
-    finally:
-        builder.close()
-    return list(zip(picks, results, strict=True))
+    return family_checks.compile_cases(S, picks, cache_dir=tmp_path_factory.mktemp("nvrtc"), workers=4)
 
 
 def test_cases_cover_every_kind() -> None:
