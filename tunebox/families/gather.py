@@ -38,6 +38,7 @@ import numpy as np
 
 from ..dtypes import element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
+from ..parallel import filled
 from ..params import Config
 from .base import Arg, Baseline, BufferArg, BufferSpec, LaunchGeometry, Problem, ScalarArg, Work
 from .indexed import (
@@ -218,7 +219,7 @@ class Gather(IndexedFamily):
         p = self._as_problem(problem)
         a = inputs["A"]
         valid, index = valid_rows(p, inputs)
-        out = np.full(p.out_shape, p.pad_bits, dtype=a.dtype)
+        out = filled(p.out_shape, p.pad_bits, a.dtype)
         if p.whole_rows:
             out[valid] = a[index[valid]]
             return {"out": out}

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..dtypes import element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
+from ..parallel import filled
 from ..params import Config, Param, Space
 from .base import (
     Arg,
@@ -269,7 +270,7 @@ class GatherElements(Family):
         valid = (r >= 0) & (r < p.rows) & (c >= 0) & (c < p.cols)
         if p.mask:
             valid &= inputs["mask"] != 0
-        out = np.full(p.tile, p.pad_bits, dtype=a.dtype)
+        out = filled(p.tile, p.pad_bits, a.dtype)
         out[valid] = a[r[valid], c[valid]]
         return {"out": out}
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..dtypes import element_type, random_bits
 from ..errors import InvalidProblem
+from ..parallel import filled
 from ..params import Config
 from .base import Arg, Baseline, BufferArg, BufferSpec, Problem, ScalarArg, Work
 from .indexed import (
@@ -106,7 +107,7 @@ class Scatter(IndexedFamily):
         p = self._as_problem(problem)
         et = element_type(p.element)
         valid, rows = valid_rows(p, inputs)
-        a = np.full((p.rows, p.cols), et.poison, dtype=et.storage)  # untouched rows stay poison
+        a = filled((p.rows, p.cols), et.poison, et.storage)  # untouched rows stay poison
         a[rows[valid]] = inputs["V"][valid]
         return {"A": a}
 

@@ -34,7 +34,7 @@ import numpy as np
 from ..dtypes import PADDING_MODES, element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
 from ..limits import MAX_SHARED_BYTES
-from ..parallel import for_each_chunk
+from ..parallel import filled, for_each_chunk
 from ..params import Config, Param, Space
 from ..tma import SWIZZLE_BYTES, TensorMapRequest
 from ..tma import violations as tensor_map_violations
@@ -333,7 +333,7 @@ class TileCopy(Family):
     def reference(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         p = _as_problem(problem)
         src = inputs["src"]
-        out = np.full(p.dst, p.pad_bits, dtype=src.dtype)
+        out = filled(p.dst, p.pad_bits, src.dtype)
         r0, c0, h, w = p.source_window()
         rows = slice(max(r0, 0), min(r0 + h, p.src[0]))
         cols = slice(max(c0, 0), min(c0 + w, p.src[1]))

@@ -121,7 +121,9 @@ def _retime(session, job: RetimeJob) -> list[Outcome]:
     launches = [session.launcher(st, v) for v in job.variants]
     baselines = _torch_baselines(session, st) if job.with_baseline else []
     runnable = [b for b in baselines if isinstance(b, tuple)]
-    timed = session.time_interleaved([fn for fn, _ in launches] + [fn for _, fn in runnable], job.bench)
+    # the finalists' noise decides when to stop: they choose the winner; the baselines ride along
+    timed = session.time_interleaved([fn for fn, _ in launches] + [fn for _, fn in runnable], job.bench,
+                                     deciding=len(launches))
     outcomes = [Outcome(Status.OK, samples_ms=s, metrics=m) for s, (_, m) in zip(timed, launches, strict=False)]
     samples = iter(timed[len(launches):])
     for b in baselines:  # in the family's order; one that could not run says why

@@ -88,19 +88,19 @@ class SweepResult:
     breakdown: dict[str, float] = field(default_factory=dict)  # seconds per stage
     log_path: Path | None = None
     db_path: Path | None = None
-    answers: tuple[tuple[float, float], ...] = ()  # per device answer: (wall clock s, verify + time s)
+    answers: tuple[tuple[float, float], ...] = ()  # per device answer: (s since the start, verify + time s)
 
     def summary(self) -> dict[str, float | int | str | bool]:
         """Throughput of this invocation: variants per second, and the share of the wall time the
         GPU worker spent verifying and timing (``device_busy``; compile time is summed over the
-        pool's threads, so it can exceed the wall time). The ``steady_`` figures count from the first
-        device answer to the last (the pipeline full: worker start, input generation and reference
-        of the first problem excluded)."""
+        pool's threads, so it can exceed the wall time). ``first_answer_seconds``: from the start to
+        the first device answer (the first problem's inputs and reference, the pipeline's filling).
+        The ``steady_`` figures count from the first device answer to the last (the pipeline full)."""
         device = self.breakdown.get("verify", 0.0) + self.breakdown.get("time", 0.0)
         steady: dict[str, float] = {}
         if len(self.answers) > 1:
             window = self.answers[-1][0] - self.answers[0][0]
-            steady = {"steady_seconds": window,
+            steady = {"first_answer_seconds": self.answers[0][0], "steady_seconds": window,
                       "steady_variants_per_second": (len(self.answers) - 1) / window if window else 0.0,
                       "steady_device_busy": sum(d for _, d in self.answers[1:]) / window if window else 0.0}
         return {"name": self.name, "replayed": self.replayed, "evaluated": self.evaluated,
@@ -148,10 +148,11 @@ class Sweep:
         # the worker), final (wall time re-timing the finalists and the baseline)
         self.breakdown = {"compile": 0.0, "prepare": 0.0, "verify": 0.0, "time": 0.0, "final": 0.0}
         self.answers: list[tuple[float, float]] = []
+        self.started = 0.0  # perf_counter at the start of run()
         self.evaluated = 0
 
     def run(self) -> SweepResult:
-        start = time.perf_counter()
+        start = self.started = time.perf_counter()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         self.deadline = start + self.spec.search.seconds
@@ -272,7 +273,7 @@ class Sweep:
             for stage, seconds in outcome.stage_seconds.items():
                 self.breakdown[stage] = self.breakdown.get(stage, 0.0) + seconds
             busy = outcome.stage_seconds.get("verify", 0.0) + outcome.stage_seconds.get("time", 0.0)
-            self.answers.append((time.perf_counter(), busy))
+            self.answers.append((time.perf_counter() - self.started, busy))
         self.evaluated += 1
         record = self._record(problem, item.config, outcome, seed)
         binaries[item.identity] = record

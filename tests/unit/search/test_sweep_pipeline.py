@@ -118,5 +118,6 @@ def test_the_next_evaluation_is_queued_while_one_runs(tmp_path):
     assert backend.prepared_before_first_submit == 1  # the problem's inputs are asked for up front
     summary = result.summary()  # device seconds over the window from the first answer to the last
     assert summary["steady_device_busy"] == pytest.approx(3 * 0.011 / summary["steady_seconds"])
+    assert 0 < summary["first_answer_seconds"] <= summary["seconds"] - summary["steady_seconds"]
     answered = [Config(tuple(sorted(r.config.items()))).label() for r in records if r.status is Status.OK]
     assert answered == backend.submitted  # logged in the order the device answered
