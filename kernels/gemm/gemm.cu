@@ -8,9 +8,11 @@
 //
 // `gemm`, the bounded mma.sync path. Block (bm, bn) computes the BM x BN tile of D at (bm * BM,
 // bn * BN) with WM x WN warps, each owning a (BM / WM) x (BN / WN) warp tile of 16 x 8 MMA tiles
-// (m16n8k16), over K in steps of BK through STAGES shared-memory buffers filled by cp.async. Shared
-// rows are padded by 8 elements (16 bytes) so the fragment loads of a warp hit distinct banks. A
-// 16-byte chunk (8 elements) of A or B moves by one cp.async when it lies inside the matrix and is
+// (m16n8k16), over K in steps of BK through STAGES shared-memory buffers filled by cp.async. The
+// shared tiles keep the fragment loads of a warp off each other's banks in one of two ways (SWIZZLE):
+// rows padded by 8 elements (16 bytes; SWIZZLE = 0), or unpadded rows whose 16-byte chunks are
+// permuted within each 128-byte line by the TMA swizzle pattern of SWIZZLE = 32, 64 or 128 bytes
+// (tb::swizzled_offset; which one avoids conflicts depends on the tile widths). A 16-byte chunk (8 elements) of A or B moves by one cp.async when it lies inside the matrix and is
 // 16-byte aligned; otherwise element by element with zeros outside (the bounded copy's mixed path).
 // BOUNDS = false promises full tiles (M % BM = N % BN = K % BK = 0) and 16-byte aligned rows: every
 // chunk is a cp.async, no test.
@@ -33,18 +35,35 @@ namespace {
 
 using namespace tb;
 
-constexpr int PAD = 8;  // elements of padding per shared row
+constexpr int PAD = 8;  // elements of padding per shared row (SWIZZLE = 0)
+
+// Elements of one row of a shared tile of COLS columns, padding included.
+template <int COLS, int SWIZZLE>
+constexpr int pitch() {
+  return SWIZZLE ? COLS : COLS + PAD;
+}
+
+// Index of element (r, c) of a shared tile of COLS columns in the layout SWIZZLE picks. The 16-byte
+// chunks (8 aligned elements) stay contiguous in every layout.
+template <int COLS, int SWIZZLE>
+__device__ __forceinline__ int tile_index(int r, int c) {
+  if constexpr (SWIZZLE == 0) {
+    return r * (COLS + PAD) + c;
+  } else {
+    return (int)(swizzled_offset<SWIZZLE>((u32)(r * COLS + c) * 2) / 2);
+  }
+}
 
 // Copies the ROWS x COLS tile at (r0, c0) of the R x C matrix g (leading dimension ld) into shared
-// s (row pitch COLS + PAD), zero outside the matrix. `vec_ok`: rows may move in 16-byte chunks.
-template <int ROWS, int COLS, int THREADS, bool BOUNDS>
+// s (layout SWIZZLE), zero outside the matrix. `vec_ok`: rows may move in 16-byte chunks.
+template <int ROWS, int COLS, int SWIZZLE, int THREADS, bool BOUNDS>
 __device__ __forceinline__ void load_tile(const u16* __restrict__ g, i64 R, i64 C, i64 ld, i64 r0, i64 c0, u16* s,
                                           bool vec_ok) {
   constexpr int CHUNKS = ROWS * COLS / 8;
 #pragma unroll
   for (int i = threadIdx.x; i < CHUNKS; i += THREADS) {
     const int r = i / (COLS / 8), c = (i % (COLS / 8)) * 8;
-    u16* dst = s + r * (COLS + PAD) + c;
+    u16* dst = s + tile_index<COLS, SWIZZLE>(r, c);
     const i64 gr = r0 + r, gc = c0 + c;
     if (!BOUNDS || (vec_ok && gr < R && gc + 8 <= C)) {
       cp_async_copy<16>(dst, g + gr * ld + gc);
@@ -63,12 +82,13 @@ __device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-// B fragment of the 16 x 8 block at (k0, n0) of a [BK][BN + PAD] tile: ldmatrix.x2.trans gives
-// lane (g = lane / 4, t = lane % 4) the pairs (k = 2t, 2t + 1; n = g) of rows k0 .. k0 + 7 and k0 + 8 .. k0 + 15.
-template <int PITCH>
+// B fragment of the 16 x 8 block at (k0, n0) of a BK x BN tile (layout SWIZZLE): ldmatrix.x2.trans
+// gives lane (g = lane / 4, t = lane % 4) the pairs (k = 2t, 2t + 1; n = g) of rows k0 .. k0 + 7 and
+// k0 + 8 .. k0 + 15.
+template <int BN, int SWIZZLE>
 __device__ __forceinline__ void load_b_fragment(const u16* s, int k0, int n0, u32* b) {
   const int lane = threadIdx.x % 32;
-  const u16* row = s + (k0 + (lane % 16)) * PITCH + n0;
+  const u16* row = s + tile_index<BN, SWIZZLE>(k0 + (lane % 16), n0);
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0, %1}, [%2];"
                : "=r"(b[0]), "=r"(b[1])
                : "r"(shared_address(row)));
@@ -229,15 +249,15 @@ struct Wgmma<256> {
 
 }  // namespace
 
-template <typename O, int BM, int BN, int BK, int WM, int WN, int STAGES, bool BOUNDS, bool RELU>
+template <typename O, int BM, int BN, int BK, int WM, int WN, int STAGES, int SWIZZLE, bool BOUNDS, bool RELU>
 __global__ void __launch_bounds__(WM * WN * 32)
     gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, O* __restrict__ D, long long M,
          long long N, long long K, long long lda, long long ldb, long long ldd, float alpha) {
   constexpr int THREADS = WM * WN * 32;
   constexpr int WTM = BM / WM, WTN = BN / WN;  // warp tile
   constexpr int MT = WTM / 16, NT = WTN / 8;   // MMA tiles per warp
-  constexpr int A_PITCH = BK + PAD, B_PITCH = BN + PAD;
-  constexpr int STAGE = BM * A_PITCH + BK * B_PITCH;
+  constexpr int A_ELEMENTS = BM * pitch<BK, SWIZZLE>();
+  constexpr int STAGE = A_ELEMENTS + BK * pitch<BN, SWIZZLE>();
   static_assert(WTM % 16 == 0 && WTN % 8 == 0 && BK % 16 == 0, "warp tiles of whole MMA tiles");
   extern __shared__ __align__(16) u16 smem[];
 
@@ -258,8 +278,8 @@ __global__ void __launch_bounds__(WM * WN * 32)
 
   auto load_stage = [&](i64 kt, int stage) {
     u16* s = smem + stage * STAGE;
-    load_tile<BM, BK, THREADS, BOUNDS>(A, M, K, lda, m0, kt * BK, s, a_vec);
-    load_tile<BK, BN, THREADS, BOUNDS>(B, K, N, ldb, kt * BK, n0, s + BM * A_PITCH, b_vec);
+    load_tile<BM, BK, SWIZZLE, THREADS, BOUNDS>(A, M, K, lda, m0, kt * BK, s, a_vec);
+    load_tile<BK, BN, SWIZZLE, THREADS, BOUNDS>(B, K, N, ldb, kt * BK, n0, s + A_ELEMENTS, b_vec);
   };
 
 #pragma unroll
@@ -274,20 +294,20 @@ __global__ void __launch_bounds__(WM * WN * 32)
     cp_async_wait_group<STAGES - 1>();
     __syncthreads();
     const u16* sa = smem + (int)(kt % STAGES) * STAGE;
-    const u16* sb = sa + BM * A_PITCH;
+    const u16* sb = sa + A_ELEMENTS;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
       u32 a[MT][4], b[NT][2];
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
-        const u16* p = sa + (wm * WTM + i * 16 + g) * A_PITCH + kk + 2 * t;
-        a[i][0] = *reinterpret_cast<const u32*>(p);
-        a[i][1] = *reinterpret_cast<const u32*>(p + 8 * A_PITCH);
-        a[i][2] = *reinterpret_cast<const u32*>(p + 8);
-        a[i][3] = *reinterpret_cast<const u32*>(p + 8 * A_PITCH + 8);
+        const int r = wm * WTM + i * 16 + g, c = kk + 2 * t;
+        a[i][0] = *reinterpret_cast<const u32*>(sa + tile_index<BK, SWIZZLE>(r, c));
+        a[i][1] = *reinterpret_cast<const u32*>(sa + tile_index<BK, SWIZZLE>(r + 8, c));
+        a[i][2] = *reinterpret_cast<const u32*>(sa + tile_index<BK, SWIZZLE>(r, c + 8));
+        a[i][3] = *reinterpret_cast<const u32*>(sa + tile_index<BK, SWIZZLE>(r + 8, c + 8));
       }
 #pragma unroll
-      for (int j = 0; j < NT; ++j) load_b_fragment<B_PITCH>(sb, kk, wn * WTN + j * 8, b[j]);
+      for (int j = 0; j < NT; ++j) load_b_fragment<BN, SWIZZLE>(sb, kk, wn * WTN + j * 8, b[j]);
 #pragma unroll
       for (int i = 0; i < MT; ++i)
 #pragma unroll

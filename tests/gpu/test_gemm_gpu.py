@@ -2,8 +2,9 @@
 tolerance (NaN never passes; D's padding columns must still hold poison): shapes (1, 1, 1),
 (65, 97, 73) and (4099, 4097, 4095), odd leading dimensions, bfloat16 and float32 output, alpha and
 ReLU, every path (mma; TMA + wgmma where rows are aligned, on padded copies where not) with a spread
-of tile shapes and pipeline depths, full tiles with bounds='false'; sabotaged variants (a NaN
-written, the last K step dropped) are rejected on both kernels; the torch baseline agrees."""
+of tile shapes and pipeline depths, the mma path with each shared-memory layout, full tiles with
+bounds='false'; sabotaged variants (a NaN written, the last K step dropped) are rejected on both
+kernels; the torch baseline agrees."""
 
 from __future__ import annotations
 
@@ -60,8 +61,21 @@ def test_blocks_taking_several_tiles(runner, builder, tiles_per_block, stages):
         problem = GEMM.parse_problem(shape)
         for bm, bn, consumers in ((128, 256, 2), (64, 128, 1)):
             config = GEMM.config({"BM": bm, "BN": bn, "BK": 64, "warps_m": 1, "warps_n": 1, "stages": stages,
-                                  "bounds": "true", "path": path, "consumers": consumers,
+                                  "swizzle": "128B", "bounds": "true", "path": path, "consumers": consumers,
                                   "tiles_per_block": tiles_per_block})
+            outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
+            assert outcome.status is Status.OK, (shape, config.label(), outcome.message)
+
+
+@pytest.mark.parametrize("swizzle", ["none", "32B", "64B", "128B"])
+def test_every_shared_layout_of_the_mma_path(runner, builder, swizzle):
+    """Padded rows and each swizzle pattern, with every K step (16-64: rows of 32-128 bytes, narrower
+    than, equal to or wider than a pattern's span), on ragged shapes and odd leading dimensions."""
+    for shape in ({"M": 65, "N": 97, "K": 73, "lda": 76, "ldb": 102, "ldd": 98}, {"M": 4099, "N": 4097, "K": 4095}):
+        problem = GEMM.parse_problem(shape)
+        for bk, (bm, bn, wm, wn) in zip((16, 32, 64), ((64, 64, 2, 2), (128, 128, 2, 2), (128, 64, 4, 1)), strict=True):
+            config = GEMM.config({**GEMM.default_config(problem).as_dict(), "BM": bm, "BN": bn, "BK": bk,
+                                  "warps_m": wm, "warps_n": wn, "stages": 3, "swizzle": swizzle})
             outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
             assert outcome.status is Status.OK, (shape, config.label(), outcome.message)
 
@@ -79,7 +93,7 @@ def test_sabotaged_variants_are_rejected(runner, builder):
     problem = GEMM.parse_problem({"M": 65, "N": 97, "K": 73})
     config = GEMM.default_config(problem)
     padded = GEMM.config({**config.as_dict(), "path": "padded", "BM": 128, "BN": 128, "BK": 64, "warps_m": 1,
-                          "warps_n": 1, "consumers": 1})
+                          "warps_n": 1, "consumers": 1, "swizzle": "128B"})
     for variant in (config, padded):
         assert_sabotage_caught(runner, builder, GEMM, problem, variant, "v0 *= alpha;",
                                "v0 = (r == 0 && c == 0) ? __int_as_float(0x7fc00000) : v0 * alpha;", expect="1 of")
@@ -98,7 +112,7 @@ def test_times_and_torch_baseline_agrees(runner, builder, out_dtype, path):
     config = GEMM.default_config(problem)
     if path == "wgmma":
         config = GEMM.config({**config.as_dict(), "path": "wgmma", "BM": 128, "BN": 256, "BK": 64, "warps_m": 1,
-                              "warps_n": 1, "consumers": 2, "stages": 4, "tiles_per_block": 2})
+                              "warps_n": 1, "consumers": 2, "stages": 4, "tiles_per_block": 2, "swizzle": "128B"})
     outcomes = retime_with_baseline(runner, builder, GEMM, problem, config)
     assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
     assert outcomes[1].status is Status.OK and outcomes[1].baseline.startswith("torch: "), outcomes[1].message

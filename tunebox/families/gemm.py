@@ -10,13 +10,16 @@ Three paths (``path``), all in ``kernels/gemm/gemm.cu``:
 
 - ``mma``: mma.sync m16n8k16 fed by a cp.async pipeline of 1-4 stages, 16-byte chunks where a
   chunk is inside and aligned and zero-filled element copies otherwise (the seed's mixed path);
-  ``bounds = "false"`` promises full tiles and aligned rows. No Hopper-only instruction (cp.async and
+  ``bounds = "false"`` promises full tiles and aligned rows. ``swizzle`` picks the shared tiles'
+  layout: "none" pads every row by 16 bytes, "32B" / "64B" / "128B" keep rows unpadded and permute
+  their 16-byte chunks with that TMA swizzle pattern. No Hopper-only instruction (cp.async and
   mma.sync are sm_80 features), though only the H200 has run it.
-- ``wgmma``: Hopper (sm_90a): TMA loads with the 128-byte swizzle into a 2-4 stage mbarrier ring,
-  a producer warpgroup and 1-2 consumer warpgroups issuing wgmma m64nBNk16. The tensor maps zero-fill
-  past M, N and K, so any shape works; rows must be 16-byte aligned (``lda``, ``ldb`` multiples of 8).
-  A block computes ``tiles_per_block`` tiles in turn, so one tile's epilogue overlaps the next one's
-  loads (the grid shrinks by that factor).
+- ``wgmma``: Hopper (sm_90a): TMA loads with the 128-byte swizzle (``swizzle = "128B"``, the layout
+  its wgmma descriptors read) into a 2-4 stage mbarrier ring, a producer warpgroup and 1-2 consumer
+  warpgroups issuing wgmma m64nBNk16. The tensor maps zero-fill past M, N and K, so any shape works;
+  rows must be 16-byte aligned (``lda``, ``ldb`` multiples of 8). A block computes
+  ``tiles_per_block`` tiles in turn, so one tile's epilogue overlaps the next one's loads (the grid
+  shrinks by that factor).
 - ``padded``: for unaligned rows, one ``pad_rows`` launch first copies A and/or B into workspace with
   rows of ``ceil(cols / 8) * 8`` elements, then the wgmma kernel runs on the copies; the copies are
   timed with the product (the seed's compact-versus-padded comparison).
@@ -45,8 +48,9 @@ import numpy as np
 from ..dtypes import element_type, random_bits
 from ..errors import InvalidProblem
 from ..limits import MAX_SHARED_BYTES
+from ..parallel import filled
 from ..params import Config, Param, Space
-from ..tma import TensorMapRequest
+from ..tma import SWIZZLE_BYTES, TensorMapRequest
 from ..tma import violations as tensor_map_violations
 from .base import (
     Arg,
@@ -70,7 +74,7 @@ from .indexed import MAX_COUNT, MAX_ELEMENTS, positive, reject_unknown
 
 KNOWN = {"M", "N", "K", "lda", "ldb", "ldd", "out_dtype", "alpha", "relu"}
 OUT_DTYPES = ("bfloat16", "float32")
-PAD = 8  # elements of padding per shared-memory row (kernels/gemm/gemm.cu)
+PAD = 8  # elements of padding per shared-memory row of the mma path with swizzle 'none' (kernels/gemm/gemm.cu)
 MAX_ACCUMULATORS = 128  # float32 accumulators per thread (Tylo's register limit)
 MAX_GRID_Y = 65_535
 WG_BK = 64  # K step of the wgmma paths: one 128-byte swizzle row of bfloat16
@@ -109,6 +113,7 @@ class Gemm(Family):
         Param("warps_m", (1, 2, 4), "warps along M"),
         Param("warps_n", (1, 2, 4), "warps along N"),
         Param("stages", (1, 2, 3, 4), "shared-memory buffers in the cp.async pipeline"),
+        Param("swizzle", tuple(SWIZZLE_BYTES), "shared tiles: 'none' pads rows (mma); 32B/64B/128B swizzle chunks"),
         Param("bounds", ("true", "false"), "'false' promises full tiles (and, for mma, 16-byte aligned rows)"),
         Param("path", ("mma", "wgmma", "padded"), "mma.sync + cp.async; TMA + wgmma; wgmma on padded copies"),
         Param("consumers", (1, 2), "consumer warpgroups of the wgmma paths"),
@@ -173,7 +178,7 @@ class Gemm(Family):
         if p.relu:
             d = np.maximum(d, 0.0)
         et = element_type(p.out_dtype)
-        out = np.full((p.M, p.ldd), et.poison, dtype=et.storage)  # the padding columns stay untouched
+        out = filled((p.M, p.ldd), et.poison, et.storage)  # the padding columns stay untouched
         out[:, :p.N] = et.encode(d)
         return {"D": out}
 
@@ -192,18 +197,20 @@ class Gemm(Family):
     # -- variants ---------------------------------------------------------------------------------
     @staticmethod
     def shared_bytes(config: Config) -> int:
-        """Dynamic shared memory per block: the stages' buffers (padded rows for mma; for wgmma
-        swizzled boxes plus 1024 bytes to align them to the swizzle period)."""
+        """Dynamic shared memory per block: the stages' buffers (for mma, rows padded with swizzle
+        'none'; for wgmma swizzled boxes plus 1024 bytes to align them to the swizzle period)."""
         bm, bn, bk, stages = (int(config[k]) for k in ("BM", "BN", "BK", "stages"))
         if config["path"] in WGMMA_PATHS:
             return stages * (bm + bn) * WG_BK * 2 + 1024
-        return stages * (bm * (bk + PAD) + bk * (bn + PAD)) * 2
+        pad = PAD if config["swizzle"] == "none" else 0
+        return stages * (bm * (bk + pad) + bk * (bn + pad)) * 2
 
     def default_config(self, problem: Problem) -> Config:
         p = self._as_problem(problem)
         tile = 128 if min(p.M, p.N) >= 128 else 64 if min(p.M, p.N) >= 64 else 32
         return self.space.validate({"BM": tile, "BN": tile, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 2,
-                                    "bounds": "true", "path": "mma", "consumers": 1, "tiles_per_block": 1})
+                                    "swizzle": "none", "bounds": "true", "path": "mma", "consumers": 1,
+                                    "tiles_per_block": 1})
 
     def violations(self, problem: Problem, config: Config) -> list[str]:
         p = self._as_problem(problem)
@@ -243,9 +250,10 @@ class Gemm(Family):
     def _wgmma_violations(self, p: GemmProblem, config: Config) -> list[str]:
         bm, bn, consumers = int(config["BM"]), int(config["BN"]), int(config["consumers"])
         broken = []
-        if config["BK"] != WG_BK or config["warps_m"] != 1 or config["warps_n"] != 1:
-            broken.append(f"path {config['path']!r} steps K by {WG_BK} (one 128-byte swizzle row) with whole "
-                          f"warpgroups: set BK={WG_BK}, warps_m=1, warps_n=1")
+        if config["BK"] != WG_BK or config["warps_m"] != 1 or config["warps_n"] != 1 or config["swizzle"] != "128B":
+            broken.append(f"path {config['path']!r} steps K by {WG_BK} (one 128-byte swizzle row, the layout its "
+                          f"wgmma descriptors read) with whole warpgroups: set BK={WG_BK}, swizzle='128B', "
+                          "warps_m=1, warps_n=1")
         if bm % (64 * consumers) or bm // (64 * consumers) > 2:
             broken.append(f"each of the {consumers} consumer warpgroup(s) multiplies 1 or 2 tiles of 64 rows: "
                           f"BM must be {64 * consumers} or {128 * consumers} (BM={bm})")
@@ -276,7 +284,8 @@ class Gemm(Family):
         p = self._as_problem(problem)
         out, relu = element_type(p.out_dtype).ctype, str(p.relu).lower()
         if config["path"] == "mma":
-            targs = (out, *(config[k] for k in ("BM", "BN", "BK", "warps_m", "warps_n", "stages", "bounds")), relu)
+            targs = (out, *(config[k] for k in ("BM", "BN", "BK", "warps_m", "warps_n", "stages")),
+                     SWIZZLE_BYTES[config["swizzle"]], config["bounds"], relu)
             return instantiate("gemm/gemm.cu", "gemm", targs)
         source = instantiate("gemm/gemm.cu", "gemm_wgmma", (out, config["BM"], config["BN"], config["consumers"],
                                                             config["stages"], config["bounds"], relu))

@@ -1,7 +1,8 @@
 """gemm without a GPU: the float64 reference against a hand-computed product (epilogue, D's padding
 left poison, A's and B's padding never used), the tolerance, problem parsing,
 validity rules each with a passing and a failing case, geometry, and NVRTC compilation (to CUBIN,
-sm_90) of every path: bounds true and false x bfloat16 and float32 output x ReLU."""
+sm_90) of every path: bounds true and false x bfloat16 and float32 output x ReLU, and the mma
+path with each shared-memory layout (padded rows, 32B/64B/128B swizzle)."""
 
 from __future__ import annotations
 
@@ -83,13 +84,13 @@ assert_rule = partial(family_checks.assert_rule, G)
 
 
 def config(**values):
-    return G.config({"BM": 64, "BN": 64, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 2, "bounds": "true",
-                     "path": "mma", "consumers": 1, "tiles_per_block": 1, **values})
+    return G.config({"BM": 64, "BN": 64, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 2, "swizzle": "none",
+                     "bounds": "true", "path": "mma", "consumers": 1, "tiles_per_block": 1, **values})
 
 
 def wgmma(path="wgmma", **values):
     return config(**{"BM": 128, "BN": 256, "BK": 64, "warps_m": 1, "warps_n": 1, "stages": 4, "consumers": 2,
-                     "path": path, **values})
+                     "swizzle": "128B", "path": path, **values})
 
 
 def test_rules_each_pass_and_fail() -> None:
@@ -108,13 +109,16 @@ def test_rules_each_pass_and_fail() -> None:
     assert "grid" in G.violations(G.parse_problem({"M": 2**22, "N": 1, "K": 1}), config(BM=32))[0]
     assert_rule(ragged, config(), config(consumers=2), "path 'mma' takes consumers=1")
     assert_rule(ragged, config(), config(tiles_per_block=2), "tiles_per_block=1")
+    for swizzle in ("32B", "64B", "128B"):
+        assert G.violations(ragged, config(swizzle=swizzle)) == []
 
 
 def test_wgmma_rules_each_pass_and_fail() -> None:
     aligned = G.parse_problem({"M": 4099, "N": 4097, "K": 4095, "lda": 4096, "ldb": 4104})
     ragged = G.parse_problem({"M": 4099, "N": 4097, "K": 4095})
-    assert_rule(aligned, wgmma(), wgmma(BK=32), "set BK=64, warps_m=1, warps_n=1")
-    assert_rule(aligned, wgmma(), wgmma(warps_m=2), "set BK=64, warps_m=1, warps_n=1")
+    assert_rule(aligned, wgmma(), wgmma(BK=32), "set BK=64, swizzle='128B', warps_m=1, warps_n=1")
+    assert_rule(aligned, wgmma(), wgmma(warps_m=2), "set BK=64, swizzle='128B', warps_m=1, warps_n=1")
+    assert_rule(aligned, wgmma(), wgmma(swizzle="64B"), "set BK=64, swizzle='128B'")
     assert_rule(aligned, wgmma(BM=256, BN=128), wgmma(BM=64), "BM must be 128 or 256")
     assert_rule(aligned, wgmma(BM=128, BN=128, consumers=1), wgmma(BM=256, BN=128, consumers=1),
                 "BM must be 64 or 128")
@@ -133,7 +137,8 @@ def test_geometry() -> None:
     p = G.parse_problem({"M": 4099, "N": 4097, "K": 4095})
     geo = G.geometry(p, config(BM=128, BN=64, warps_m=4))
     assert geo.grid == (65, 33, 1) and geo.block == (256, 1, 1)
-    assert geo.shared_bytes == 2 * (128 * 40 + 32 * 72) * 2
+    assert geo.shared_bytes == 2 * (128 * 40 + 32 * 72) * 2  # rows padded by 8 elements
+    assert G.geometry(p, config(BM=128, BN=64, warps_m=4, swizzle="64B")).shared_bytes == 2 * (128 * 32 + 32 * 64) * 2
 
 
 def test_wgmma_geometry_and_tensor_maps() -> None:
@@ -191,9 +196,10 @@ def compiled():
     cases = []
     for out_dtype, relu, bounds in itertools.product(("bfloat16", "float32"), (False, True), ("true", "false")):
         q = G.parse_problem({**p.to_dict(), "out_dtype": out_dtype, "relu": relu})
-        for values in ({"BM": 128, "BN": 128, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 3},
-                       {"BM": 64, "BN": 128, "BK": 64, "warps_m": 1, "warps_n": 4, "stages": 2},
-                       {"BM": 32, "BN": 32, "BK": 16, "warps_m": 1, "warps_n": 1, "stages": 1}):
+        for values in ({"BM": 128, "BN": 128, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 3, "swizzle": "none"},
+                       {"BM": 64, "BN": 128, "BK": 64, "warps_m": 1, "warps_n": 4, "stages": 2, "swizzle": "128B"},
+                       {"BM": 64, "BN": 64, "BK": 32, "warps_m": 2, "warps_n": 2, "stages": 4, "swizzle": "64B"},
+                       {"BM": 32, "BN": 32, "BK": 16, "warps_m": 1, "warps_n": 1, "stages": 1, "swizzle": "32B"}):
             cases.append((q, config(**values, bounds=bounds)))
     ragged = G.parse_problem({"M": 65, "N": 97, "K": 73})
     for out_dtype, relu in itertools.product(("bfloat16", "float32"), (False, True)):
@@ -208,7 +214,7 @@ def compiled():
 
 def test_every_path_compiles(compiled) -> None:
     """sm_90a for the wgmma paths, with no spills, and pad_rows in the padded path's module."""
-    assert len(compiled) == 44
+    assert len(compiled) == 52
     for (q, c), result in compiled:
         assert G.violations(q, c) == []
         assert result.status is Status.OK, result.log
