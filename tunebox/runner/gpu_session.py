@@ -223,28 +223,32 @@ class GpuSession:
 
     def time_interleaved(self, launches: list[Callable[[], None]], bench: BenchConfig,
                          deciding: int | None = None) -> list[tuple[float, ...]]:
-        """Samples (ms) of each launch, taken round-robin, L2 flushed before every sample. The
-        stopping rule is applied to the first ``deciding`` launches (default: all); the others are
-        sampled in the same rounds, as often, whatever their noise."""
+        """Samples (ms) of each launch, taken in rounds (one sample of each launch in turn), L2
+        flushed before every sample. The first ``deciding`` launches (default: all) stay in every
+        round until ``bench``'s rule holds for each of them; any other launch (a baseline) leaves the
+        rotation once the rule holds for its own samples, and is cut off with the deciding ones."""
         from cuda.core import EventOptions
 
         for fn in launches:
             for _ in range(bench.warmup):
                 fn()
+        deciding = len(launches) if deciding is None else deciding
         opts = EventOptions(timing_enabled=True)
         samples: list[list[float]] = [[] for _ in launches]
+        rotation = list(range(len(launches)))
         start = time.perf_counter()
         while True:
             events = []
             for _ in range(bench.min_samples):
-                for fn in launches:
+                for k in rotation:
                     self.flush_l2()
                     begin = self.stream.record(options=opts)
-                    fn()
-                    events.append((begin, self.stream.record(options=opts)))
+                    launches[k]()
+                    events.append((k, begin, self.stream.record(options=opts)))
             self.stream.sync()
-            for k, (begin, end) in enumerate(events):
-                samples[k % len(launches)].append(end - begin)
+            for k, begin, end in events:
+                samples[k].append(end - begin)
             elapsed = time.perf_counter() - start
             if all(bench.done(s, elapsed) for s in samples[:deciding]):
                 return [tuple(s) for s in samples]
+            rotation = [k for k in rotation if k < deciding or not bench.done(samples[k], elapsed)]

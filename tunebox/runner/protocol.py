@@ -71,8 +71,8 @@ class EvaluateJob:
 class RetimeJob:
     """Time several verified variants of one problem, interleaved sample by sample; with
     ``with_baseline`` the family's torch baseline is verified and joins the rotation (its outcome
-    comes last). The variants' samples decide when ``bench``'s rule stops the rounds; a baseline is
-    sampled as often, its noise recorded as measured."""
+    comes last). The variants' samples decide when ``bench``'s rule stops the rounds; a baseline
+    leaves them once the rule holds for its own samples (its noise is recorded as measured)."""
 
     family: str
     problem: dict[str, Any]
