@@ -46,13 +46,14 @@ def load_kernel(cubin: bytes, symbol: str, shared_bytes: int, device_id: int) ->
 def marshal(args: tuple[Arg, ...], buffers: Mapping[str, Any]) -> list[Any]:
     """Kernel arguments: buffers by name (a Buffer or a device address as int), scalars as numpy
     values of their exact C type (never a bare Python number), tensor maps encoded on their buffer's
-    address (a cuda.bindings ``CUtensorMap``)."""
+    address plus the map's ``offset_bytes`` (a cuda.bindings ``CUtensorMap``)."""
     values = []
     for arg in args:
         if isinstance(arg, BufferArg):
             values.append(buffers[arg.name])
         elif isinstance(arg, TensorMapArg):
-            values.append(encode(dataclasses.replace(arg.request, address=address(buffers[arg.buffer]))))
+            at = address(buffers[arg.buffer]) + arg.offset_bytes
+            values.append(encode(dataclasses.replace(arg.request, address=at)))
         else:
             values.append(SCALAR_TYPES[arg.ctype](arg.value))
     return values

@@ -1,5 +1,5 @@
 """Family ``ragged3d``: pack a padded [B, Lmax, H, D] tensor into ragged [total, H, D] storage, or
-unpack it back (Mojo's RaggedTMA3DTile layout; vector transport, the TMA transport is to come).
+unpack it back (Mojo's RaggedTMA3DTile layout).
 
 With per-sequence lengths ``len_b`` (0 <= len_b <= Lmax) and ``offsets`` their B + 1 exclusive
 prefix sums (int64; ``total = offsets[B]``), 0-based:
@@ -8,12 +8,30 @@ prefix sums (int64; ``total = offsets[B]``), 0-based:
   unpack: ``out[b, l, :, :] = ragged[offsets[b] + l, :, :]`` for ``l < len_b``, zero for
           ``len_b <= l < Lmax``; ``out`` is (B, Lmax, H, D)
 
-Every element of ``out`` is written exactly once; positions past a sequence's length are never read.
+Every element of ``out`` is written exactly once. Transport ``vector`` never reads positions past a
+sequence's length; transport ``tma`` loads whole tiles, so it may read up to BM - 1 rows past a
+sequence's end (rows of x's padding, or of the next sequences in ``ragged``; never outside a buffer).
 Problem keys: ``dtype``, ``batch`` (B), ``max_len`` (Lmax), ``heads`` (H), ``depth`` (D),
 ``direction`` ("pack" or "unpack"), ``lengths``: a list of B lengths, or "uniform" (drawn uniformly
 in [1, Lmax] from ``lengths_seed``, default 0, so the problem alone fixes them and the work).
 Buffers: pack: inputs ``x`` (B, Lmax, H, D), ``offsets`` (B + 1,) int64; output ``out``.
 unpack: inputs ``ragged`` (total, H, D), ``offsets``; output ``out``.
+
+Two transports (``transport``), so the search picks per problem:
+
+- ``vector`` (``kernels/ragged3d/ragged3d.cu``): a block of ``threads`` threads moves BM rows of one
+  sequence (H x D contiguous elements each) in vectors of ``vec_bytes`` through registers.
+- ``tma`` (sm_90+; the kernel refuses to compile for older devices;
+  ``kernels/ragged3d/ragged3d_tma.cu``, layout and rules in ``ragged3d_tma.py``): one warp per
+  block moves a tile of BM rows x ``group`` heads x ``BN`` columns of depth (0: all of D) with bulk
+  tensor loads into shared memory and bulk tensor stores out of it, in chunks one ``swizzle`` span
+  wide (16 bytes without swizzle), ``tma_blocks_per_op`` chunks per copy (0: one copy per chunk).
+  pack stores through RaggedTMA3DTile's clipping tensor map (base address BM rows in front of out),
+  so rows past a sequence's end are not written; unpack zeroes them in shared memory before its
+  store. Needs 16-byte heads (D x size).
+
+Each transport takes fixed values of the other's parameters (vector: group=1, BN=0, swizzle='none',
+tma_blocks_per_op=0; tma: threads=64, vec_bytes=16), so the search never times a variant twice.
 """
 
 from __future__ import annotations
@@ -29,6 +47,8 @@ import numpy as np
 from ..dtypes import element_type, random_bits
 from ..errors import InvalidProblem
 from ..params import Config, Param, Space
+from ..tma import SWIZZLE_BYTES
+from . import ragged3d_tma
 from .base import (
     Arg,
     Baseline,
@@ -48,6 +68,7 @@ from .indexed import MAX_COUNT, MAX_ELEMENTS, _warps, positive, reject_unknown
 
 KNOWN = {"dtype", "batch", "max_len", "heads", "depth", "direction", "lengths", "lengths_seed"}
 DIRECTIONS = ("pack", "unpack")
+VECTOR_CANONICAL = {"group": 1, "BN": 0, "swizzle": "none", "tma_blocks_per_op": 0}  # the TMA parameters' values
 
 
 @dataclass(frozen=True)
@@ -99,13 +120,21 @@ class Ragged3D(Family):
     name = "ragged3d"
     space = Space((
         Param("BM", (1, 2, 4, 8, 16, 32, 64, 128), "sequence positions (rows) per block"),
-        Param("threads", (64, 128, 256, 512), "threads per block"),
-        Param("vec_bytes", (4, 8, 16), "bytes per vector access (narrower when H x D needs it)"),
+        Param("threads", (64, 128, 256, 512), "threads per block (vector; tma launches one warp and takes 64)"),
+        Param("vec_bytes", (4, 8, 16), "bytes per vector access, narrower when H x D needs it (vector; tma takes 16)"),
+        Param("transport", ("vector", "tma"), "ld/st vectors through registers; TMA loads and stores (sm_90+)"),
+        Param("group", (1, 2, 4, 8), "consecutive heads per block (tma; vector takes 1)"),
+        Param("BN", (0, 16, 32, 64, 128, 256), "columns of depth per block, 0: all of D (tma; vector takes 0)"),
+        Param("swizzle", tuple(SWIZZLE_BYTES), "shared-memory swizzle of the TMA boxes, one span per chunk "
+              "(tma; vector takes none)"),
+        Param("tma_blocks_per_op", (0, 1, 2, 4, 8), "chunks per TMA copy through an extra dimension, 0: one copy "
+              "per chunk without it (tma with swizzle none; vector takes 0)"),
     ))
 
     @property
     def source_files(self):  # type: ignore[override]
-        return library_files("ragged3d/ragged3d.cu")
+        return library_files("ragged3d/ragged3d.cu", "ragged3d/ragged3d_tma.cu", "include/tunebox/tma.cuh",
+                             "include/tunebox/tma_nd.cuh")
 
     # -- problems ---------------------------------------------------------------------------------
     def parse_problem(self, data: Mapping[str, Any]) -> RaggedProblem:
@@ -183,6 +212,8 @@ class Ragged3D(Family):
     # -- variants ---------------------------------------------------------------------------------
     @staticmethod
     def blocks(p: RaggedProblem, config: Config) -> int:
+        if config["transport"] == "tma":
+            return ragged3d_tma.blocks(p, config)
         return p.batch * math.ceil(p.max_len / int(config["BM"]))
 
     def default_config(self, problem: Problem) -> Config:
@@ -191,12 +222,19 @@ class Ragged3D(Family):
         fits = [m for m in (128, 64, 32, 16, 8, 4, 2) if m * p.row * size <= 64 * 1024 and m <= _ceil_pow2(p.max_len)]
         bm = fits[0] if fits else 1  # tiles of up to 64 KiB
         threads = next(t for t in (256, 128, 64) if t <= max(64, _warps(math.ceil(bm * p.row * size / 16))))
-        return self.space.validate({"BM": bm, "threads": threads, "vec_bytes": 16})
+        return self.space.validate({"BM": bm, "threads": threads, "vec_bytes": 16, "transport": "vector",
+                                    **VECTOR_CANONICAL})
 
     def violations(self, problem: Problem, config: Config) -> list[str]:
         p = self._as_problem(problem)
+        bm = int(config["BM"])
+        if config["transport"] == "tma":
+            broken = ragged3d_tma.violations(p, config)
+            if bm > _ceil_pow2(p.max_len):
+                broken.append(f"BM={bm} exceeds max_len={p.max_len} rounded up to a power of two")
+            return broken
         size = element_type(p.element).itemsize  # every vec_bytes choice is a multiple of every element size
-        bm, threads, vec_bytes = int(config["BM"]), int(config["threads"]), int(config["vec_bytes"])
+        threads, vec_bytes = int(config["threads"]), int(config["vec_bytes"])
         broken = []
         vectors = math.ceil(bm * p.row * size / vec_bytes)
         if threads > max(64, _warps(vectors)):
@@ -206,21 +244,36 @@ class Ragged3D(Family):
             broken.append(f"BM={bm} exceeds max_len={p.max_len} rounded up to a power of two")
         if self.blocks(p, config) > MAX_COUNT:
             broken.append(f"{self.blocks(p, config)} blocks exceed the grid limit {MAX_COUNT}")
+        if any(config[name] != value for name, value in VECTOR_CANONICAL.items()):
+            settings = ", ".join(f"{k}={v!r}" for k, v in VECTOR_CANONICAL.items())
+            broken.append(f"group, BN, swizzle and tma_blocks_per_op shape the tiles of transport 'tma': transport "
+                          f"'vector' moves whole rows and takes {settings}")
         return broken
 
     def render(self, problem: Problem, config: Config) -> KernelSource:
         p = self._as_problem(problem)
+        if config["transport"] == "tma":
+            return instantiate("ragged3d/ragged3d_tma.cu", "ragged3d_tma", ragged3d_tma.template_arguments(p, config))
         et = element_type(p.element)
         targs = (et.ctype, config["BM"], config["threads"], int(config["vec_bytes"]) // et.itemsize,
                  str(p.direction == "pack").lower())
         return instantiate("ragged3d/ragged3d.cu", "ragged3d", targs)
 
     def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
+        """vector: B x ceil(Lmax / BM) blocks of ``threads``; tma: B x ceil(Lmax / BM) x (H / group) x
+        column blocks of one warp, with the tile's shared memory."""
         p = self._as_problem(problem)
+        if config["transport"] == "tma":
+            return LaunchGeometry((self.blocks(p, config), 1, 1), (ragged3d_tma.THREADS, 1, 1),
+                                  ragged3d_tma.layout(p, config).shared_bytes)
         return LaunchGeometry((self.blocks(p, config), 1, 1), (int(config["threads"]), 1, 1), 0)
 
     def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]:
+        """vector: (source, out, offsets, Lmax, H x D); tma: the source's and the destination's tensor
+        maps, offsets, Lmax, D, H / group, tiles per sequence, column blocks."""
         p = self._as_problem(problem)
+        if config["transport"] == "tma":
+            return ragged3d_tma.args(p, config)
         source = "x" if p.direction == "pack" else "ragged"
         return (BufferArg(source), BufferArg("out"), BufferArg("offsets"), ScalarArg("i64", p.max_len),
                 ScalarArg("i64", p.row))

@@ -1,7 +1,9 @@
 """ragged3d without a GPU: numpy reference on hand-computed packs and unpacks (empty sequences,
 length 1, length exactly BM and Lmax), problem parsing (explicit and uniform lengths), validity
-rules, geometry, work, the shipped sweep, and NVRTC compilation (to CUBIN, sm_90) of every dtype x
-direction x vector width."""
+rules of both transports, geometry, work, the shipped sweeps, NVRTC compilation (to CUBIN, sm_90) of
+every dtype x direction x vector width and of the TMA transport's kinds (swizzle, group, batched
+copies), and a numpy emulation of the TMA transport's copies through the tensor maps the family
+requests (RaggedTMA3DTile's clipping trick: which elements each copy reads and writes)."""
 
 from __future__ import annotations
 
@@ -10,12 +12,18 @@ from pathlib import Path
 import family_checks
 import numpy as np
 import pytest
+from family_checks import assert_rule
 
+from tunebox import cuda_api
+from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.errors import InvalidProblem
-from tunebox.families import get
+from tunebox.families import get, ragged3d_tma
+from tunebox.families.base import BufferArg, ScalarArg, TensorMapArg
 from tunebox.families.ragged3d import Ragged3D, RaggedProblem
+from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.sweep_spec import load_sweep
+from tunebox.tma import DATA_TYPES, SWIZZLE_BYTES, TensorMapRequest
 
 R = Ragged3D()
 REPO = Path(__file__).resolve().parents[3]
@@ -25,6 +33,18 @@ def problem(direction: str = "pack", lengths=(2, 0, 4), **extra) -> RaggedProble
     data = {"dtype": "float32", "batch": len(lengths), "max_len": 4, "heads": 2, "depth": 3, "direction": direction,
             "lengths": list(lengths), **extra}
     return R.parse_problem(data)
+
+
+def vector(**values) -> Config:
+    base = {"BM": 16, "threads": 64, "vec_bytes": 8, "transport": "vector", "group": 1, "BN": 0, "swizzle": "none",
+            "tma_blocks_per_op": 0}
+    return R.config({**base, **values})
+
+
+def tma(**values) -> Config:
+    base = {"BM": 16, "threads": 64, "vec_bytes": 16, "transport": "tma", "group": 1, "BN": 0, "swizzle": "none",
+            "tma_blocks_per_op": 0}
+    return R.config({**base, **values})
 
 
 def padded_arange(p: RaggedProblem) -> np.ndarray:
@@ -103,8 +123,9 @@ def test_bad_problems_say_what_to_do(data, message) -> None:
 
 def test_rules_each_pass_and_fail() -> None:
     p = problem(lengths=(3, 1000), max_len=1000)
-    ok = R.config({"BM": 16, "threads": 64, "vec_bytes": 8})
+    ok = vector()
     assert R.violations(p, ok) == [] and R.violations(p, R.default_config(p)) == []
+    assert R.default_config(p)["transport"] == "vector"
     assert "threads would idle" in R.violations(p, R.config({**ok.as_dict(), "threads": 512}))[0]
     assert "exceeds max_len" in R.violations(problem(), R.config({**ok.as_dict(), "BM": 8}))[0]
     assert R.violations(problem(), R.config({**ok.as_dict(), "BM": 4})) == []
@@ -115,7 +136,7 @@ def test_rules_each_pass_and_fail() -> None:
 
 def test_geometry() -> None:
     p = problem(lengths=(3, 1000), max_len=1000)
-    geo = R.geometry(p, R.config({"BM": 16, "threads": 128, "vec_bytes": 16}))
+    geo = R.geometry(p, vector(threads=128, vec_bytes=16))
     assert geo.grid == (2 * 63, 1, 1) and geo.block == (128, 1, 1)
 
 
@@ -126,11 +147,16 @@ def test_distance() -> None:
 
 
 def test_shipped_sweep_loads() -> None:
+    """Both transports, every valid variant: the search picks between vector and tma per problem."""
     spec = load_sweep(REPO / "spaces" / "ragged3d.toml")
     assert spec.family.name == "ragged3d" and {n.problem.direction for n in spec.problems} == {"pack", "unpack"}
     for named in spec.problems:
         assert named.problem.padded_shape == (64, 4096, 8, 128)
-        assert sum(1 for c in spec.space if not R.violations(named.problem, c)) >= 20
+        valid = [c for c in spec.space if not R.violations(named.problem, c)]
+        assert sum(c["transport"] == "vector" for c in valid) == 92
+        tma_valid = [c for c in valid if c["transport"] == "tma"]
+        assert len(tma_valid) >= 100 and {c["swizzle"] for c in tma_valid} == set(SWIZZLE_BYTES)
+        assert {c["group"] for c in tma_valid} == {1, 2, 4, 8} and {c["tma_blocks_per_op"] for c in tma_valid} >= {0, 1}
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +168,7 @@ def compiled():
                                  "direction": direction, "lengths": [0, 1, 300]})
             for values in ({"BM": 1, "threads": 64, "vec_bytes": 16}, {"BM": 128, "threads": 512, "vec_bytes": 4},
                            {"BM": 16, "threads": 128, "vec_bytes": 8}):
-                cases.append((p, R.config(values)))
+                cases.append((p, vector(**values)))
     return family_checks.compile_cases(R, cases)
 
 
@@ -152,3 +178,328 @@ def test_every_kind_compiles(compiled) -> None:
         assert result.status is Status.OK, result.log
         assert result.spill_bytes == 0 and result.source.name_expression.endswith(
             f", {str(p.direction == 'pack').lower()}>")
+
+
+# ---------------------------------------------------------------------------------------------
+# transport tma: rules, tensor maps and arguments, emulated copies, compilation
+
+BF16 = R.parse_problem({"dtype": "bfloat16", "batch": 3, "max_len": 300, "heads": 8, "depth": 128,
+                        "direction": "pack", "lengths": [0, 1, 300]})
+
+
+def big(direction: str = "pack", **data) -> RaggedProblem:
+    """One sequence of ``max_len`` float32 rows (no memory is allocated: rules only)."""
+    values = {"dtype": "float32", "batch": 1, "heads": 1, "depth": 4096, "direction": direction, **data}
+    return R.parse_problem({**values, "lengths": [values["max_len"]]})
+
+
+@pytest.mark.parametrize("setting", [{"group": 2}, {"BN": 64}, {"swizzle": "32B"}, {"tma_blocks_per_op": 1}])
+def test_rule_vector_takes_the_tma_parameters_fixed(setting) -> None:
+    assert_rule(R, BF16, vector(), vector(**setting), "transport 'vector' moves whole rows and takes group=1, BN=0")
+
+
+@pytest.mark.parametrize("setting", [{"threads": 128}, {"vec_bytes": 8}])
+def test_rule_tma_takes_threads_and_vectors_fixed(setting) -> None:
+    assert_rule(R, BF16, tma(), tma(**setting), "set threads=64, vec_bytes=16")
+
+
+def test_rule_tma_group_divides_the_heads() -> None:
+    six = R.parse_problem({**BF16.to_dict(), "heads": 6})
+    assert_rule(R, six, tma(group=2), tma(group=4), "group=4 heads per block must divide the H=6 heads")
+
+
+def test_rule_tma_heads_are_16_byte_multiples() -> None:
+    ok = R.parse_problem({**BF16.to_dict(), "depth": 8})  # 16 bytes
+    bad = R.parse_problem({**BF16.to_dict(), "depth": 12})  # 24 bytes
+    assert R.violations(ok, tma()) == []
+    assert R.violations(bad, tma()) == ["TMA strides are 16-byte multiples: a head of D=12 elements is 24 bytes; use "
+                                        "transport 'vector'"]
+    assert R.violations(bad, vector()) == []
+
+
+def test_rule_tma_batched_copies_need_swizzle_none() -> None:
+    assert_rule(R, BF16, tma(tma_blocks_per_op=2), tma(tma_blocks_per_op=2, swizzle="64B"),
+                "only swizzle='none' allows")
+
+
+def test_rule_tma_column_blocks_are_whole_chunks() -> None:
+    # 128-byte swizzle of bfloat16: chunks of 64 columns
+    assert_rule(R, BF16, tma(swizzle="128B", BN=64), tma(swizzle="128B", BN=32), "multiple of the chunk of G=64")
+    assert_rule(R, BF16, tma(BN=64), tma(BN=128), "covers all of D=128 in one column block: set BN=0")
+    assert_rule(R, BF16, tma(BN=16, tma_blocks_per_op=2), tma(BN=16, tma_blocks_per_op=4), "exceeds the 2 chunks")
+    narrow = R.parse_problem({**BF16.to_dict(), "depth": 24})  # 3 chunks of 8
+    assert_rule(R, narrow, tma(tma_blocks_per_op=2), tma(tma_blocks_per_op=4), "exceeds the 3 chunks")
+
+
+def test_rule_tma_shared_memory() -> None:
+    """128 rows x 8 heads x 128 bfloat16 columns (256 KiB) do not fit; 4 heads (128 KiB) do."""
+    assert ragged3d_tma.layout(BF16, tma(BM=128, group=4)).shared_bytes == 128 + 16 * 8192 + 8
+    assert_rule(R, BF16, tma(BM=128, group=4), tma(BM=128, group=8), "bytes of shared memory")
+
+
+def test_rule_tma_coordinates_are_32_bit() -> None:
+    """pack: the merged (row, head group) dimension of out's clipping map, (total + 1) x H / group - 1;
+    unpack: the row coordinate of ragged's plain map, up to total; both <= 2^31 - 1."""
+    p = R.parse_problem({"dtype": "float32", "batch": 1, "max_len": 2**28, "heads": 8, "depth": 8,
+                         "direction": "pack", "lengths": [2**28]})
+    assert_rule(R, p, tma(BM=128, group=2), tma(BM=128, group=1), "signed 32-bit")
+    unpack = {"dtype": "float32", "batch": 1, "max_len": 2**31, "heads": 1, "depth": 8, "direction": "unpack"}
+    assert R.violations(R.parse_problem({**unpack, "lengths": [2**31 - 1]}), tma(BM=128)) == []
+    broken = R.violations(R.parse_problem({**unpack, "lengths": [2**31]}), tma(BM=128))
+    assert any("signed 32-bit: the rows of ragged's map" in b for b in broken), broken
+
+
+def test_rule_tma_grid_limit() -> None:
+    p = big(max_len=2**24)  # 2^24 rows of 4096 columns in blocks of 16 columns: 256 blocks per row
+    assert_rule(R, p, tma(BM=4, BN=16), tma(BM=2, BN=16), "grid limit")
+
+
+def test_rule_tma_tensor_maps_pass_the_driver_rules() -> None:
+    """The plain map of the padded tensor (pack's x, unpack's out) has a stride of Lmax rows: below 2^40
+    bytes (16 KiB rows)."""
+    cfg = tma(BM=128, BN=256)
+
+    def two(direction: str, max_len: int) -> RaggedProblem:
+        return R.parse_problem({"dtype": "float32", "batch": 2, "max_len": max_len, "heads": 1, "depth": 4096,
+                                "direction": direction, "lengths": [max_len, 1]})
+
+    for direction, padded in (("pack", "x"), ("unpack", "out")):
+        assert R.violations(two(direction, 2**25), cfg) == []
+        broken = R.violations(two(direction, 2**26), cfg)
+        assert broken and all(b.startswith(f"tensor map of {padded}: strides[0]") for b in broken), broken
+
+
+def test_rule_tma_bm_within_max_len() -> None:
+    assert_rule(R, problem(depth=4), tma(BM=4), tma(BM=8), "exceeds max_len")
+
+
+def test_the_rules_see_the_offset_address(monkeypatch) -> None:
+    """The stand-in address is offset like the real one: a misaligned offset breaks the driver's rule."""
+    good = ragged3d_tma.tensor_maps(BF16, tma())
+    assert all(m.offset_bytes % 16 == 0 for m in good) and R.violations(BF16, tma()) == []
+    moved = tuple(TensorMapArg(m.buffer, m.request, m.offset_bytes - 8) for m in good)
+    monkeypatch.setattr(ragged3d_tma, "tensor_maps", lambda p, c: moved)
+    assert any("is not 16-byte aligned" in b for b in R.violations(BF16, tma()))
+
+
+def test_marshal_encodes_at_the_buffer_address_plus_the_offset(monkeypatch) -> None:
+    monkeypatch.setattr(cuda_api, "encode", lambda request: request)
+    request = TensorMapRequest("float32", (4, 8), (32, 4), (4, 4), 0)
+    values = cuda_api.marshal((TensorMapArg("a", request, -4096), TensorMapArg("b", request)),
+                              {"a": 0x7F0000010000, "b": 0x7F0000020000})
+    assert [v.address for v in values] == [0x7F0000010000 - 4096, 0x7F0000020000]
+
+
+def test_tma_tensor_maps_and_arguments() -> None:
+    """bfloat16, H = 8, D = 128 (256-byte heads, 4 KiB rows), total = 301, B x Lmax = 900."""
+    row, head = 8 * 128 * 2, 128 * 2
+    # pack, group 1, 128-byte swizzle (chunks of 64 columns): the plain map of x (B, Lmax, H, D), the
+    # rank-3 clipping map of out
+    src, dst, offsets, *scalars = R.args(BF16, tma(BM=16, swizzle="128B"))
+    assert src == TensorMapArg("x", TensorMapRequest("bfloat16", (3, 300, 8, 128), (300 * row, row, head, 2),
+                                                     (1, 16, 1, 64), 0, "128B"))
+    assert dst == TensorMapArg("out", TensorMapRequest("bfloat16", (8 * 302, 16, 128), (head, row, 2), (1, 16, 64), 0,
+                                                       "128B"), -16 * row)
+    assert offsets == BufferArg("offsets")
+    assert scalars == [ScalarArg("i64", v) for v in (300, 128, 8, 19, 1)]  # Lmax, D, M, tiles, column blocks
+    # unpack, group 2, batches of 4 chunks of 8 columns, BN = 64 (2 column blocks): rank 5 plain maps of
+    # ragged (1, total, H, D) and out (B, Lmax, H, D)
+    unpack = R.parse_problem({**BF16.to_dict(), "direction": "unpack"})
+    src, dst, _, *scalars = R.args(unpack, tma(BM=32, group=2, BN=64, tma_blocks_per_op=4))
+    assert src == TensorMapArg("ragged", TensorMapRequest(
+        "bfloat16", (1, 16, 301, 8, 8), (row, 16, row, head, 2), (1, 4, 32, 2, 8), 0, "none"))
+    assert dst == TensorMapArg("out", TensorMapRequest(
+        "bfloat16", (3, 16, 300, 8, 8), (300 * row, 16, row, head, 2), (1, 4, 32, 2, 8), 0, "none"))
+    assert scalars == [ScalarArg("i64", v) for v in (300, 128, 4, 10, 2)]
+    # unpack, group 4, no batching: the plain map (B, Lmax, H, D), boxes of (1, BM, group, G)
+    _, dst, *_ = R.args(unpack, tma(BM=8, group=4, swizzle="64B"))
+    assert dst == TensorMapArg("out", TensorMapRequest("bfloat16", (3, 300, 8, 128), (300 * row, row, head, 2),
+                                                       (1, 8, 4, 32), 0, "64B"))
+    for p, cfg in ((BF16, tma(BM=16, swizzle="128B")), (unpack, tma(BM=32, group=2, BN=64, tma_blocks_per_op=4))):
+        assert R.violations(p, cfg) == []
+
+
+def test_tma_geometry_and_template() -> None:
+    cfg = tma(BM=32, group=2, BN=64, tma_blocks_per_op=4)
+    geo = R.geometry(BF16, cfg)
+    # 3 sequences x 10 tiles x 4 head groups x 2 column blocks; one warp; 128 B slack + 2 slots of 4 x 16 x 2 x 32
+    assert geo.grid == (3 * 10 * 4 * 2, 1, 1) and geo.block == (32, 1, 1)
+    assert geo.shared_bytes == 128 + 2 * 4 * 16 * 2 * 32 + 8
+    assert R.render(BF16, cfg).name_expression == "ragged3d_tma<unsigned short, 32, 2, 0, 8, 8, 4, true, true>"
+    # BN = 0 with batches of 4: D = 40 has 5 chunks, rounded up to 8 slots of whole copies
+    narrow = R.parse_problem({**BF16.to_dict(), "depth": 40, "direction": "unpack"})
+    lay = ragged3d_tma.layout(narrow, tma(tma_blocks_per_op=4))
+    assert (lay.chunks, lay.ops, lay.column_blocks) == (8, 2, 1)
+    assert R.render(narrow, tma(swizzle="32B")).name_expression.endswith("16, 1, 32, 16, 3, 1, false, false>")
+
+
+# A numpy emulation of ragged3d_tma.cu: the block decomposition and the coordinates of every copy are the
+# kernel's (mirrored here); each copy goes through the TensorMapRequest the family asks for, on a buffer
+# at virtual address 0 (the map at offset_bytes). A box element is in bounds when every coordinate lies
+# inside its dimension; a load fills the others with zero, a store skips them. The swizzle is a bijection
+# that loads and stores of the same box apply alike, and keeps every row of a box within its own bytes
+# (unpack's zeros): shared memory is emulated unswizzled.
+
+def box_elements(arg: TensorMapArg, coords: list[int], nbytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """(in bounds, element index into the buffer) of every box element, in shared-memory order (innermost
+    fastest) of a copy at ``coords`` (innermost first); asserts that in-bounds elements lie in the buffer."""
+    req = arg.request
+    size = DATA_TYPES[req.dtype][0]
+    at = np.indices(req.box).reshape(len(req.box), -1) + np.array(coords[::-1])[:, None]  # outermost first
+    inside = ((at >= 0) & (at < np.array(req.shape)[:, None])).all(axis=0)
+    byte = arg.offset_bytes + (at * np.array(req.strides)[:, None]).sum(axis=0)
+    assert (byte[inside] >= 0).all() and (byte[inside] + size <= nbytes).all() and not (byte % size).any()
+    return inside, byte // size
+
+
+def clip_coords(lay, bm: int, group: int, col: int, chunk: int, dyn: int, first: int, m_count: int, m: int):
+    return [0 if lay.batched else col, *([0] if group > 1 else []), bm - dyn, *([chunk] if lay.batched else []),
+            (first + dyn) * m_count + m]
+
+
+def plain_coords(lay, group: int, col: int, chunk: int, m: int, row: int, b: int):
+    return [0 if lay.batched else col, m * group, row, *([chunk] if lay.batched else []), b]
+
+
+def emulate(p: RaggedProblem, config: Config, source: np.ndarray):
+    """(out, writes per out element, reads per source element) of the kernel on ``source``."""
+    src, dst, _, *scalars = R.args(p, config)
+    lmax, depth, m_count, tiles, column_blocks = (s.value for s in scalars)
+    lay = ragged3d_tma.layout(p, config)
+    bm, group, pack = int(config["BM"]), int(config["group"]), p.direction == "pack"
+    out_shape = p.ragged_shape if pack else p.padded_shape
+    size = source.itemsize
+    flat = source.reshape(-1)
+    out = np.full(int(np.prod(out_shape)), 0xDEAD, dtype=source.dtype)
+    writes, reads = np.zeros(out.size, np.int64), np.zeros(flat.size, np.int64)
+    box, slot = lay.box_bytes // size, lay.slot_bytes // size
+    assert box <= slot and lay.shared_bytes >= lay.ops * lay.slot_bytes + 8
+    for block in range(R.geometry(p, config).grid[0]):
+        j, rest = block % column_blocks, block // column_blocks
+        m, rest = rest % m_count, rest // m_count
+        l0, b = rest % tiles * bm, rest // tiles
+        start, length = int(p.offsets[b]), p.lengths[b]
+        dyn = min(length - l0, bm) if l0 < length else 0
+        if pack and dyn == 0:
+            continue
+        first_chunk = j * lay.chunks
+        ops = -(-min(lay.chunks, -(-(depth - first_chunk * lay.chunk) // lay.chunk)) // lay.per_op)
+        shared = np.full(lay.ops * slot, 0xBEEF, dtype=source.dtype)
+        for k in range(ops if dyn else 0):
+            chunk = first_chunk + k * lay.per_op
+            coords = plain_coords(lay, group, chunk * lay.chunk, chunk, m, *((l0, b) if pack else (start + l0, 0)))
+            inside, at = box_elements(src, coords, flat.nbytes)
+            shared[k * slot:k * slot + box] = np.where(inside, flat[np.where(inside, at, 0)] if flat.size else 0, 0)
+            np.add.at(reads, at[inside], 1)
+        if not pack:  # the rows of every chunk's box from dyn on become zeros
+            chunk_elements, row_elements = lay.chunk * group * bm, lay.chunk * group
+            for k in range(ops * lay.per_op):
+                base = k // lay.per_op * slot + k % lay.per_op * chunk_elements
+                shared[base + dyn * row_elements:base + chunk_elements] = 0
+        for k in range(ops):
+            chunk = first_chunk + k * lay.per_op
+            coords = (clip_coords(lay, bm, group, chunk * lay.chunk, chunk, dyn, start + l0, m_count, m) if pack
+                      else plain_coords(lay, group, chunk * lay.chunk, chunk, m, l0, b))
+            inside, at = box_elements(dst, coords, out.nbytes)
+            out[at[inside]] = shared[k * slot:k * slot + box][inside]
+            np.add.at(writes, at[inside], 1)
+    return out.reshape(out_shape), writes.reshape(out_shape), reads.reshape(source.shape)
+
+
+EMULATED = [(dtype, direction) for dtype in ("bfloat16", "float32") for direction in ("pack", "unpack")]
+
+
+def emulated_configs(p: RaggedProblem) -> list[Config]:
+    """Every valid tma config with BM 4 or 8 (tiles shorter and longer than some sequences)."""
+    sub = R.space.restrict({"transport": ["tma"], "threads": [64], "vec_bytes": [16], "BM": [4, 8]})
+    return [c for c in sub if not R.violations(p, c)]
+
+
+@pytest.mark.parametrize("dtype, direction", EMULATED)
+def test_emulated_tma_copies_write_every_output_once(dtype, direction) -> None:
+    """D = 40 is 2.5 chunks of 128-byte bfloat16 swizzle and 5 unswizzled chunks: partial chunks, a
+    batched copy past n_blocks, BN = 16 and 32 leaving partial column blocks. Every source element is read
+    (pack: at most once, and no tile wholly past a sequence's end is read)."""
+    p = R.parse_problem({"dtype": dtype, "batch": 5, "max_len": 11, "heads": 4, "depth": 40, "direction": direction,
+                         "lengths": [0, 4, 11, 8, 1]})
+    inputs = R.make_inputs(p, np.random.default_rng(1))
+    source = inputs["x" if direction == "pack" else "ragged"]
+    want = R.reference(p, inputs)["out"]
+    configs = emulated_configs(p)
+    kinds = {(c["swizzle"], c["group"], c["BN"], c["tma_blocks_per_op"]) for c in configs}
+    assert {k[0] for k in kinds} == set(SWIZZLE_BYTES) and {k[1] for k in kinds} == {1, 2, 4}
+    assert {k[3] for k in kinds} >= {0, 1, 2, 4} and {k[2] for k in kinds} >= {0, 16, 32}
+    inside = np.arange(11)[None, :] < np.array(p.lengths)[:, None]  # (B, Lmax) positions inside a sequence
+    for config in configs:
+        out, writes, reads = emulate(p, config, source)
+        assert (writes == 1).all(), (config.label(), np.argwhere(writes != 1)[:4])
+        np.testing.assert_array_equal(out, want, err_msg=config.label())
+        if direction == "pack":
+            tile_read = np.arange(11)[None, :] // int(config["BM"]) * int(config["BM"]) < np.array(p.lengths)[:, None]
+            assert (reads[inside] == 1).all() and reads.max() == 1 and not reads[~tile_read].any(), config.label()
+        else:
+            assert (reads >= 1).all(), config.label()
+
+
+def test_a_clipped_store_writes_exactly_the_tiles_rows_inside_the_sequence() -> None:
+    """One tile (sequence 1 at rows 3.., l0 = 8, head group 1 of 2, BM = 8) stored through out's clipping
+    map with every dyn in 0..BM: exactly rows 3 + 8 .. 3 + 8 + dyn - 1 of heads 2 and 3, all columns."""
+    p = R.parse_problem({"dtype": "bfloat16", "batch": 3, "max_len": 16, "heads": 4, "depth": 24,
+                         "direction": "pack", "lengths": [3, 16, 5]})
+    for cfg in (tma(BM=8, group=2), tma(BM=8, group=2, tma_blocks_per_op=2), tma(BM=8, group=1, swizzle="64B")):
+        lay = ragged3d_tma.layout(p, cfg)
+        _, dst, *_ = R.args(p, cfg)
+        group = int(cfg["group"])
+        for dyn in range(9):
+            written = np.zeros(p.ragged_shape, bool)
+            for m in range(2 // group, 4 // group):  # the head groups holding heads 2 and 3
+                for k in range(lay.ops):
+                    chunk = k * lay.per_op
+                    inside, at = box_elements(dst, clip_coords(lay, 8, group, chunk * lay.chunk, chunk, dyn, 3 + 8,
+                                                               4 // group, m), written.size * 2)
+                    written.reshape(-1)[at[inside]] = True
+            expected = np.zeros(p.ragged_shape, bool)
+            expected[11:11 + dyn, 2:4, :] = True
+            np.testing.assert_array_equal(written, expected, err_msg=f"{cfg.label()} dyn={dyn}")
+
+
+def _tma_compile_cases() -> list[tuple[RaggedProblem, Config]]:
+    """bfloat16 and float32 x pack and unpack x (every swizzle mode, unbatched, groups 1, 2, 4 in turn;
+    swizzle none with 1 and 4 chunks per copy, groups 1 and 2)."""
+    cases = []
+    for dtype in ("bfloat16", "float32"):
+        for direction in ("pack", "unpack"):
+            p = R.parse_problem({"dtype": dtype, "batch": 3, "max_len": 300, "heads": 8, "depth": 72,
+                                 "direction": direction, "lengths": [0, 1, 300]})
+            for n, swizzle in enumerate(SWIZZLE_BYTES):
+                cases.append((p, tma(BM=(16, 64, 128, 8)[n], group=(1, 2, 4, 2)[n], swizzle=swizzle)))
+            cases += [(p, tma(BM=32, group=1, tma_blocks_per_op=1)), (p, tma(BM=16, group=2, tma_blocks_per_op=4))]
+    return cases
+
+
+@pytest.fixture(scope="module")
+def tma_compiled():
+    return family_checks.compile_cases(R, _tma_compile_cases())
+
+
+def test_every_tma_kind_compiles(tma_compiled) -> None:
+    kinds = set()
+    for (p, cfg), result in tma_compiled:
+        assert R.violations(p, cfg) == [], cfg.label()
+        assert result.status is Status.OK, result.log
+        assert result.spill_bytes == 0 and result.registers > 0
+        assert result.source.name_expression.startswith("ragged3d_tma<") and result.source.name_expression.endswith(
+            f", {str(p.direction == 'pack').lower()}>")
+        kinds.add((p.element, p.direction, cfg["swizzle"], cfg["group"], cfg["tma_blocks_per_op"]))
+    assert len(kinds) == 24
+    assert {k[2] for k in kinds} == set(SWIZZLE_BYTES) and {k[3] for k in kinds} == {1, 2, 4}
+    assert {k[4] for k in kinds} == {0, 1, 4}
+
+
+def test_tma_kernel_refuses_older_devices(tmp_path: Path) -> None:
+    old = NvrtcBuilder("sm_80", cache_dir=tmp_path, workers=1)
+    try:
+        result = old.build_one(R.render(BF16, tma()))
+    finally:
+        old.close()
+    assert result.status is Status.COMPILE_ERROR and "needs sm_90" in result.log

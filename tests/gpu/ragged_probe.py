@@ -1,0 +1,152 @@
+"""Probes of ragged3d's TMA transport next to unmapped memory, each run in a spawned process of its own
+(importable by it): a faulting launch loses that process only.
+
+A buffer is placed against a reserved but unmapped range of device addresses (cuMemAddressReserve
+of the whole range, cuMemCreate + cuMemMap + cuMemSetAccess of one part only): "front" puts it at the
+start of the mapped part, behind an unmapped range (which holds the base address of pack's clipping
+map, BM rows in front of out); "tail" ends it exactly where the mapped part ends, before an unmapped
+range where the rows a copy clips past the last row would lie.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import math
+
+import numpy as np
+
+from tunebox.build.nvrtc import NvrtcBuilder
+from tunebox.cuda_api import checked, kernel_launcher, load_kernel, marshal
+from tunebox.dtypes import element_type
+from tunebox.families import get
+from tunebox.families.base import KernelSource, TensorMapArg
+
+PLACEMENTS = ("front", "tail")
+
+
+def _device():
+    from cuda.bindings import driver as cu
+    from cuda.core import Device
+
+    device = Device(0)
+    device.set_current()
+    return cu, device
+
+
+def _place(cu, device_id: int, nbytes: int, unmapped: int, placement: str, cleanup: contextlib.ExitStack) -> int:
+    """The address of ``nbytes`` of device memory with at least ``unmapped`` reserved, unmapped bytes in
+    front of it ("front") or right after it ("tail"); unmapped, released and freed by ``cleanup``."""
+    prop = cu.CUmemAllocationProp()
+    prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
+    prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    prop.location.id = device_id
+    granularity = int(checked(cu.cuMemGetAllocationGranularity(
+        prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
+    hole = math.ceil(max(unmapped, 1) / granularity) * granularity
+    mapped = math.ceil(max(nbytes, 1) / granularity) * granularity
+    base = int(checked(cu.cuMemAddressReserve(hole + mapped, 0, 0, 0)))
+    cleanup.callback(_quietly, cu.cuMemAddressFree, base, hole + mapped)
+    start = base + hole if placement == "front" else base
+    handle = checked(cu.cuMemCreate(mapped, prop, 0))
+    cleanup.callback(_quietly, cu.cuMemRelease, handle)
+    checked(cu.cuMemMap(start, mapped, 0, handle, 0))
+    cleanup.callback(_quietly, cu.cuMemUnmap, start, mapped)
+    access = cu.CUmemAccessDesc()
+    access.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
+    access.location.id = device_id
+    access.flags = cu.CUmemAccess_flags.CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+    checked(cu.cuMemSetAccess(start, mapped, [access], 1))
+    if placement == "front":
+        return start
+    assert nbytes % 256 == 0, "a tail placement needs a 256-byte multiple to end exactly at the mapping's end"
+    return start + mapped - nbytes
+
+
+def _quietly(fn, *args) -> None:
+    """Cleanup that cannot mask the test's own failure (after a fault every driver call fails)."""
+    with contextlib.suppress(Exception):
+        fn(*args)
+
+
+def run_next_to_unmapped(problem_data: dict, configs: list[dict], placement: str) -> list[str]:
+    """For each config, run ragged3d's variant on seeded inputs with the data buffers (x or ragged, and
+    out; offsets is an ordinary allocation) placed per ``placement``, and return '' where ``out`` matches
+    the reference bit for bit, else what differs. Raises on a CUDA error (a fault)."""
+    cu, device = _device()
+    family = get("ragged3d")
+    p = family.parse_problem(problem_data)
+    inputs = family.make_inputs(p, np.random.default_rng(5))
+    expected = family.reference(p, inputs)["out"]
+    et = element_type(p.element)
+    stream = device.create_stream()
+    builder = NvrtcBuilder("sm_90")
+    try:
+        builds = builder.build([family.render(p, family.config(c)) for c in configs])
+    finally:
+        builder.close()
+    reports = []
+    for values, built in zip(configs, builds, strict=True):
+        config = family.config(values)
+        assert not family.violations(p, config) and built.status.value == "ok", (values, built.log)
+        args = family.args(p, config)
+        # BM rows: pack's clipping map has its origin that far in front of out, and a copy's box reaches up
+        # to that far past a buffer's last row
+        unmapped = int(config["BM"]) * p.row * et.itemsize
+        assert max(-a.offset_bytes for a in args if isinstance(a, TensorMapArg)) <= unmapped
+        with contextlib.ExitStack() as cleanup:
+            buffers = {}
+            for spec in family.buffers(p):
+                nbytes = inputs[spec.name].nbytes if spec.role == "input" else expected.nbytes
+                if spec.name == "offsets":
+                    buffers[spec.name] = int(checked(cu.cuMemAlloc(nbytes)))
+                    cleanup.callback(_quietly, cu.cuMemFree, buffers[spec.name])
+                else:
+                    buffers[spec.name] = _place(cu, device.device_id, nbytes, unmapped, placement, cleanup)
+                if spec.role == "input" and nbytes:
+                    array = np.ascontiguousarray(inputs[spec.name])
+                    checked(cu.cuMemcpyHtoD(buffers[spec.name], array.ctypes.data, nbytes))
+            out = buffers["out"]
+            count = expected.size
+            if count:
+                fill = cu.cuMemsetD32 if et.itemsize == 4 else cu.cuMemsetD16
+                checked(fill(out, et.poison, count))
+            kernel = load_kernel(built.cubin, built.lowered_name, family.geometry(p, config).shared_bytes,
+                                 device.device_id)
+            kernel_launcher(stream, kernel, family.geometry(p, config), marshal(args, buffers))()
+            stream.sync()
+            checked(cu.cuCtxSynchronize())
+            got = np.empty(count, dtype=et.storage)
+            if count:
+                checked(cu.cuMemcpyDtoH(got.ctypes.data, out, got.nbytes))
+            wrong = np.flatnonzero(got != expected.reshape(-1))
+            reports.append("" if not wrong.size else
+                           f"{config.label()}: {wrong.size} of {count} elements wrong, first at "
+                           f"{np.unravel_index(wrong[0], expected.shape)}: got 0x{int(got[wrong[0]]):x}, "
+                           f"expected 0x{int(expected.reshape(-1)[wrong[0]]):x}")
+    return reports
+
+
+def read_in_front(nbytes: int) -> str:
+    """Control: an ordinary load 16 bytes in front of a "front" buffer (inside the unmapped range). Returns
+    the error the launch or the synchronisation reported ('' when the load did not fault)."""
+    cu, device = _device()
+    code = ('extern "C" __global__ void touch(const unsigned int* p, unsigned int* out) { *out = p[-4]; }')
+    builder = NvrtcBuilder("sm_90")
+    try:
+        built = builder.build_one(KernelSource(code, "touch", ()))
+    finally:
+        builder.close()
+    with contextlib.ExitStack() as cleanup:
+        buffer = _place(cu, device.device_id, nbytes, nbytes, "front", cleanup)
+        out = int(checked(cu.cuMemAlloc(4)))
+        cleanup.callback(_quietly, cu.cuMemFree, out)
+        module = checked(cu.cuModuleLoadData(built.cubin))
+        cleanup.callback(_quietly, cu.cuModuleUnload, module)
+        function = checked(cu.cuModuleGetFunction(module, built.lowered_name.encode()))
+        args = ((buffer, out), (ctypes.c_void_p, ctypes.c_void_p))
+        err, *_ = cu.cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, 0, args, 0)
+        if int(err):
+            return repr(err)
+        (err,) = cu.cuCtxSynchronize()
+        return repr(err) if int(err) else ""

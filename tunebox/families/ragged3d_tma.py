@@ -1,0 +1,224 @@
+"""How ragged3d's transport ``tma`` moves a problem (``kernels/ragged3d/ragged3d_tma.cu``): the tile
+layout, the two tensor maps, the launch, and the rules that keep them valid.
+
+A block moves one tile: BM rows of one sequence, ``group`` consecutive heads (head group m of
+M = H / group) and one column block of depth. A chunk is G = span / size columns (the swizzle span,
+16 bytes without swizzle); a column block is BN / G chunks, or with BN = 0 all of D's chunks, so
+D needs no particular multiple (chunks past D are not copied, columns past D inside one are clipped).
+BN = 0 is the natural choice for the head dims of attention (64 to 256): one block covers whole rows,
+and the tile grows through BM and group instead; BN > 0 splits rows whose tile would not fit.
+
+The maps (innermost dimension first here; ``TensorMapRequest`` takes them outermost first):
+
+- clipping map, for stores into the ragged storage (pack's ``out``, ``total`` rows): base address the
+  buffer's minus BM x row bytes (``TensorMapArg.offset_bytes``), dimensions (D or G, [group], BM,
+  [n_blocks], merged), merged = M x (total + 1) of stride one head group. A tile's rows past its
+  sequence's end are out of bounds, so the store skips them (the kernel's comment works the address
+  arithmetic out).
+- plain maps over a (batches, rows, H, D) buffer: (D, H, rows, batches), batched (G, H, rows, n_blocks,
+  batches): pack's ``x`` (B, Lmax), unpack's ``ragged`` (1, total) and ``out`` (B, Lmax).
+
+Loads never go through a clipping map: on the H200 a load through a map whose base address lay in
+unmapped memory faulted, a store did not (``tests/gpu/test_ragged3d_gpu.py``), and a caller's array
+(``tunebox.launch``) need not have memory in front of it. So pack loads whole tiles of x (rows past a
+sequence's end, inside x, are read and dropped) and stores through the clipping map of out; unpack loads
+whole tiles of ragged, overwrites rows past the sequence's end with zeros in shared memory, and stores
+through the plain map of out (clipped at Lmax).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..dtypes import element_type
+from ..limits import MAX_SHARED_BYTES
+from ..params import Config
+from ..tma import SWIZZLE_BYTES, TensorMapRequest
+from ..tma import violations as tensor_map_violations
+from .base import Arg, BufferArg, ScalarArg, TensorMapArg
+
+if TYPE_CHECKING:
+    from .ragged3d import RaggedProblem
+
+THREADS = 32  # one warp; its lane 0 issues every copy
+MBARRIER_BYTES = 8
+MAX_BLOCKS = 2**31 - 1  # grid.x
+MAX_TMA_COORDINATE = 2**31 - 1  # TMA coordinates are signed 32-bit
+STAND_IN_ADDRESS = 1 << 40  # a 256-byte aligned device address standing in for a buffer's in the rules
+CANONICAL = {"threads": 64, "vec_bytes": 16}  # values of the vector transport's parameters that tma takes
+
+
+@dataclass(frozen=True)
+class TmaLayout:
+    """One block's work and shared memory (the kernel's template arguments and its dynamic shared
+    memory): the swizzle period (alignment slack), ``ops`` slots of ``slot_bytes`` (one box each, aligned
+    to the period), the mbarrier."""
+
+    span: int  # swizzle span in bytes, 0 without swizzle
+    chunk: int  # G: columns per chunk, span (16 bytes without swizzle) / element size
+    per_op: int  # chunks per copy: tma_blocks_per_op, or 1
+    batched: bool  # copies go through the extra n_blocks dimension (tma_blocks_per_op > 0)
+    chunks: int  # chunk slots per block: BN / G, or with BN = 0 all of D's rounded up to whole copies
+    column_blocks: int  # blocks across D
+    box_bytes: int  # one copy's box
+    slot_bytes: int  # box_bytes rounded up to the swizzle period
+    shared_bytes: int
+
+    @property
+    def ops(self) -> int:
+        return self.chunks // self.per_op
+
+
+def layout(p: RaggedProblem, config: Config) -> TmaLayout:
+    """The layout of a config that passes ``shape_violations``."""
+    size = element_type(p.element).itemsize
+    span = SWIZZLE_BYTES[str(config["swizzle"])]
+    g = (span or 16) // size
+    bpo, bn = int(config["tma_blocks_per_op"]), int(config["BN"])
+    per_op = max(bpo, 1)
+    chunks = bn // g if bn else -(-math.ceil(p.depth / g) // per_op) * per_op
+    box = per_op * g * int(config["group"]) * int(config["BM"]) * size
+    period = 8 * span if span else 128  # tb::swizzle_period
+    slot = -(-box // period) * period
+    shared = period + chunks // per_op * slot + MBARRIER_BYTES
+    return TmaLayout(span, g, per_op, bpo > 0, chunks, math.ceil(p.depth / (chunks * g)), box, slot, shared)
+
+
+def blocks(p: RaggedProblem, config: Config) -> int:
+    """B x ceil(Lmax / BM) x (H / group) x column blocks, one flat grid.x."""
+    tiles = math.ceil(p.max_len / int(config["BM"]))
+    return p.batch * tiles * (p.heads // int(config["group"])) * layout(p, config).column_blocks
+
+
+def tensor_maps(p: RaggedProblem, config: Config) -> tuple[TensorMapArg, TensorMapArg]:
+    """(source map, destination map), the addresses filled in at launch."""
+    if p.direction == "pack":
+        return _plain_map(p, config, "x", p.max_len, p.batch), _clipping_map(p, config)
+    return _plain_map(p, config, "ragged", p.total, 1), _plain_map(p, config, "out", p.max_len, p.batch)
+
+
+def _clipping_map(p: RaggedProblem, config: Config) -> TensorMapArg:
+    """pack's store map over out: the tile's rows past its sequence's end lie out of bounds."""
+    size = element_type(p.element).itemsize
+    lay = layout(p, config)
+    bm, group = int(config["BM"]), int(config["group"])
+    row_bytes, head = p.row * size, p.depth * size
+    merged = ((p.heads // group) * (p.total + 1), group * head)  # (extent, stride)
+    # innermost first: (extent, stride, box)
+    dims = [(lay.chunk, size, lay.chunk) if lay.batched else (p.depth, size, lay.chunk)]
+    if group > 1:
+        dims.append((group, head, group))
+    dims.append((bm, row_bytes, bm))
+    if lay.batched:
+        dims.append((p.depth // lay.chunk, lay.chunk * size, lay.per_op))
+    dims.append((*merged, 1))
+    return TensorMapArg("out", _request(p, config, dims), -bm * row_bytes)
+
+
+def _plain_map(p: RaggedProblem, config: Config, buffer: str, rows: int, batches: int) -> TensorMapArg:
+    """A map over ``buffer`` seen as (batches, rows, H, D); an empty buffer's map keeps one row (the
+    kernel copies nothing through it), and a single batch's dimension takes the stride of a row (any
+    valid stride does for an extent of 1; the batch's bytes may exceed the driver's 2^40)."""
+    size = element_type(p.element).itemsize
+    lay = layout(p, config)
+    bm, group = int(config["BM"]), int(config["group"])
+    row_bytes, head, rows = p.row * size, p.depth * size, max(rows, 1)
+    dims = [(lay.chunk, size, lay.chunk) if lay.batched else (p.depth, size, lay.chunk), (p.heads, head, group),
+            (rows, row_bytes, bm)]
+    if lay.batched:
+        dims.append((p.depth // lay.chunk, lay.chunk * size, lay.per_op))
+    dims.append((batches, rows * row_bytes if batches > 1 else row_bytes, 1))
+    return TensorMapArg(buffer, _request(p, config, dims))
+
+
+def _request(p: RaggedProblem, config: Config, dims: list[tuple[int, int, int]]) -> TensorMapRequest:
+    shape, strides, box = (tuple(d[i] for d in reversed(dims)) for i in range(3))
+    return TensorMapRequest(p.element, shape, strides, box, 0, str(config["swizzle"]))
+
+
+def args(p: RaggedProblem, config: Config) -> tuple[Arg, ...]:
+    """The two tensor maps, then offsets, Lmax, D, M = H / group, tiles per sequence, column blocks."""
+    lay = layout(p, config)
+    scalars = (p.max_len, p.depth, p.heads // int(config["group"]), math.ceil(p.max_len / int(config["BM"])),
+               lay.column_blocks)
+    return (*tensor_maps(p, config), BufferArg("offsets"), *(ScalarArg("i64", v) for v in scalars))
+
+
+def template_arguments(p: RaggedProblem, config: Config) -> tuple:
+    lay = layout(p, config)
+    return (element_type(p.element).ctype, config["BM"], config["group"], lay.span, lay.chunk, lay.chunks, lay.per_op,
+            str(lay.batched).lower(), str(p.direction == "pack").lower())
+
+
+def largest_coordinates(p: RaggedProblem, config: Config) -> dict[str, int]:
+    """The largest coordinate the kernel gives each dimension that can grow past 2^31 - 1 (the merged
+    dimension of pack's clipping map reaches (total + 1) x M - 1: a tile's ``first + dyn`` reaches the
+    last row, plus the last head group)."""
+    largest = {"the columns": p.depth - 1, "the heads": p.heads - 1, "the rows of the padded map": p.max_len - 1,
+               "the sequences of the padded map": p.batch - 1}
+    if p.direction == "pack":
+        largest["the merged dimension of out's map"] = (p.total + 1) * (p.heads // int(config["group"])) - 1
+    else:
+        largest["the rows of ragged's map"] = p.total
+    return largest
+
+
+def violations(p: RaggedProblem, config: Config) -> list[str]:
+    """Every rule of transport tma that ``config`` breaks for ``p``."""
+    broken = []
+    if any(config[name] != value for name, value in CANONICAL.items()):
+        broken.append(f"transport 'tma' issues every copy from one thread of one warp and moves no vectors: set "
+                      f"{_settings(CANONICAL)} (the values only keep the search from timing duplicates)")
+    shape = shape_violations(p, config)
+    if shape:
+        return broken + shape
+    lay = layout(p, config)
+    if lay.shared_bytes > MAX_SHARED_BYTES:
+        broken.append(f"the tile needs {lay.shared_bytes} bytes of shared memory, more than {MAX_SHARED_BYTES}: use "
+                      "a smaller BM, group or BN")
+    for what, value in largest_coordinates(p, config).items():
+        if value > MAX_TMA_COORDINATE:
+            broken.append(f"TMA coordinates are signed 32-bit: {what} reaches {value} (at most "
+                          f"{MAX_TMA_COORDINATE}): the problem is too large for transport 'tma'")
+    n = blocks(p, config)
+    if n > MAX_BLOCKS:
+        broken.append(f"{n} blocks exceed the grid limit {MAX_BLOCKS}: use a larger BM, group or BN")
+    if not broken:
+        for arg in tensor_maps(p, config):
+            stand_in = dataclasses.replace(arg.request, address=STAND_IN_ADDRESS + arg.offset_bytes)
+            broken += [f"tensor map of {arg.buffer}: {b}" for b in tensor_map_violations(stand_in)]
+    return broken
+
+
+def shape_violations(p: RaggedProblem, config: Config) -> list[str]:
+    """The rules the layout itself needs: whole head groups, 16-byte head strides, chunks that tile
+    the column block, and batched copies only without swizzle."""
+    size = element_type(p.element).itemsize
+    group, bn, bpo = int(config["group"]), int(config["BN"]), int(config["tma_blocks_per_op"])
+    span = SWIZZLE_BYTES[str(config["swizzle"])]
+    g = (span or 16) // size
+    broken = []
+    if p.heads % group:
+        broken.append(f"group={group} heads per block must divide the H={p.heads} heads")
+    if p.depth * size % 16:
+        broken.append(f"TMA strides are 16-byte multiples: a head of D={p.depth} elements is {p.depth * size} "
+                      "bytes; use transport 'vector'")
+    if bpo and span:
+        broken.append(f"tma_blocks_per_op={bpo} batches 16-byte chunks through an extra dimension, which only "
+                      f"swizzle='none' allows: set tma_blocks_per_op=0 or swizzle='none'")
+    if bn % g:
+        broken.append(f"BN={bn} must be a multiple of the chunk of G={g} elements (swizzle {config['swizzle']}: "
+                      f"{span or 16} bytes of {p.element})")
+    elif bn >= p.depth:
+        broken.append(f"BN={bn} covers all of D={p.depth} in one column block: set BN=0")
+    elif bpo > (bn // g if bn else math.ceil(p.depth / g)):
+        broken.append(f"tma_blocks_per_op={bpo} exceeds the {bn // g if bn else math.ceil(p.depth / g)} chunks "
+                      f"of G={g} elements in a column block")
+    return broken
+
+
+def _settings(values: dict[str, object]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in values.items())
