@@ -82,6 +82,11 @@ class Space:
             raise InvalidConfig(f"missing parameter(s) {missing}")
         return Config(tuple(sorted((p.name, p.check(values[p.name])) for p in self.params)))
 
+    def holds(self, values: Mapping[str, Any]) -> bool:
+        """Whether ``values`` assigns every parameter one of its choices and nothing else (a logged
+        configuration from before the space or the family changed may not)."""
+        return set(values) == {p.name for p in self.params} and all(values[p.name] in p.choices for p in self.params)
+
     def restrict(self, subsets: Mapping[str, Any]) -> Space:
         """A space whose domains are the given subsets (each validated against the full domain)."""
         for name in subsets:

@@ -168,7 +168,8 @@ class Sweep:
     def _problem(self, named: NamedProblem, history: list[EvalRecord]) -> ProblemOutcome:
         problem, family = named.problem, self.family
         mine = [r for r in history if r.family == family.name and canonical_json(r.problem) == problem.key()]
-        done = {canonical_json(r.config): r for r in mine if r.phase == "screen" and not r.baseline}
+        done = {canonical_json(r.config): r for r in mine  # a config the space no longer holds is history only
+                if r.phase == "screen" and not r.baseline and self.spec.space.holds(r.config)}
         seed = input_seed(self.spec.search.seed, problem)
         self.backend.prepare(family, problem, seed)  # the worker builds inputs while the search starts up
         valid = [c for c in self.spec.space if not family.violations(problem, c)]

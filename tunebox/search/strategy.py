@@ -55,8 +55,7 @@ class OptunaStrategy:
 
     def _past_trial(self, record: EvalRecord) -> FrozenTrial | None:
         """A logged evaluation as a finished trial; None when the space no longer holds its config."""
-        if set(record.config) != set(self.distributions) or any(
-                record.config[name] not in d.choices for name, d in self.distributions.items()):
+        if not self.space.holds(record.config):
             return None
         if record.status is Status.OK and record.timing is not None:
             return create_trial(params=record.config, distributions=self.distributions,

@@ -12,7 +12,7 @@ from sweep_fixtures import DEVICE
 
 from tunebox.build.nvrtc import BuildResult
 from tunebox.params import Config
-from tunebox.records import Status
+from tunebox.records import EvalRecord, Status, Timing
 from tunebox.runner.protocol import Outcome
 from tunebox.search.loop import LoopSettings, Sweep, SweepResult
 from tunebox.store.evallog import EvalLog
@@ -121,3 +121,21 @@ def test_the_next_evaluation_is_queued_while_one_runs(tmp_path):
     assert 0 < summary["first_answer_seconds"] <= summary["seconds"] - summary["steady_seconds"]
     answered = [Config(tuple(sorted(r.config.items()))).label() for r in records if r.status is Status.OK]
     assert answered == backend.submitted  # logged in the order the device answered
+
+
+def test_a_logged_config_the_space_no_longer_holds_is_never_a_finalist(tmp_path):
+    """A log written before the space changed (here: a parameter it did not have) resumes: the old
+    record, though fastest, is neither counted as done nor re-timed as a finalist."""
+    (tmp_path / "queue.toml").write_text(SWEEP)
+    spec = load_sweep(tmp_path / "queue.toml")
+    problem = spec.problems[0].problem
+    current = next(iter(spec.space)).as_dict()
+    older = {k: v for k, v in current.items() if k != "stages"}
+    (tmp_path / "out").mkdir()
+    EvalLog(tmp_path / "out" / "evals.jsonl").append(EvalRecord(
+        "tile_copy", problem.to_dict(), older, Status.OK, timing=Timing((0.001,) * 10), device=DEVICE))
+    backend, result, records = sweep(tmp_path, StubBuilder(distinct=True))
+    assert result.evaluated == 4  # every current variant ran
+    winner = result.problems[0].winner
+    assert winner is not None and set(winner.config) == set(current) and winner.median_ms == 1.0
+
