@@ -43,7 +43,8 @@ class StandInSession:
     def verify(self, st):
         return self.wrong
 
-    def time_interleaved(self, launches, bench):
+    def time_interleaved(self, launches, bench, deciding=None):
+        self.deciding = deciding
         for fn in launches:
             fn()
         return [tuple(1.0 + k for k in range(bench.min_samples)) for _ in launches]
@@ -80,8 +81,10 @@ def test_verification_only():
 
 def test_retime_reports_every_variant_then_the_baseline(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # torch absent: the baseline says so, the variants are timed
-    outcomes = worker._handle(StandInSession(), RetimeJob("tile_copy", {}, (VARIANT, VARIANT), SCREEN, 0))
+    session = StandInSession()
+    outcomes = worker._handle(session, RetimeJob("tile_copy", {}, (VARIANT, VARIANT), SCREEN, 0))
     assert [o.status for o in outcomes] == [Status.OK, Status.OK, Status.INVALID]
+    assert session.deciding == 2  # the variants' noise decides when the re-timing stops
     assert "torch is not installed" in outcomes[-1].message
 
 
