@@ -228,20 +228,20 @@ class Ragged3D(Family):
     def violations(self, problem: Problem, config: Config) -> list[str]:
         p = self._as_problem(problem)
         bm = int(config["BM"])
-        if config["transport"] == "tma":
-            broken = ragged3d_tma.violations(p, config)
-            if bm > _ceil_pow2(p.max_len):
-                broken.append(f"BM={bm} exceeds max_len={p.max_len} rounded up to a power of two")
-            return broken
+        broken = ragged3d_tma.violations(p, config) if config["transport"] == "tma" else self._vector_violations(
+            p, config)
+        if bm > _ceil_pow2(p.max_len):
+            broken.append(f"BM={bm} exceeds max_len={p.max_len} rounded up to a power of two")
+        return broken
+
+    def _vector_violations(self, p: RaggedProblem, config: Config) -> list[str]:
         size = element_type(p.element).itemsize  # every vec_bytes choice is a multiple of every element size
-        threads, vec_bytes = int(config["threads"]), int(config["vec_bytes"])
+        bm, threads, vec_bytes = int(config["BM"]), int(config["threads"]), int(config["vec_bytes"])
         broken = []
         vectors = math.ceil(bm * p.row * size / vec_bytes)
         if threads > max(64, _warps(vectors)):
             broken.append(f"{threads} threads exceed the {vectors} vectors of a tile of {bm} rows rounded up to "
                           "whole warps: threads would idle")
-        if bm > _ceil_pow2(p.max_len):
-            broken.append(f"BM={bm} exceeds max_len={p.max_len} rounded up to a power of two")
         if self.blocks(p, config) > MAX_COUNT:
             broken.append(f"{self.blocks(p, config)} blocks exceed the grid limit {MAX_COUNT}")
         if any(config[name] != value for name, value in VECTOR_CANONICAL.items()):
