@@ -70,8 +70,8 @@ class ScalarArg:
 class TensorMapArg:
     """A TMA tensor map over buffer ``buffer``, passed by value (``const __grid_constant__
     tb::TensorMap``): ``request`` is encoded at launch time with ``address`` replaced by the buffer's
-    device address plus ``offset_bytes`` (signed: the clipping maps of ragged3d's RaggedTMA3DTile layout
-    have their base address BM rows in front of their buffer). The family checks the request with
+    device address plus ``offset_bytes`` (signed: the clipping map of ragged3d's pack, RaggedTMA3DTile's
+    layout, has its base address BM rows in front of its buffer). The family checks the request with
     ``tma.violations`` before rendering (any 256-byte aligned address plus ``offset_bytes`` stands in for
     the real one, so the offset's alignment is checked too); ``encode`` checks the real one at launch."""
 
