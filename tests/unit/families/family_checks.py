@@ -19,9 +19,9 @@ def assert_rule(family, p, good, bad, fragment: str) -> None:
         family.check(p, bad)
 
 
-def compile_cases(family, cases, **builder_options) -> list[tuple[tuple, BuildResult]]:
-    """Each (problem, config) of ``cases`` with its NVRTC build for sm_90, in order."""
-    builder = NvrtcBuilder("sm_90", **builder_options)
+def compile_cases(family, cases, arch: str = "sm_90", **builder_options) -> list[tuple[tuple, BuildResult]]:
+    """Each (problem, config) of ``cases`` with its NVRTC build for ``arch``, in order."""
+    builder = NvrtcBuilder(arch, **builder_options)
     try:
         results = builder.build([family.render(p, c) for p, c in cases])
     finally:
