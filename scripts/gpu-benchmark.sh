@@ -7,10 +7,6 @@ set -euo pipefail
 . scripts/gpu-env.sh
 python3 -m pytest tests/gpu/test_tile_copy_gpu.py tests/gpu/test_tma_gpu.py -q -p no:cacheprovider
 for name in tile_copy tile_copy_tma; do
-  python3 -m tunebox tune "spaces/$name.toml" --backend gpu --results results --quiet
-  cp "results/sweeps/$name/evals.jsonl" "results/recordings/$name.jsonl"
-  python3 -m tunebox benchmark "spaces/$name.toml" --results results --out "results/benchmarks/$name.json" \
-    --command "bash scripts/gpu-benchmark.sh"
-  [ -n "${OUT:-}" ] && cp "results/recordings/$name.jsonl" "results/benchmarks/$name.json" "$OUT/"
+  bash scripts/gpu-sweep.sh "$name" "bash scripts/gpu-benchmark.sh"
 done
 [ -n "${OUT:-}" ] && cp results/winners.sqlite "$OUT/" || true

@@ -8,11 +8,7 @@ python3 -m pytest tests/gpu/test_ragged3d_gpu.py tests/gpu/test_gemm_gpu.py test
   tests/gpu/test_launch_gpu.py -q -p no:cacheprovider
 for name in "${@:-ragged3d gemm gemm_wgmma gemm_skinny}"; do
   for sweep in $name; do
-    python3 -m tunebox tune "spaces/$sweep.toml" --backend gpu --results results --quiet
-    cp "results/sweeps/$sweep/evals.jsonl" "results/recordings/$sweep.jsonl"
-    python3 -m tunebox benchmark "spaces/$sweep.toml" --results results --out "results/benchmarks/$sweep.json" \
-      --command "bash scripts/gpu-families.sh $sweep"
-    [ -n "${OUT:-}" ] && cp "results/recordings/$sweep.jsonl" "results/benchmarks/$sweep.json" "$OUT/"
+    bash scripts/gpu-sweep.sh "$sweep" "bash scripts/gpu-families.sh $sweep"
   done
 done
 [ -n "${OUT:-}" ] && cp results/winners.sqlite "$OUT/" || true

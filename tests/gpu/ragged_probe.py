@@ -19,8 +19,9 @@ import numpy as np
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.cuda_api import checked, kernel_launcher, load_kernel, marshal
 from tunebox.dtypes import element_type
-from tunebox.families import get
-from tunebox.families.base import KernelSource, TensorMapArg
+from tunebox.families import get, ragged3d_tma
+from tunebox.families.base import BufferArg, KernelSource, LaunchGeometry, ScalarArg, TensorMapArg
+from tunebox.kernels_dir import kernels_dir
 
 PLACEMENTS = ("front", "tail")
 
@@ -150,3 +151,71 @@ def read_in_front(nbytes: int) -> str:
             return repr(err)
         (err,) = cu.cuCtxSynchronize()
         return repr(err) if int(err) else ""
+
+
+# One load through pack's clipping map (of `out`, rank 3: depth, BM, merged), the map ragged3d's loads no
+# longer use: a box of the first chunk (G columns of head 0) and BM rows, DYN of them inside.
+CLIP_LOAD = r"""
+#include "tunebox/tma_nd.cuh"
+using namespace tb;
+extern "C" __global__ void clip_load(const __grid_constant__ TensorMap map, int c0, int c1, int c2, unsigned bytes,
+                                     unsigned* out) {
+  extern __shared__ __align__(128) unsigned char box[];
+  __shared__ __align__(8) u64 bar;
+  if (threadIdx.x == 0) {
+    mbarrier_init(&bar, 1);
+    mbarrier_expect_tx(&bar, bytes);
+    const int c[3] = {c0, c1, c2};
+    tma_load_nd<3>(box, &map, c, &bar);
+  }
+  __syncthreads();
+  mbarrier_wait(&bar, 0);
+  for (unsigned i = threadIdx.x; i < bytes / 4; i += blockDim.x) out[i] = reinterpret_cast<const unsigned*>(box)[i];
+}
+"""
+CLIP_BM, CLIP_DYN = 16, 5
+
+
+def load_through_clipping_map(placement: str) -> str:
+    """Load rows 0 .. CLIP_DYN - 1 of a ragged buffer (64 rows of 8 heads x 64 bfloat16) through pack's
+    clipping map, whose base address lies CLIP_BM rows in front of the buffer, placed per ``placement``
+    ("front": unmapped memory there; "tail": mapped memory). '' when the box holds those rows' first
+    chunk of head 0 and zeros past them, else what differs, or the CUDA error the load raised."""
+    cu, device = _device()
+    family = get("ragged3d")
+    p = family.parse_problem({"dtype": "bfloat16", "batch": 1, "max_len": 64, "heads": 8, "depth": 64,
+                              "direction": "pack", "lengths": [64]})
+    config = family.config({"BM": CLIP_BM, "threads": 64, "vec_bytes": 16, "transport": "tma", "group": 1, "BN": 0,
+                            "swizzle": "none", "tma_blocks_per_op": 0})
+    clip = ragged3d_tma.tensor_maps(p, config)[1]
+    assert clip.buffer == "out" and clip.offset_bytes == -CLIP_BM * p.row * 2
+    rows = np.random.default_rng(3).integers(1, 2**16, (p.total, p.heads, p.depth), dtype=np.uint16)
+    chunk = 8  # 16 bytes of bfloat16
+    want = np.zeros((CLIP_BM, chunk), np.uint16)
+    want[:CLIP_DYN] = rows[:CLIP_DYN, 0, :chunk]
+    builder = NvrtcBuilder("sm_90")
+    try:
+        built = builder.build_one(KernelSource(CLIP_LOAD, "clip_load", (str(kernels_dir() / "include"),)))
+    finally:
+        builder.close()
+    assert built.status.value == "ok", built.log
+    with contextlib.ExitStack() as cleanup:
+        buffer = _place(cu, device.device_id, rows.nbytes, -clip.offset_bytes, placement, cleanup)
+        checked(cu.cuMemcpyHtoD(buffer, rows.ctypes.data, rows.nbytes))
+        out = int(checked(cu.cuMemAlloc(want.nbytes)))
+        cleanup.callback(_quietly, cu.cuMemFree, out)
+        args = (clip, *(ScalarArg("i32", v) for v in (0, CLIP_BM - CLIP_DYN, CLIP_DYN * p.heads)),
+                ScalarArg("u32", want.nbytes), BufferArg("got"))
+        kernel = load_kernel(built.cubin, built.lowered_name, want.nbytes, device.device_id)
+        stream = device.create_stream()
+        try:
+            kernel_launcher(stream, kernel, LaunchGeometry((1, 1, 1), (32, 1, 1), want.nbytes),
+                            marshal(args, {"out": buffer, "got": out}))()
+            stream.sync()
+        except Exception as exc:  # the fault this probe looks for
+            return f"{type(exc).__name__}: {exc}"
+        got = np.empty_like(want)
+        checked(cu.cuMemcpyDtoH(got.ctypes.data, out, got.nbytes))
+    wrong = np.argwhere(got != want)
+    return "" if not wrong.size else f"{len(wrong)} of {want.size} elements wrong, first at {tuple(wrong[0])}"
+
