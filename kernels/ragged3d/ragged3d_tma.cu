@@ -37,10 +37,12 @@
 // head group's, or anything outside the buffer; only the map's origin lies in front of the buffer.
 //
 // Memory in front of the buffer (the seed asks the caller to allocate BM * ROW bytes there). Measured on
-// the H200 (driver 580.159.04; tests/gpu/test_ragged3d_gpu.py, buffers placed right after unmapped
-// memory): a store through a clipping map whose origin lies in unmapped memory wrote exactly the right
-// elements, while a load through such a map failed with CUDA_ERROR_ILLEGAL_ADDRESS. So only stores clip
-// this way; every load goes through a plain map (below), and no buffer needs memory in front of it.
+// the H200 (driver 580.159.04; tests/gpu/test_ragged3d_gpu.py and ragged_probe.py, buffers placed right
+// after unmapped memory): stores through a clipping map whose origin lies in unmapped memory wrote
+// exactly the right elements, and so did loads of boxes with at least one row inside, but the load of a
+// box wholly out of bounds (a tile past its sequence's end) failed with CUDA_ERROR_ILLEGAL_ADDRESS. So
+// only stores clip this way; every load goes through a plain map (below), and no buffer needs memory
+// in front of it.
 //
 // Plain maps over a row-major (batches, rows, H, D) buffer: dimensions (D, H, rows, batches), or (G, H,
 // rows, n_blocks, batches) when BATCHED, box (G, GROUP, BM, [PER_OP,] 1) at (col, m * GROUP, row, [chunk,]

@@ -153,8 +153,8 @@ def read_in_front(nbytes: int) -> str:
         return repr(err) if int(err) else ""
 
 
-# One load through pack's clipping map (of `out`, rank 3: depth, BM, merged), the map ragged3d's loads no
-# longer use: a box of the first chunk (G columns of head 0) and BM rows, DYN of them inside.
+# One load through pack's clipping map (of `out`, rank 3: depth, BM, merged), the map ragged3d's loads do
+# not use: a box of the first chunk (G columns of head 0) and BM rows, dyn of them inside.
 CLIP_LOAD = r"""
 #include "tunebox/tma_nd.cuh"
 using namespace tb;
@@ -176,11 +176,12 @@ extern "C" __global__ void clip_load(const __grid_constant__ TensorMap map, int 
 CLIP_BM, CLIP_DYN = 16, 5
 
 
-def load_through_clipping_map(placement: str) -> str:
-    """Load rows 0 .. CLIP_DYN - 1 of a ragged buffer (64 rows of 8 heads x 64 bfloat16) through pack's
-    clipping map, whose base address lies CLIP_BM rows in front of the buffer, placed per ``placement``
-    ("front": unmapped memory there; "tail": mapped memory). '' when the box holds those rows' first
-    chunk of head 0 and zeros past them, else what differs, or the CUDA error the load raised."""
+def load_through_clipping_map(placement: str, dyn: int = CLIP_DYN) -> str:
+    """Load rows 0 .. dyn - 1 (0 <= dyn <= CLIP_BM) of a ragged buffer (64 rows of 8 heads x 64
+    bfloat16) through pack's clipping map, whose base address lies CLIP_BM rows in front of the buffer,
+    placed per ``placement`` ("front": unmapped memory there; "tail": mapped memory). '' when the box
+    holds those rows' first chunk of head 0 and zeros past them, else what differs, or the CUDA error
+    the load raised."""
     cu, device = _device()
     family = get("ragged3d")
     p = family.parse_problem({"dtype": "bfloat16", "batch": 1, "max_len": 64, "heads": 8, "depth": 64,
@@ -192,7 +193,7 @@ def load_through_clipping_map(placement: str) -> str:
     rows = np.random.default_rng(3).integers(1, 2**16, (p.total, p.heads, p.depth), dtype=np.uint16)
     chunk = 8  # 16 bytes of bfloat16
     want = np.zeros((CLIP_BM, chunk), np.uint16)
-    want[:CLIP_DYN] = rows[:CLIP_DYN, 0, :chunk]
+    want[:dyn] = rows[:dyn, 0, :chunk]
     builder = NvrtcBuilder("sm_90")
     try:
         built = builder.build_one(KernelSource(CLIP_LOAD, "clip_load", (str(kernels_dir() / "include"),)))
@@ -204,7 +205,7 @@ def load_through_clipping_map(placement: str) -> str:
         checked(cu.cuMemcpyHtoD(buffer, rows.ctypes.data, rows.nbytes))
         out = int(checked(cu.cuMemAlloc(want.nbytes)))
         cleanup.callback(_quietly, cu.cuMemFree, out)
-        args = (clip, *(ScalarArg("i32", v) for v in (0, CLIP_BM - CLIP_DYN, CLIP_DYN * p.heads)),
+        args = (clip, *(ScalarArg("i32", v) for v in (0, CLIP_BM - dyn, dyn * p.heads)),
                 ScalarArg("u32", want.nbytes), BufferArg("got"))
         kernel = load_kernel(built.cubin, built.lowered_name, want.nbytes, device.device_id)
         stream = device.create_stream()

@@ -8,9 +8,10 @@ The TMA transport: every swizzle mode x dtype (bfloat16, float32) x direction, g
 column blocks (BN), batched copies of 1, 2 and 4 chunks with D not a multiple of the batch, the same
 lengths; sabotaged variants that drop each block's last store, or unpack's zeros, are rejected. And
 one experiment: does TMA need memory in front of (or past) its buffers? The buffers are placed against
-reserved, unmapped device memory (``ragged_probe``) and the results must still be exact. A load
-through a clipping map, whose base address lies BM rows in front of its buffer, faults there (so the
-transport's loads go through plain maps, see kernels/ragged3d/ragged3d_tma.cu); the store does not."""
+reserved, unmapped device memory (``ragged_probe``) and the results must still be exact. A load of a
+box wholly out of bounds through a clipping map, whose base address lies BM rows in front of its
+buffer, faults there (so the transport's loads go through plain maps, see
+kernels/ragged3d/ragged3d_tma.cu); stores and partly inside loads do not."""
 
 from __future__ import annotations
 
@@ -178,11 +179,14 @@ def test_the_unmapped_range_really_faults(isolated):
     assert "ILLEGAL_ADDRESS" in isolated(ragged_probe.read_in_front, 1 << 20)
 
 
-def test_a_tma_load_through_a_map_based_in_unmapped_memory_faults(isolated):
-    """Why the transport loads through plain maps only: a load through pack's clipping map (origin BM
-    rows in front of its buffer) is exact with memory mapped there, and faults without."""
-    assert isolated(ragged_probe.load_through_clipping_map, "tail") == ""
-    assert "ILLEGAL_ADDRESS" in isolated(ragged_probe.load_through_clipping_map, "front")
+@pytest.mark.parametrize("dyn", [0, 1, ragged_probe.CLIP_DYN, ragged_probe.CLIP_BM])
+def test_a_wholly_clipped_tma_load_through_a_map_based_in_unmapped_memory_faults(isolated, dyn):
+    """Why the transport loads through plain maps only: loads through pack's clipping map (origin BM
+    rows in front of its buffer) are exact with memory mapped there; without it, a box with a row
+    inside still is, but a box wholly out of bounds (dyn = 0: a tile past its sequence) faults."""
+    assert isolated(ragged_probe.load_through_clipping_map, "tail", dyn) == ""
+    front = isolated(ragged_probe.load_through_clipping_map, "front", dyn)
+    assert ("ILLEGAL_ADDRESS" in front) if dyn == 0 else front == "", front
 
 
 @pytest.mark.parametrize("direction", ["pack", "unpack"])

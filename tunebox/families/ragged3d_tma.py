@@ -18,12 +18,13 @@ The maps (innermost dimension first here; ``TensorMapRequest`` takes them outerm
 - plain maps over a (batches, rows, H, D) buffer: (D, H, rows, batches), batched (G, H, rows, n_blocks,
   batches): pack's ``x`` (B, Lmax), unpack's ``ragged`` (1, total) and ``out`` (B, Lmax).
 
-Loads never go through a clipping map: on the H200 a load through a map whose base address lay in
-unmapped memory faulted, a store did not (``tests/gpu/test_ragged3d_gpu.py``), and a caller's array
-(``tunebox.launch``) need not have memory in front of it. So pack loads whole tiles of x (rows past a
-sequence's end, inside x, are read and dropped) and stores through the clipping map of out; unpack loads
-whole tiles of ragged, overwrites rows past the sequence's end with zeros in shared memory, and stores
-through the plain map of out (clipped at Lmax).
+Loads never go through a clipping map: on the H200, with the map's base address in unmapped memory, a
+load of a box wholly out of bounds faulted, while stores and loads with a row inside did not
+(``tests/gpu/test_ragged3d_gpu.py``); plain maps keep every load independent of memory outside the
+buffers, and a caller's array (``tunebox.launch``) need not have memory in front of it. So pack loads
+whole tiles of x (rows past a sequence's end, inside x, are read and dropped) and stores through the
+clipping map of out; unpack loads whole tiles of ragged, overwrites rows past the sequence's end with
+zeros in shared memory, and stores through the plain map of out (clipped at Lmax).
 """
 
 from __future__ import annotations
