@@ -24,11 +24,16 @@ from .sweep_spec import SweepSpec, load_sweep
 PACKAGES = ("cuda-core", "cuda-bindings", "nvidia-cuda-nvrtc", "numpy", "optuna", "torch")
 
 
-def _version(package: str) -> str:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return "not installed"
+def versions() -> dict[str, str]:
+    """The Python and package versions a measurement file records."""
+
+    def version(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    return {"python": platform.python_version(), **{p: version(p) for p in PACKAGES}}
 
 
 def _best(records: list[EvalRecord]) -> EvalRecord | None:
@@ -57,7 +62,7 @@ def benchmark(sweeps: list[Path], results: Path, command: str) -> dict[str, Any]
         "device_info": device.__dict__ if device else None,
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
         "command": command,
-        "versions": {"python": platform.python_version(), **{p: _version(p) for p in PACKAGES}},
+        "versions": versions(),
         "method": "winner and baseline re-timed interleaved in one worker on the same inputs; L2 flushed "
                   "before every sample; medians; verified first (bit for bit, or within the family's tolerance "
                   "for arithmetic families)",

@@ -1,4 +1,4 @@
-"""The ``tunebox`` command: tune, query, report, families. The only place that prints."""
+"""The ``tunebox`` command: tune, query, report, benchmark, ceilings, families. The only place that prints."""
 
 from __future__ import annotations
 
@@ -102,6 +102,19 @@ def _benchmark(args: argparse.Namespace) -> int:
     return 0
 
 
+def _ceilings(args: argparse.Namespace) -> int:
+    from .ceilings import measure, write_ceilings
+
+    sizes = {"copy_bytes": args.copy_bytes, "matmul_size": args.matmul_size}
+    ceilings = measure(**{k: v for k, v in sizes.items() if v is not None})
+    write_ceilings(ceilings, args.out, args.command)
+    for c in (ceilings.copy, ceilings.matmul):
+        print(f"{c.name}: {c.timing.median_ms:.4f} ms, {c.rate:.0f} {c.unit} "
+              f"({c.rate / c.assumed:.0%} of the assumed {c.assumed:.0f}), verified {c.verified}")
+    print(f"wrote {args.out}")
+    return 0
+
+
 def _families(args: argparse.Namespace) -> int:
     from .families import get, names
 
@@ -150,6 +163,13 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--out", type=Path, required=True)
     b.add_argument("--command", required=True, help="the exact command that produced the sweep, recorded")
     b.set_defaults(run=_benchmark)
+
+    c = sub.add_parser("ceilings", help="measure this GPU's copy bandwidth and bf16 matrix-product rate")
+    c.add_argument("--out", type=Path, required=True)
+    c.add_argument("--command", required=True, help="the exact command that produced the file, recorded")
+    c.add_argument("--copy-bytes", type=int, help="bytes copied per launch (default 1 GiB)")
+    c.add_argument("--matmul-size", type=int, help="square matrix size (default 8192)")
+    c.set_defaults(run=_ceilings)
 
     f = sub.add_parser("families", help="list kernel families and their tunables")
     f.set_defaults(run=_families)

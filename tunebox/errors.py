@@ -33,5 +33,9 @@ class DatabaseError(TuneboxError):
     """The winners database or an evaluation log is unreadable, tampered or of another schema."""
 
 
+class MeasurementError(TuneboxError):
+    """A measurement could not be taken: its result failed verification, or the device faulted."""
+
+
 class ReplayMiss(TuneboxError):
     """The replay backend holds no recorded measurement for a requested variant."""

@@ -81,7 +81,7 @@ def test_times_and_torch_baseline_matches(runner, builder, direction):
                                     "direction": direction, "lengths": "uniform"})
     outcomes = retime_with_baseline(runner, builder, RAGGED, problem, RAGGED.default_config(problem))
     assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
-    assert len(outcomes) == (3 if direction == "pack" else 2)  # pack: torch.cat and x[mask]
+    assert len(outcomes) == (4 if direction == "pack" else 2)  # pack: torch.cat (two forms) and x[mask]
     for baseline in outcomes[1:]:
         assert baseline.status is Status.OK and baseline.baseline.startswith("torch: "), baseline.message
 

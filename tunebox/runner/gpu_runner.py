@@ -23,7 +23,7 @@ from typing import Any
 from ..errors import DeviceUnavailable
 from ..records import DeviceInfo, Status
 from . import worker
-from .protocol import Outcome, RetimeJob
+from .protocol import Outcome, failed_reply
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +100,7 @@ class GpuRunner:
     def _lost(self, reason: str, reply: Any) -> Any:
         job, _ = self._queued.popleft()
         self._replace(reason=reason)
-        if isinstance(job, RetimeJob) and isinstance(reply, Outcome):
-            return [reply] * (len(job.variants) + job.with_baseline)
-        return reply
+        return failed_reply(job, reply) if isinstance(reply, Outcome) else reply
 
     def _send(self, job: Any) -> None:
         self._jobs += 1

@@ -83,6 +83,28 @@ class RetimeJob:
 
 
 @dataclass(frozen=True)
+class CeilingsJob:
+    """Measure the device's two ceilings: a device-to-device copy of ``copy_bytes`` (verified bit for
+    bit) and a bfloat16 product of two ``matmul_size`` square matrices through torch (checked against
+    a float32 product), timed interleaved under ``bench``. Answered with two outcomes in that order."""
+
+    copy_bytes: int
+    matmul_size: int
+    bench: BenchConfig
+    input_seed: int
+
+
+def failed_reply(job: Any, outcome: Outcome) -> Outcome | list[Outcome]:
+    """The reply to ``job`` when it failed as a whole: ``outcome``, once per measurement for the jobs
+    answered with a list (a re-timing: each variant, then the baseline; the ceilings: two)."""
+    if isinstance(job, RetimeJob):
+        return [outcome] * (len(job.variants) + job.with_baseline)
+    if isinstance(job, CeilingsJob):
+        return [outcome] * 2
+    return outcome
+
+
+@dataclass(frozen=True)
 class Outcome:
     """What the worker measured for one variant (or the baseline)."""
 

@@ -2,7 +2,7 @@
 
 Started with the ``spawn`` method by ``GpuRunner``. It answers ``("ready", DeviceInfo)`` once its
 canary (the compare kernel on a known input) passed, then one ``Outcome`` (or a list of them for a
-``RetimeJob``) per job. After a sticky CUDA error it replies with ``fatal=True`` and exits.
+``RetimeJob`` or a ``CeilingsJob``) per job. After a sticky CUDA error it replies with ``fatal=True`` and exits.
 """
 
 from __future__ import annotations
@@ -20,8 +20,9 @@ import numpy as np
 
 from ..ipc import requests_read_ahead
 from ..records import Status
+from .ceiling_runs import measure_ceilings
 from .cuda_errors import classify
-from .protocol import EvaluateJob, Outcome, PrepareJob, RetimeJob
+from .protocol import CeilingsJob, EvaluateJob, Outcome, PrepareJob, RetimeJob, failed_reply
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +83,14 @@ def _handle(session, job):
             return Outcome(Status.OK, stage_seconds={"prepare": time.perf_counter() - t0})
         if isinstance(job, RetimeJob):
             return _retime(session, job)
+        if isinstance(job, CeilingsJob):
+            return measure_ceilings(session, job)
         return Outcome(Status.RUNTIME_ERROR, f"unknown job {type(job).__name__}")
     except Exception as exc:
         status, sticky = classify(exc)
         log.debug("job failed: %s", traceback.format_exc())
         outcome = Outcome(status, f"{type(exc).__name__}: {exc}"[:2000], fatal=sticky)
-        return [outcome] * (len(job.variants) + job.with_baseline) if isinstance(job, RetimeJob) else outcome
+        return failed_reply(job, outcome)
 
 
 def _evaluate(session, job: EvaluateJob) -> Outcome:

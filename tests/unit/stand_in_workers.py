@@ -33,3 +33,14 @@ def obliging(conn) -> None:
 
 def failing_canary(conn) -> None:
     conn.send(("failed", "canary: the compare kernel found differences in equal buffers"))
+
+
+def ceiling_answers(conn, copy_status: Status = Status.OK) -> None:
+    """Answers a ceilings job with fixed samples: a copy of 0.5 ms (``copy_status`` otherwise) and a
+    product of 2 ms, with the verification messages the GPU worker gives."""
+    conn.send(("ready", DEVICE))
+    for _ in requests_read_ahead(conn):
+        copy = (Outcome(Status.OK, "bit for bit", samples_ms=(0.5,) * 20) if copy_status is Status.OK
+                else Outcome(copy_status, "copy: 3 of 268435456 words differ from the source, first at 7"))
+        conn.send([copy, Outcome(Status.OK, "relative error 2.00e-03 against the float32 product",
+                                 samples_ms=(2.0, 2.0, 2.1))])
