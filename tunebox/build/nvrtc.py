@@ -87,16 +87,17 @@ def compile_nvrtc(source: KernelSource, arch: str, options: list[str]) -> BuildR
             _check(nvrtc.nvrtcAddNameExpression(prog, expression.encode()))
         opts = [o.encode() for o in options]
         (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
-        size = _check(nvrtc.nvrtcGetProgramLogSize(prog))
-        buf = b" " * size
+        # NVRTC writes into these buffers: mutable ones. Concurrent compiles sometimes return an empty
+        # log (one byte), and ``b" " * 1``, NVIDIA's samples' idiom, is the interpreter's shared b" "
+        # (seen on the GPU host: NUL written into b" " and " ").
+        buf = bytearray(_check(nvrtc.nvrtcGetProgramLogSize(prog)))
         nvrtc.nvrtcGetProgramLog(prog, buf)
-        text = buf.rstrip(b"\0 ").decode(errors="replace")
+        text = bytes(buf).rstrip(b"\0 ").decode(errors="replace")
         if int(err) != 0:
             return BuildResult(source, arch, Status.COMPILE_ERROR, log=text)
         lowered, *helpers = (_check(nvrtc.nvrtcGetLoweredName(prog, e.encode()))
                              for e in (source.name_expression, *source.helpers))
-        size = _check(nvrtc.nvrtcGetCUBINSize(prog))
-        cubin = b" " * size
+        cubin = bytearray(_check(nvrtc.nvrtcGetCUBINSize(prog)))
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
     finally:
         nvrtc.nvrtcDestroyProgram(prog)

@@ -13,6 +13,7 @@ _REGISTRY: dict[str, str] = {
     "gather": "tunebox.families.gather:Gather", "scatter": "tunebox.families.scatter:Scatter",
     "gather_elements": "tunebox.families.gather_elements:GatherElements",
     "ragged3d": "tunebox.families.ragged3d:Ragged3D", "gemm": "tunebox.families.gemm:Gemm",
+    "windows": "tunebox.families.windows:Windows",
     "faults": "tunebox.families.faults:Faults",  # test-only: planted faults for the harness's tests
 }
 

@@ -355,3 +355,8 @@ class IndexedFamily(Family):
 def _warps(n: int) -> int:
     """n rounded up to whole warps."""
     return -(-n // WARP) * WARP
+
+
+def ceil_pow2(n: int) -> int:
+    """The smallest power of two >= n (n >= 1)."""
+    return 1 << (n - 1).bit_length()

@@ -64,7 +64,7 @@ from .base import (
     library_files,
     problem_as,
 )
-from .indexed import MAX_COUNT, MAX_ELEMENTS, _warps, positive, reject_unknown
+from .indexed import MAX_COUNT, MAX_ELEMENTS, _warps, ceil_pow2, positive, reject_unknown
 
 KNOWN = {"dtype", "batch", "max_len", "heads", "depth", "direction", "lengths", "lengths_seed"}
 DIRECTIONS = ("pack", "unpack")
@@ -219,7 +219,7 @@ class Ragged3D(Family):
     def default_config(self, problem: Problem) -> Config:
         p = self._as_problem(problem)
         size = element_type(p.element).itemsize
-        fits = [m for m in (128, 64, 32, 16, 8, 4, 2) if m * p.row * size <= 64 * 1024 and m <= _ceil_pow2(p.max_len)]
+        fits = [m for m in (128, 64, 32, 16, 8, 4, 2) if m * p.row * size <= 64 * 1024 and m <= ceil_pow2(p.max_len)]
         bm = fits[0] if fits else 1  # tiles of up to 64 KiB
         threads = next(t for t in (256, 128, 64) if t <= max(64, _warps(math.ceil(bm * p.row * size / 16))))
         return self.space.validate({"BM": bm, "threads": threads, "vec_bytes": 16, "transport": "vector",
@@ -230,7 +230,7 @@ class Ragged3D(Family):
         bm = int(config["BM"])
         broken = ragged3d_tma.violations(p, config) if config["transport"] == "tma" else self._vector_violations(
             p, config)
-        if bm > _ceil_pow2(p.max_len):
+        if bm > ceil_pow2(p.max_len):
             broken.append(f"BM={bm} exceeds max_len={p.max_len} rounded up to a power of two")
         return broken
 
@@ -328,7 +328,3 @@ class Ragged3D(Family):
 
     def _as_problem(self, problem: Problem) -> RaggedProblem:
         return problem_as(self.name, problem, RaggedProblem)
-
-
-def _ceil_pow2(n: int) -> int:
-    return 1 << (n - 1).bit_length()
