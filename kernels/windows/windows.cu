@@ -72,29 +72,24 @@ __global__ void __launch_bounds__(THREADS)
 
   const i64 i0 = (i64)blockIdx.y * BI, j0 = (i64)blockIdx.x * BJ;
   const i64 r0 = i0 * SR, c0 = j0 * SC;
-  const E fill = OP == UNFOLD ? pad : E(0);  // reductions replace what lies outside A by neutral() below
-
+  auto at = [&](i64 r, i64 c) -> S {  // element (r, c) of A as the block handles it; padding outside A
+    if constexpr (OP == UNFOLD) {
+      return element(A, R, C, r, c, pad);
+    } else {
+      return (in_range(r, R) && in_range(c, C)) ? to_float<KIND>(__ldg(A + r * C + c)) : neutral<OP>();
+    }
+  };
   auto read = [&](int rr, int cc) -> S {  // element (rr, cc) of the block's region
     if constexpr (STAGED) {
       return region[rr * REGION_COLS + cc];
-    } else if constexpr (OP == UNFOLD) {
-      return element(A, R, C, r0 + rr, c0 + cc, fill);
     } else {
-      const i64 r = r0 + rr, c = c0 + cc;
-      return (in_range(r, R) && in_range(c, C)) ? to_float<KIND>(__ldg(A + r * C + c)) : neutral<OP>();
+      return at(r0 + rr, c0 + cc);
     }
   };
 
   if constexpr (STAGED) {
-    for (int k = threadIdx.x; k < REGION_ROWS * REGION_COLS; k += THREADS) {
-      const int rr = k / REGION_COLS, cc = k % REGION_COLS;
-      const i64 r = r0 + rr, c = c0 + cc;
-      if constexpr (OP == UNFOLD) {
-        region[k] = element(A, R, C, r, c, fill);
-      } else {
-        region[k] = (in_range(r, R) && in_range(c, C)) ? to_float<KIND>(__ldg(A + r * C + c)) : neutral<OP>();
-      }
-    }
+    for (int k = threadIdx.x; k < REGION_ROWS * REGION_COLS; k += THREADS)
+      region[k] = at(r0 + k / REGION_COLS, c0 + k % REGION_COLS);
     __syncthreads();
   }
 
@@ -117,36 +112,32 @@ __global__ void __launch_bounds__(THREADS)
         for (int e = 0; e < VEC; ++e) to[e] = x.e[e];
       }
     }
-  } else if constexpr (SEPARABLE) {
-    float* partial = region + REGION_ROWS * REGION_COLS;  // REGION_ROWS x BJ: each row reduced over each window's TW
-    for (int k = threadIdx.x; k < REGION_ROWS * BJ; k += THREADS) {
-      const int rr = k / BJ, jj = k % BJ;
-      float acc = neutral<OP>();
-#pragma unroll
-      for (int b = 0; b < TW; ++b) acc = combine<OP>(acc, region[rr * REGION_COLS + jj * SC + b]);
-      partial[k] = acc;
-    }
-    __syncthreads();
-    float* Y = reinterpret_cast<float*>(out);
-    for (int k = threadIdx.x; k < BI * BJ; k += THREADS) {
-      const int ii = k / BJ, jj = k % BJ;
-      const i64 i = i0 + ii, j = j0 + jj;
-      if (i >= NR || j >= NC) continue;
-      float acc = neutral<OP>();
-#pragma unroll
-      for (int a = 0; a < TH; ++a) acc = combine<OP>(acc, partial[(ii * SR + a) * BJ + jj]);
-      Y[i * NC + j] = acc;
-    }
   } else {
+    float* partial = region + REGION_ROWS * REGION_COLS;  // SEPARABLE: REGION_ROWS x BJ, each row over TW columns
+    if constexpr (SEPARABLE) {
+      for (int k = threadIdx.x; k < REGION_ROWS * BJ; k += THREADS) {
+        const int rr = k / BJ, jj = k % BJ;
+        float acc = neutral<OP>();
+#pragma unroll
+        for (int b = 0; b < TW; ++b) acc = combine<OP>(acc, region[rr * REGION_COLS + jj * SC + b]);
+        partial[k] = acc;
+      }
+      __syncthreads();
+    }
     float* Y = reinterpret_cast<float*>(out);
     for (int k = threadIdx.x; k < BI * BJ; k += THREADS) {
       const int ii = k / BJ, jj = k % BJ;
       const i64 i = i0 + ii, j = j0 + jj;
       if (i >= NR || j >= NC) continue;
       float acc = neutral<OP>();
-      for (int a = 0; a < TH; ++a) {
+      if constexpr (SEPARABLE) {
 #pragma unroll
-        for (int b = 0; b < TW; ++b) acc = combine<OP>(acc, read(ii * SR + a, jj * SC + b));
+        for (int a = 0; a < TH; ++a) acc = combine<OP>(acc, partial[(ii * SR + a) * BJ + jj]);
+      } else {
+        for (int a = 0; a < TH; ++a) {
+#pragma unroll
+          for (int b = 0; b < TW; ++b) acc = combine<OP>(acc, read(ii * SR + a, jj * SC + b));
+        }
       }
       Y[i * NC + j] = acc;
     }
