@@ -55,6 +55,8 @@ class Ceiling:
 
 @dataclass(frozen=True)
 class Ceilings:
+    """Both ceilings of one device, measured in one worker."""
+
     device: DeviceInfo
     copy: Ceiling
     matmul: Ceiling

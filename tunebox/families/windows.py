@@ -187,17 +187,16 @@ class Windows(Family):
         p = self._as_problem(problem)
         et = element_type(p.element)
         (th, tw), (sr, sc) = p.window, p.step
+        inside = (slice(0, min(p.rows, p.reach[0])), slice(0, min(p.cols, p.reach[1])))  # A's part the windows read
         if not p.reduces:
             padded = np.full(p.reach, padding_bits(et, p.padding, p.pad_value), dtype=et.storage)
-            rows, cols = min(p.rows, p.reach[0]), min(p.cols, p.reach[1])
-            padded[:rows, :cols] = inputs["A"][:rows, :cols]
+            padded[inside] = inputs["A"][inside]
             view = np.lib.stride_tricks.sliding_window_view(padded, p.window)[::sr, ::sc]
             return {"out": np.ascontiguousarray(view)}
         neutral = {"sum": 0.0, "max": -np.inf, "min": np.inf}[p.op]
         reduce = {"sum": np.sum, "max": np.max, "min": np.min}[p.op]
         padded = np.full(p.reach, neutral)
-        rows, cols = min(p.rows, p.reach[0]), min(p.cols, p.reach[1])
-        padded[:rows, :cols] = et.decode(inputs["A"][:rows, :cols])
+        padded[inside] = et.decode(inputs["A"][inside])
         # separable in float64: over TW columns of every window column, then over TH rows
         across = reduce(np.lib.stride_tricks.sliding_window_view(padded, tw, axis=1)[:, ::sc], axis=2)
         down = reduce(np.lib.stride_tricks.sliding_window_view(across, th, axis=0)[::sr], axis=2)
@@ -235,6 +234,8 @@ class Windows(Family):
         return ((int(config["BI"]) - 1) * sr + th, (int(config["BJ"]) - 1) * sc + tw)
 
     def shared_bytes(self, p: WindowsProblem, config: Config) -> int:
+        """A block's dynamic shared memory: the staged region (A's bits for unfold, float32 values for
+        reductions) and, for the separable scheme, one float32 per region row and window column."""
         if config["staging"] == "none":
             return 0
         rr, rc = self.region(p, config)
