@@ -27,6 +27,15 @@ FLOAT_TYPES = ("float16", "bfloat16", "float32")
 SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
 L2_PROMOTION = ("none", "64B", "128B", "256B")
 MAX_BOX_BYTES = 128 * 1024  # fitted to the driver's verdicts on 3140 requests (H200, driver 580.159.04)
+MAX_BOX_EXTENT = 256  # elements per box dimension
+MAX_COORDINATE = 2**31 - 1  # the coordinates a kernel gives a copy are signed 32-bit
+MBARRIER_BYTES = 8  # one mbarrier in shared memory
+
+
+def swizzle_period(span: int) -> int:
+    """Bytes after which a swizzle pattern of ``span`` bytes (0: none) repeats, the alignment a box's
+    shared memory needs (tb::swizzle_period in tma.cuh)."""
+    return 8 * span if span else 128
 
 
 @dataclass(frozen=True)
@@ -70,8 +79,8 @@ def violations(req: TensorMapRequest) -> list[str]:
     # Outer strides need not be ordered nor cover a row (RaggedTMA3DTile folds a small-stride selector
     # outermost; the driver accepts overlapping rows).
     for d, extent in enumerate(req.box):
-        if not 1 <= extent <= 256:
-            broken.append(f"box[{d}] = {extent}: box dimensions must lie in [1, 256]")
+        if not 1 <= extent <= MAX_BOX_EXTENT:
+            broken.append(f"box[{d}] = {extent}: box dimensions must lie in [1, {MAX_BOX_EXTENT}]")
     inner_bytes = req.box[-1] * size
     if inner_bytes % 16:
         broken.append(f"the box's inner extent is {inner_bytes} bytes: it must be a multiple of 16")

@@ -38,12 +38,12 @@ import numpy as np
 
 from ..dtypes import element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
+from ..limits import MAX_GRID_X
 from ..parallel import filled
 from ..params import Config
 from .base import Arg, Baseline, BufferArg, BufferSpec, LaunchGeometry, Problem, ScalarArg, Work
 from .indexed import (
     MASK_DTYPE,
-    MAX_COUNT,
     MAX_ELEMENTS,
     MAX_OFFSET,
     UNCHECKED_NEEDS_VALID,
@@ -255,7 +255,7 @@ class Gather(IndexedFamily):
         rows, one strip a block unless the grid limit makes blocks walk several (the kernel strides)."""
         tile = int(config["threads"]) * (int(config["vec_bytes"]) // element_type(p.element).itemsize)
         tiles, strips = math.ceil(p.count / tile), math.ceil(p.span / int(config["rows_per_block"]))
-        return tiles * min(strips, MAX_COUNT // tiles)
+        return tiles * min(strips, MAX_GRID_X // tiles)
 
     def default_config(self, problem: Problem) -> Config:
         p = self._as_problem(problem)

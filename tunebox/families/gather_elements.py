@@ -39,6 +39,7 @@ import numpy as np
 
 from ..dtypes import element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
+from ..limits import MAX_GRID_X
 from ..parallel import filled
 from ..params import Config, Param, Space
 from .base import (
@@ -59,7 +60,6 @@ from .base import (
 from .indexed import (
     INDEX_TYPES,
     MASK_DTYPE,
-    MAX_COUNT,
     MAX_ELEMENTS,
     UNCHECKED_NEEDS_VALID,
     _warps,
@@ -300,8 +300,8 @@ class GatherElements(Family):
         if threads > max(64, busy):
             broken.append(f"{threads} threads exceed the {busy} threads a row of {p.tile[1]} elements at "
                           f"{per_thread} per thread keeps busy")
-        if self.blocks(p, config) > MAX_COUNT:
-            broken.append(f"{self.blocks(p, config)} blocks exceed the grid limit {MAX_COUNT}")
+        if self.blocks(p, config) > MAX_GRID_X:
+            broken.append(f"{self.blocks(p, config)} blocks exceed the grid limit {MAX_GRID_X}")
         if config["check_bounds"] == "false" and not p.all_valid:
             broken.append(UNCHECKED_NEEDS_VALID)
         return broken

@@ -47,10 +47,10 @@ import numpy as np
 
 from ..dtypes import element_type, random_bits
 from ..errors import InvalidProblem
-from ..limits import MAX_SHARED_BYTES
+from ..limits import MAX_GRID_X, MAX_GRID_Y, MAX_SHARED_BYTES
 from ..parallel import filled
 from ..params import Config, Param, Space
-from ..tma import SWIZZLE_BYTES, TensorMapRequest
+from ..tma import MAX_COORDINATE, SWIZZLE_BYTES, TensorMapRequest
 from ..tma import violations as tensor_map_violations
 from .base import (
     Arg,
@@ -70,16 +70,14 @@ from .base import (
     library_files,
     problem_as,
 )
-from .indexed import MAX_COUNT, MAX_ELEMENTS, positive, reject_unknown
+from .indexed import MAX_ELEMENTS, positive, reject_unknown
 
 KNOWN = {"M", "N", "K", "lda", "ldb", "ldd", "out_dtype", "alpha", "relu"}
 OUT_DTYPES = ("bfloat16", "float32")
 PAD = 8  # elements of padding per shared-memory row of the mma path with swizzle 'none' (kernels/gemm/gemm.cu)
 MAX_ACCUMULATORS = 128  # float32 accumulators per thread (Tylo's register limit)
-MAX_GRID_Y = 65_535
 WG_BK = 64  # K step of the wgmma paths: one 128-byte swizzle row of bfloat16
 WGMMA_PATHS = ("wgmma", "padded")
-MAX_TMA_COORDINATE = 2**31 - 1
 PAD_THREADS, PAD_SPAN = 256, 2048  # pad_rows: threads per block, elements of a row per block step
 
 
@@ -231,7 +229,7 @@ class Gemm(Family):
         if config["consumers"] != 1 or config["tiles_per_block"] != 1:
             broken.append("consumers and tiles_per_block belong to the wgmma paths; path 'mma' takes consumers=1, "
                           "tiles_per_block=1 (and warps_m x warps_n warps, one tile each)")
-        if math.ceil(p.M / bm) > MAX_GRID_Y or math.ceil(p.N / bn) > MAX_COUNT:
+        if math.ceil(p.M / bm) > MAX_GRID_Y or math.ceil(p.N / bn) > MAX_GRID_X:
             broken.append(f"the grid of {math.ceil(p.N / bn)} x {math.ceil(p.M / bm)} blocks exceeds the limits")
         if bm % (16 * wm) or bn % (8 * wn):
             broken.append(f"warp tiles of whole 16 x 8 MMA tiles need BM % (16 x warps_m) = BN % (8 x warps_n) = 0 "
@@ -272,7 +270,7 @@ class Gemm(Family):
         if config["path"] == "padded" and aligned:
             broken.append("the rows of A and B are already 16-byte aligned: path 'wgmma' does the same without "
                           "the copies")
-        if max(p.M, p.N, p.K) > MAX_TMA_COORDINATE:
+        if max(p.M, p.N, p.K) > MAX_COORDINATE:
             broken.append(f"TMA coordinates are 32-bit: M, N and K must stay below 2^31 ({p.M}, {p.N}, {p.K})")
         elif not broken:
             for arg in self._tensor_maps(p, config):

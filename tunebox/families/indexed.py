@@ -34,6 +34,7 @@ import numpy as np
 
 from ..dtypes import PADDING_MODES, element_type
 from ..errors import InvalidProblem
+from ..limits import MAX_GRID_X
 from ..params import Config, Param, Space
 from .base import Family, KernelSource, LaunchGeometry, Problem, instantiate, library_files, problem_as
 
@@ -57,7 +58,7 @@ INDEX_TYPES = {"int32": IndexType("int32", 4, np.int32, "int"),
                "int64": IndexType("int64", 8, np.int64, "long long")}
 MASK_DTYPE = "uint8"  # the mask buffer: one byte per index, 0 (masked out) or 1
 MAX_ELEMENTS = 2**40  # K * D and N * D stay below this
-MAX_COUNT = 2**31 - 1  # one grid block per rows_per_block indices
+MAX_COUNT = MAX_GRID_X  # indices per problem: at most one grid block per index
 MAX_OFFSET = 2**62  # |offset| below this: idx + offset cannot wrap into [0, N) in the kernel
 WARP = 32
 UNCHECKED_NEEDS_VALID = "check_bounds='false' needs inputs with no sentinels, no out-of-range indices and no mask"

@@ -46,6 +46,7 @@ import numpy as np
 
 from ..dtypes import element_type, random_bits
 from ..errors import InvalidProblem
+from ..limits import MAX_GRID_X
 from ..params import Config, Param, Space
 from ..tma import SWIZZLE_BYTES
 from . import ragged3d_tma
@@ -64,7 +65,7 @@ from .base import (
     library_files,
     problem_as,
 )
-from .indexed import MAX_COUNT, MAX_ELEMENTS, _warps, ceil_pow2, positive, reject_unknown
+from .indexed import MAX_ELEMENTS, _warps, ceil_pow2, positive, reject_unknown
 
 KNOWN = {"dtype", "batch", "max_len", "heads", "depth", "direction", "lengths", "lengths_seed"}
 DIRECTIONS = ("pack", "unpack")
@@ -242,8 +243,8 @@ class Ragged3D(Family):
         if threads > max(64, _warps(vectors)):
             broken.append(f"{threads} threads exceed the {vectors} vectors of a tile of {bm} rows rounded up to "
                           "whole warps: threads would idle")
-        if self.blocks(p, config) > MAX_COUNT:
-            broken.append(f"{self.blocks(p, config)} blocks exceed the grid limit {MAX_COUNT}")
+        if self.blocks(p, config) > MAX_GRID_X:
+            broken.append(f"{self.blocks(p, config)} blocks exceed the grid limit {MAX_GRID_X}")
         if any(config[name] != value for name, value in VECTOR_CANONICAL.items()):
             settings = ", ".join(f"{k}={v!r}" for k, v in VECTOR_CANONICAL.items())
             broken.append(f"group, BN, swizzle and tma_blocks_per_op shape the tiles of transport 'tma': transport "

@@ -35,9 +35,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..dtypes import element_type
-from ..limits import MAX_SHARED_BYTES
+from ..limits import MAX_GRID_X, MAX_SHARED_BYTES
 from ..params import Config
-from ..tma import SWIZZLE_BYTES, TensorMapRequest
+from ..tma import MAX_COORDINATE, MBARRIER_BYTES, SWIZZLE_BYTES, TensorMapRequest, swizzle_period
 from ..tma import violations as tensor_map_violations
 from .base import Arg, BufferArg, ScalarArg, TensorMapArg
 
@@ -45,9 +45,6 @@ if TYPE_CHECKING:
     from .ragged3d import RaggedProblem
 
 THREADS = 32  # one warp; its lane 0 issues every copy
-MBARRIER_BYTES = 8
-MAX_BLOCKS = 2**31 - 1  # grid.x
-MAX_TMA_COORDINATE = 2**31 - 1  # TMA coordinates are signed 32-bit
 STAND_IN_ADDRESS = 1 << 40  # a 256-byte aligned device address standing in for a buffer's in the rules
 CANONICAL = {"threads": 64, "vec_bytes": 16}  # values of the vector transport's parameters that tma takes
 
@@ -82,7 +79,7 @@ def layout(p: RaggedProblem, config: Config) -> TmaLayout:
     per_op = max(bpo, 1)
     chunks = bn // g if bn else -(-math.ceil(p.depth / g) // per_op) * per_op
     box = per_op * g * int(config["group"]) * int(config["BM"]) * size
-    period = 8 * span if span else 128  # tb::swizzle_period
+    period = swizzle_period(span)
     slot = -(-box // period) * period
     shared = period + chunks // per_op * slot + MBARRIER_BYTES
     return TmaLayout(span, g, per_op, bpo > 0, chunks, math.ceil(p.depth / (chunks * g)), box, slot, shared)
@@ -181,12 +178,12 @@ def violations(p: RaggedProblem, config: Config) -> list[str]:
         broken.append(f"the tile needs {lay.shared_bytes} bytes of shared memory, more than {MAX_SHARED_BYTES}: use "
                       "a smaller BM, group or BN")
     for what, value in largest_coordinates(p, config).items():
-        if value > MAX_TMA_COORDINATE:
+        if value > MAX_COORDINATE:
             broken.append(f"TMA coordinates are signed 32-bit: {what} reaches {value} (at most "
-                          f"{MAX_TMA_COORDINATE}): the problem is too large for transport 'tma'")
+                          f"{MAX_COORDINATE}): the problem is too large for transport 'tma'")
     n = blocks(p, config)
-    if n > MAX_BLOCKS:
-        broken.append(f"{n} blocks exceed the grid limit {MAX_BLOCKS}: use a larger BM, group or BN")
+    if n > MAX_GRID_X:
+        broken.append(f"{n} blocks exceed the grid limit {MAX_GRID_X}: use a larger BM, group or BN")
     if not broken:
         for arg in tensor_maps(p, config):
             stand_in = dataclasses.replace(arg.request, address=STAND_IN_ADDRESS + arg.offset_bytes)

@@ -33,10 +33,10 @@ import numpy as np
 
 from ..dtypes import PADDING_MODES, element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
-from ..limits import MAX_SHARED_BYTES
+from ..limits import MAX_GRID_X, MAX_SHARED_BYTES
 from ..parallel import filled, for_each_chunk
 from ..params import Config, Param, Space
-from ..tma import SWIZZLE_BYTES, TensorMapRequest
+from ..tma import MAX_BOX_EXTENT, MAX_COORDINATE, MBARRIER_BYTES, SWIZZLE_BYTES, TensorMapRequest, swizzle_period
 from ..tma import violations as tensor_map_violations
 from .base import (
     Arg,
@@ -61,10 +61,6 @@ MAX_REGISTER_BYTES = 256  # per thread in flight for the register path (64 regis
 ADDRESS_REGISTERS = 40  # registers a thread of the register path needs besides its data
 MAX_SLOTS = 16  # aligned-window slots per thread and phase of the staged path (unrolled code size)
 MAX_EXTENT = 2**31 - 1
-MAX_BLOCKS = 2**31 - 1  # grid.x
-MAX_TMA_COORDINATE = 2**31 - 1  # TMA coordinates are signed 32-bit
-MAX_TMA_BOX = 256  # elements per box dimension
-MBARRIER_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -196,8 +192,8 @@ class TileCopy(Family):
         if shared > MAX_SHARED_BYTES:
             broken.append(f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}")
         blocks = self.geometry(p, config).grid[0]
-        if blocks > MAX_BLOCKS:
-            broken.append(f"{blocks} blocks exceed the grid limit {MAX_BLOCKS}: use larger tiles")
+        if blocks > MAX_GRID_X:
+            broken.append(f"{blocks} blocks exceed the grid limit {MAX_GRID_X}: use larger tiles")
         if config["bounds"] == "unchecked" and not self._every_tile_full(p, bm, bn, vec):
             broken.append("bounds='unchecked' needs every tile full, inside src and aligned")
         return broken
@@ -266,8 +262,8 @@ class TileCopy(Family):
             broken.append(f"TMA boxes start at 16-byte multiples of a row: origin column {p.origin[1]} x {size} "
                           "bytes is not one")
         last = max(_last_tma_coordinates(p, config, layout))
-        if last > MAX_TMA_COORDINATE:
-            broken.append(f"TMA coordinates are 32-bit: a box would start at {last} (at most {MAX_TMA_COORDINATE})")
+        if last > MAX_COORDINATE:
+            broken.append(f"TMA coordinates are 32-bit: a box would start at {last} (at most {MAX_COORDINATE})")
         if not broken:
             for arg in _tensor_maps(p, config):
                 broken += [f"tensor map of {arg.buffer}: {b}" for b in
@@ -430,9 +426,9 @@ def _tma_layout(p: TileCopyProblem, config: Config) -> _TmaLayout:
     bm, bn = int(config["BM"]), int(config["BN"])
     height, width = (bn, bm) if p.transpose else (bm, bn)
     span = SWIZZLE_BYTES[str(config["swizzle"])]
-    box, out_box = (span // size,) * 2 if span else (min(width, MAX_TMA_BOX), min(bn, MAX_TMA_BOX))
+    box, out_box = (span // size,) * 2 if span else (min(width, MAX_BOX_EXTENT), min(bn, MAX_BOX_EXTENT))
     direct = not p.transpose and p.pad_bits == 0
-    period = 8 * span if span else 128  # tb::swizzle_period
+    period = swizzle_period(span)
     stages, tiles = int(config["stages"]), int(config["tiles_per_block"])
     in_bytes = width // box * _round_up(height * box * size, period)
     out_bytes = bn // out_box * _round_up(bm * out_box * size, period)

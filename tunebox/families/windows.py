@@ -34,7 +34,7 @@ import numpy as np
 
 from ..dtypes import element_type, padding_bits, random_bits
 from ..errors import InvalidProblem
-from ..limits import MAX_SHARED_BYTES
+from ..limits import MAX_GRID_X, MAX_GRID_Y, MAX_SHARED_BYTES
 from ..params import Config, Param, Space
 from .base import (
     Arg,
@@ -52,7 +52,7 @@ from .base import (
     library_files,
     problem_as,
 )
-from .indexed import MAX_COUNT, MAX_ELEMENTS, _warps, ceil_pow2, parse_padding, positive, reject_unknown
+from .indexed import MAX_ELEMENTS, _warps, ceil_pow2, parse_padding, positive, reject_unknown
 
 KNOWN = {"dtype", "rows", "cols", "window", "step", "op", "padding", "pad_value"}
 OPS = ("unfold", "sum", "max", "min")  # kernel codes 0..3
@@ -60,7 +60,6 @@ REDUCTIONS = OPS[1:]
 KINDS = {"float32": 0, "float16": 1, "bfloat16": 2}  # how the kernel reads A's bits in a reduction
 MAX_WINDOW = 64  # per axis: a sum of at most 4096 terms keeps its tolerance below the smallest input
 MAX_STEP = 1024
-MAX_GRID_Y = 65535  # block rows of the grid (one per BI window rows)
 SUM_ATOL_PER_TERM = 2.0**-22  # times the largest |A|: float32 rounding of a sum, in any order
 
 
@@ -287,8 +286,8 @@ class Windows(Family):
             broken.append(f"BI={bi} x BJ={bj} windows per block exceed the {nr} x {nc} windows rounded up to powers "
                           "of two")
         columns, rows = self.blocks(p, config)
-        if rows > MAX_GRID_Y or columns > MAX_COUNT:
-            broken.append(f"a grid of {columns} x {rows} blocks exceeds the limits {MAX_COUNT} x {MAX_GRID_Y}")
+        if rows > MAX_GRID_Y or columns > MAX_GRID_X:
+            broken.append(f"a grid of {columns} x {rows} blocks exceeds the limits {MAX_GRID_X} x {MAX_GRID_Y}")
         items = self._items(p, config)
         if threads > max(64, _warps(items)):
             broken.append(f"{threads} threads exceed the {items} work items of a block rounded up to whole warps: "
