@@ -17,7 +17,7 @@ from typing import Any
 
 from .errors import SpaceError
 from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
-from .records import EvalRecord, Status, canonical_json
+from .records import EvalRecord, Status, canonical_json, fastest
 from .store.evallog import EvalLog
 from .sweep_spec import SweepSpec, load_sweep
 
@@ -34,11 +34,6 @@ def versions() -> dict[str, str]:
             return "not installed"
 
     return {"python": platform.python_version(), **{p: version(p) for p in PACKAGES}}
-
-
-def _best(records: list[EvalRecord]) -> EvalRecord | None:
-    timed = [r for r in records if r.status is Status.OK and r.timing]
-    return min(timed, key=lambda r: r.timing.median_ms) if timed else None  # type: ignore[union-attr]
 
 
 def benchmark(sweeps: list[Path], results: Path, command: str) -> dict[str, Any]:
@@ -76,8 +71,8 @@ def _cases(spec: SweepSpec, records: list[EvalRecord], log: Path) -> list[dict[s
     cases = []
     for named in spec.problems:
         final = [r for r in records if r.phase == "final" and canonical_json(r.problem) == named.problem.key()]
-        winner = _best([r for r in final if not r.baseline])
-        baseline = _best([r for r in final if r.baseline])
+        winner = fastest([r for r in final if not r.baseline])
+        baseline = fastest([r for r in final if r.baseline])
         if winner is None or winner.timing is None:
             raise SpaceError(f"{named.name}: no re-timed winner in {log}")
         ms = winner.timing.median_ms

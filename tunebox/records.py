@@ -10,6 +10,7 @@ import enum
 import json
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -145,6 +146,12 @@ class WinnerKey:
         d = record.device
         return cls(record.family, family_hash, problem_key, dtype, d.name, d.compute_capability,
                    d.nvrtc_version, d.driver_version)
+
+
+def fastest(records: Iterable[EvalRecord]) -> EvalRecord | None:
+    """The OK, timed record of the lowest median (None when there is none)."""
+    timed = [r for r in records if r.status is Status.OK and r.timing is not None]
+    return min(timed, key=lambda r: r.timing.median_ms) if timed else None  # type: ignore[union-attr]
 
 
 def canonical_json(data: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ from ..build.nvrtc import BuildResult, NvrtcBuilder
 from ..errors import ReplayMiss, TuneboxError
 from ..families.base import Family, Problem
 from ..params import Config
-from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json
+from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json, fastest
 from ..runner.backends import Backend
 from ..runner.protocol import Outcome, variant_of
 from ..store.evallog import EvalLog
@@ -314,12 +314,10 @@ class Sweep:
         started = time.perf_counter()
         final = self._retime(problem, finalists, history, seed) if finalists else []
         self.breakdown["final"] += time.perf_counter() - started
-        variants = [r for r in final if not r.baseline and r.status is Status.OK and r.timing]
-        winner = min(variants, key=lambda r: r.timing.median_ms) if variants else None  # type: ignore[union-attr]
+        winner = fastest(r for r in final if not r.baseline)
         baselines = [r for r in final if r.baseline]
-        timed = [r for r in baselines if r.status is Status.OK and r.timing]
         # the fastest torch form (as the benchmark files compare), else the first one, which says why not
-        baseline = min(timed, key=lambda r: r.timing.median_ms) if timed else next(iter(baselines), None)  # type: ignore[union-attr]
+        baseline = fastest(baselines) or next(iter(baselines), None)
         stored = False
         if winner is not None:
             key = WinnerKey.of(winner, self.family.source_hash(), problem.key(), problem.dtype)
