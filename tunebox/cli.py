@@ -1,4 +1,5 @@
-"""The ``tunebox`` command: tune, query, report, benchmark, ceilings, families. The only place that prints."""
+"""The ``tunebox`` command: tune, query, report, benchmark, ceilings, families, space. The only place that
+prints."""
 
 from __future__ import annotations
 
@@ -120,9 +121,29 @@ def _families(args: argparse.Namespace) -> int:
 
     for name in names():
         family = get(name)
-        print(f"{name}: {family.space.size()} configurations")
-        for p in family.space.params:
-            print(f"  {p.name:<16} {list(p.choices)}  {p.doc}")
+        print(f"{name}: {len(family.templates)} template(s), {family.space.size()} configurations")
+        print("  problem fields:")
+        for field, meaning in family.operation.fields.items():
+            print(f"    {field:<18} {meaning}")
+        for template, space in family.space.templates:
+            print(f"  template {template}: {space.size()} configurations")
+            for p in space.params:
+                print(f"    {p.name:<18} {list(p.choices)}  {p.doc}")
+    return 0
+
+
+def _space(args: argparse.Namespace) -> int:
+    from .space_report import space_report
+    from .sweep_spec import load_sweep
+
+    spec = load_sweep(Path(args.sweep))
+    print(f"{spec.name} ({spec.family.name}): templates {', '.join(spec.space.names())}; the search proposes "
+          "valid configurations only")
+    for problem in space_report(spec):
+        print(f"  {problem.name}: {problem.valid} valid of {problem.size} "
+              f"({problem.valid / problem.size:.1%})" if problem.size else f"  {problem.name}: empty space")
+        for t in problem.templates:
+            print(f"    {t.template:<10} {t.valid:>7} valid of {t.size:>7} ({t.fraction:.1%})")
     return 0
 
 
@@ -171,8 +192,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--matmul-size", type=int, help="square matrix size (default 8192)")
     c.set_defaults(run=_ceilings)
 
-    f = sub.add_parser("families", help="list kernel families and their tunables")
+    f = sub.add_parser("families", help="list kernel families: problem fields, templates and their tunables")
     f.set_defaults(run=_families)
+
+    s = sub.add_parser("space", help="a sweep file's space: size and valid fraction per problem and template")
+    s.add_argument("sweep", help="sweep file, e.g. spaces/tile_copy.toml")
+    s.set_defaults(run=_space)
     return top
 
 

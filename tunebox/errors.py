@@ -1,5 +1,9 @@
 """Error hierarchy. Every message says what was wrong and what to do next."""
 
+from __future__ import annotations
+
+import traceback
+
 
 class TuneboxError(Exception):
     """Base of every error tunebox raises on purpose."""
@@ -39,3 +43,14 @@ class MeasurementError(TuneboxError):
 
 class ReplayMiss(TuneboxError):
     """The replay backend holds no recorded measurement for a requested variant."""
+
+
+class HarnessError(TuneboxError):
+    """tunebox's own Python (a family's reference, inputs or baselines; the engine) raised: a bug to
+    fix, not a kernel fault. It keeps the worker, stops the sweep with the traceback, and is never
+    stored as a variant's result."""
+
+    @classmethod
+    def of(cls, exc: BaseException, doing: str) -> HarnessError:
+        text = "".join(traceback.format_exception(exc))
+        return cls(f"tunebox's own code failed while {doing} (not a kernel fault):\n{text}")

@@ -25,6 +25,7 @@ class Status(enum.StrEnum):
     RUNTIME_ERROR = "runtime_error"  # kernel fault; the worker that saw it was replaced
     TIMEOUT = "timeout"  # hung kernel or compile, killed
     WRONG_RESULT = "wrong_result"  # verification failed
+    HARNESS_ERROR = "harness_error"  # tunebox's own Python failed: the sweep stops, nothing is stored
 
 
 @dataclass(frozen=True)

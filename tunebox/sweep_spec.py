@@ -13,8 +13,9 @@ from typing import Any
 
 from .errors import InvalidConfig, InvalidProblem, SpaceError
 from .families import get as get_family
-from .families.base import Family, Problem
-from .params import Space
+from .families.base import Problem
+from .families.contract import Family
+from .params import TemplateSpaces
 
 STRATEGIES = ("tpe", "random", "exhaustive")
 
@@ -38,7 +39,7 @@ class NamedProblem:
 class SweepSpec:
     name: str
     family: Family
-    space: Space
+    space: TemplateSpaces
     problems: tuple[NamedProblem, ...]
     search: SearchSettings
     source: Path

@@ -1,13 +1,14 @@
 // Family faults (test-only): a copy of n 32-bit words, repeated PASSES times, whose variants
 // misbehave on purpose so that the harness's isolation, verification and bookkeeping can be tested
-// against real GPU faults. FAULT selects the misbehaviour (see tunebox/families/faults.py).
+// against real GPU faults. FAULT selects the misbehaviour (see tunebox/families/faults/).
 enum Fault {
   NONE = 0, OOB_WRITE = 1, HANG = 2, WRONG_VALUE = 3, SKIP_ELEMENT = 4, MODIFY_INPUT = 5,
   TOO_MUCH_SHARED = 6, OVER_LAUNCH_BOUNDS = 7, COMPILE_ERROR = 8
 };
 
-template <int BLOCK, int PASSES, int FAULT>
-__global__ void __launch_bounds__(BLOCK) faulty_copy(const unsigned* __restrict__ src, unsigned* dst, long long n) {
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::BLOCK) faulty_copy(const unsigned* __restrict__ src, unsigned* dst, long long n) {
+  constexpr int BLOCK = Cfg::BLOCK, PASSES = Cfg::PASSES, FAULT = Cfg::FAULT;
   static_assert(FAULT != COMPILE_ERROR, "planted compile error");
   const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
   if (FAULT == HANG) {

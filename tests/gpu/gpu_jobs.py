@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from tunebox.families.base import Family, KernelSource, Problem
+from tunebox.families.base import KernelSource, Problem
+from tunebox.families.contract import Family
 from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.runner.protocol import EvaluateJob, Outcome, RetimeJob, Variant, variant_of

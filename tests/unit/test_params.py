@@ -87,9 +87,9 @@ def test_hostile_values_rejected_for_str_parameter(value: object) -> None:
 
 def test_hostile_values_rejected_before_rendering() -> None:
     """A family renders only from a Config, and the family's ``config`` refuses injected text."""
-    from tunebox.families.tile_copy import TileCopy
+    from tunebox.families import get
 
-    family = TileCopy()
+    family = get("tile_copy")
     problem = family.parse_problem({"dtype": "float32", "src": [64, 64], "dst": [64, 64]})
     values = family.default_config(problem).as_dict()
     for value in HOSTILE_INT_VALUES:
@@ -97,9 +97,12 @@ def test_hostile_values_rejected_before_rendering() -> None:
             family.config({**values, "BM": value})
     with pytest.raises(InvalidConfig, match="bounds"):
         family.config({**values, "bounds": "checked>\n#include </etc/passwd>\n<"})
-    # the one accepted form renders only declared values
+    with pytest.raises(InvalidConfig, match="unknown template"):
+        family.config({**values, "template": "vector>\n#include </etc/passwd>\n<"})
+    # the one accepted form renders only declared values, into the named configuration struct
     source = family.render(problem, family.config(values))
     assert "\n" not in source.name_expression and "#" not in source.name_expression
+    assert source.code.rstrip().endswith("};") and "passwd" not in source.code
 
 
 def test_restrict_subsets() -> None:
@@ -152,9 +155,9 @@ def test_iteration_yields_size_distinct_valid_configs() -> None:
 
 
 def test_family_space_iteration_is_distinct() -> None:
-    from tunebox.families.tile_copy import TileCopy
+    from tunebox.families import get
 
-    space = TileCopy().space
+    space = get("tile_copy").space
     configs = list(space)
     assert len(configs) == space.size() == len(set(configs))
 
@@ -174,3 +177,54 @@ def test_param_name_must_be_identifier(name: str) -> None:
 def test_param_choices_all_int_or_all_str(choices: tuple) -> None:
     with pytest.raises(InvalidConfig, match="p"):
         Param("p", choices)
+
+
+# -- the conditional space ------------------------------------------------------------------------
+from tunebox.params import TEMPLATE, TemplateSpaces  # noqa: E402
+
+SPACES = TemplateSpaces((
+    ("vector", Space((Param("BM", (1, 2, 4)), Param("vec", (4, 8))))),
+    ("ring", Space((Param("BM", (1, 2, 4)), Param("stages", (2, 3))))),
+))
+
+
+def test_a_configuration_names_its_template_and_holds_only_its_parameters() -> None:
+    config = SPACES.validate({TEMPLATE: "ring", "BM": 2, "stages": 3})
+    assert config.as_dict() == {"BM": 2, "stages": 3, TEMPLATE: "ring"}
+    with pytest.raises(InvalidConfig, match="unknown parameter"):
+        SPACES.validate({TEMPLATE: "ring", "BM": 2, "stages": 3, "vec": 4})  # vector's parameter
+    with pytest.raises(InvalidConfig, match="names its template"):
+        SPACES.validate({"BM": 2, "stages": 3})
+    with pytest.raises(InvalidConfig, match="unknown template"):
+        SPACES.validate({TEMPLATE: "tma", "BM": 2})
+    assert SPACES.holds({TEMPLATE: "vector", "BM": 4, "vec": 8})
+    assert not SPACES.holds({TEMPLATE: "vector", "BM": 4, "vec": 8, "stages": 2})
+    assert not SPACES.holds({"BM": 4, "vec": 8})
+
+
+def test_the_conditional_space_has_no_combination_of_unrelated_parameters() -> None:
+    configs = list(SPACES)
+    assert SPACES.size() == len(configs) == 3 * 2 + 3 * 2
+    assert all(("stages" in c.as_dict()) == (c[TEMPLATE] == "ring") for c in configs)
+
+
+def test_restrict_keeps_templates_shared_and_per_template_lists() -> None:
+    sliced = SPACES.restrict({TEMPLATE: ["ring"], "BM": [1, 4], "ring": {"stages": [3]}})
+    assert sliced.names() == ("ring",)
+    assert [c.as_dict() for c in sliced] == [{"BM": 1, "stages": 3, TEMPLATE: "ring"},
+                                             {"BM": 4, "stages": 3, TEMPLATE: "ring"}]
+    both = SPACES.restrict({"BM": [2]})
+    assert both.size() == 2 + 2
+    with pytest.raises(InvalidConfig, match="no kept template has a parameter 'vec'"):
+        SPACES.restrict({TEMPLATE: ["ring"], "vec": [4]})
+    with pytest.raises(InvalidConfig, match="not a kept template"):
+        SPACES.restrict({TEMPLATE: ["ring"], "vector": {"vec": [4]}})
+    with pytest.raises(InvalidConfig, match="outside its domain"):
+        SPACES.restrict({"ring": {"stages": [5]}})
+    with pytest.raises(InvalidConfig, match="non-empty list"):
+        SPACES.restrict({TEMPLATE: []})
+
+
+def test_no_template_parameter_may_be_called_template() -> None:
+    with pytest.raises(InvalidConfig, match="no parameter may be called"):
+        TemplateSpaces((("t", Space((Param(TEMPLATE, (1, 2)),))),))

@@ -1,24 +1,19 @@
-"""The contract every kernel family fulfils, in Python, with no GPU needed.
+"""The data a family hands the engine: rendered sources, launch geometry, buffers, kernel arguments,
+work, tolerance and library baselines; and the named configuration struct a variant's kernel takes.
 
-A family declares its tunable space, parses problems, states validity rules, renders a variant to
-CUDA C++ source, gives its launch geometry and kernel arguments, makes seeded inputs and computes the
-numpy reference that defines correct output.
+The family contract itself (an operation and its kernel templates) is in ``contract.py``.
 """
 
 from __future__ import annotations
 
 import abc
-import hashlib
-from collections.abc import Callable, Iterable, Mapping
+import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Literal, TypeVar
-
-import numpy as np
+from typing import Any, Literal
 
 from ..errors import InvalidConfig
 from ..kernels_dir import kernel_source, kernels_dir
-from ..params import Config, Space
 from ..records import canonical_json
 from ..tma import TensorMapRequest
 
@@ -134,111 +129,44 @@ class Problem(abc.ABC):
         return canonical_json(self.to_dict())
 
 
-P = TypeVar("P", bound=Problem)
-
-
-def library_files(*relative: str) -> tuple[Path, ...]:
-    """The tile library's header and a family's device sources (paths under kernels/): the files
-    whose change invalidates the family's results."""
-    return (kernels_dir() / "include" / "tunebox" / "tile.cuh", *(kernels_dir() / r for r in relative))
-
-
-def instantiate(relative: str, template: str, targs: Iterable[object]) -> KernelSource:
-    """The variant ``template<targs...>`` of the device source ``relative`` (under kernels/), with the
-    tile library on the include path."""
-    return KernelSource(kernel_source(relative), f"{template}<" + ", ".join(map(str, targs)) + ">",
-                        (str(kernels_dir() / "include"),))
-
-
-def problem_as(family: str, problem: Problem, kind: type[P]) -> P:
-    """``problem`` as the family's own problem type; any other raises TypeError naming both."""
-    if not isinstance(problem, kind):
-        raise TypeError(f"{family} needs a {kind.__name__}, got {type(problem).__name__}")
-    return problem
-
-
-class Family(abc.ABC):
-    """Base class of kernel families. Subclasses are stateless; one instance per process is fine."""
+@dataclass(frozen=True)
+class CType:
+    """A C++ type as a member of a kernel's configuration struct (``using T = float;``)."""
 
     name: str
-    space: Space
-    source_files: tuple[Path, ...]  # device and Python sources whose change invalidates results
 
-    @abc.abstractmethod
-    def parse_problem(self, data: Mapping[str, Any]) -> Problem:
-        """Validate a problem description (raises InvalidProblem with a one-line reason)."""
+    def __post_init__(self) -> None:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*( [A-Za-z_][A-Za-z0-9_]*)*", self.name):
+            raise InvalidConfig(f"{self.name!r} is not a C++ type name")
 
-    @abc.abstractmethod
-    def default_config(self, problem: Problem) -> Config:
-        """A variant valid for ``problem`` that needs no tuning: the fallback and the baseline."""
 
-    @abc.abstractmethod
-    def violations(self, problem: Problem, config: Config) -> list[str]:
-        """Validity rules: every rule ``config`` breaks for ``problem`` (empty when valid)."""
+CONFIG_STRUCT = "Cfg"  # the one template argument of every kernel: ``template <class Cfg>``
 
-    @abc.abstractmethod
-    def render(self, problem: Problem, config: Config) -> KernelSource: ...
 
-    @abc.abstractmethod
-    def geometry(self, problem: Problem, config: Config) -> LaunchGeometry: ...
+def config_struct(members: Mapping[str, int | bool | CType]) -> str:
+    """The named configuration struct of a variant: each member a ``static constexpr int`` / ``bool``
+    or a ``using`` type alias, read in the kernel as ``Cfg::NAME``. Binding by name means two swapped
+    values cannot compile into a wrong kernel; every member must exist in the kernel's reads."""
+    lines = [f"struct {CONFIG_STRUCT} {{"]
+    for name, value in members.items():
+        if not name.isidentifier():
+            raise InvalidConfig(f"configuration member {name!r} is not an identifier")
+        if isinstance(value, CType):
+            lines.append(f"  using {name} = {value.name};")
+        elif isinstance(value, bool):
+            lines.append(f"  static constexpr bool {name} = {str(value).lower()};")
+        elif isinstance(value, int) and -(2**31) <= value < 2**31:
+            lines.append(f"  static constexpr int {name} = {value};")
+        else:
+            raise InvalidConfig(f"configuration member {name}={value!r} is not a C++ int, bool or type")
+    return "\n".join([*lines, "};", ""])
 
-    @abc.abstractmethod
-    def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]: ...
 
-    @abc.abstractmethod
-    def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]: ...
-
-    def prologue(self, problem: Problem, config: Config) -> tuple[KernelLaunch, ...]:
-        """Launches of helper kernels before the main one, timed with it (none by default)."""
-        return ()
-
-    @abc.abstractmethod
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]: ...
-
-    @abc.abstractmethod
-    def reference(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Expected contents of every output buffer (bit-exact for data movement)."""
-
-    @abc.abstractmethod
-    def work(self, problem: Problem) -> Work: ...
-
-    @abc.abstractmethod
-    def distance(self, a: Problem, b: Problem) -> float | None:
-        """How far apart two problems are for the nearest-problem fallback; None if incomparable."""
-
-    def tolerance(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> Tolerance | None:
-        """None: outputs must match the reference bit for bit (data movement). Arithmetic families
-        return the tolerance of their float outputs for these inputs."""
-        return None
-
-    def torch_baseline(self, problem: Problem) -> Baseline:
-        """The equivalent torch operation (imports torch); families without one raise."""
-        raise NotImplementedError(f"{self.name} has no torch baseline")
-
-    def torch_baselines(self, problem: Problem) -> tuple[Baseline, ...]:
-        """Every torch operation a user might call instead, the main one first (each is verified and
-        timed in the finalists' rotation); by default ``torch_baseline`` alone."""
-        return (self.torch_baseline(problem),)
-
-    def problem_from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> Problem:
-        """The problem that the caller's arrays (name -> object with ``shape`` and ``dtype``) and
-        options describe, for ``tunebox.launch``."""
-        raise NotImplementedError(f"{self.name} cannot be launched on caller arrays")
-
-    def config(self, values: Mapping[str, Any]) -> Config:
-        """Validate a complete configuration against the declared domains."""
-        return self.space.validate(values)
-
-    def check(self, problem: Problem, config: Config) -> None:
-        """Raise InvalidConfig naming every broken validity rule."""
-        broken = self.violations(problem, config)
-        if broken:
-            raise InvalidConfig(f"{self.name} {config.label()}: " + "; ".join(broken))
-
-    def source_hash(self) -> str:
-        """Hash of every file that changes this family's kernels or results (16 hex digits)."""
-        h = hashlib.sha256()
-        for path in sorted(self.source_files):
-            h.update(path.name.encode())
-            h.update(path.read_bytes())
-        return h.hexdigest()[:16]
+def instantiate(relative: str, kernel: str, members: Mapping[str, int | bool | CType],
+                helpers: tuple[str, ...] = (), arch_suffix: str = "") -> KernelSource:
+    """The variant ``kernel<Cfg>`` of the device source ``relative`` (under kernels/), ``Cfg`` the named
+    configuration struct of ``members`` (defined after the source, so it may use its types), with the
+    tile library on the include path; ``helpers`` are further kernels of the source, also ``<Cfg>``."""
+    code = kernel_source(relative) + "\n" + config_struct(members)
+    return KernelSource(code, f"{kernel}<{CONFIG_STRUCT}>", (str(kernels_dir() / "include"),),
+                        tuple(f"{h}<{CONFIG_STRUCT}>" for h in helpers), arch_suffix)

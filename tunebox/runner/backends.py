@@ -11,7 +11,8 @@ from typing import Protocol
 
 from ..build.nvrtc import BuildResult
 from ..errors import ReplayMiss
-from ..families.base import Family, Problem
+from ..families.base import Problem
+from ..families.contract import Family
 from ..params import Config
 from ..records import DeviceInfo, EvalRecord, Status, canonical_json
 from .gpu_runner import GpuRunner
@@ -32,6 +33,10 @@ class Backend(Protocol):
     def prepare(self, family: Family, problem: Problem, seed: int) -> None:
         """Start making the problem's inputs and reference ahead of its first evaluation (a hint:
         an evaluation prepares its problem itself when this did not)."""
+
+    def answerable(self, family: Family, problem: Problem) -> set[str] | None:
+        """The canonical JSON of every configuration this backend can evaluate for ``problem``: None
+        for all (a GPU); a recording's recorded ones (ReplayMiss when it never saw the problem)."""
 
     def submit(self, family: Family, problem: Problem, config: Config, build: BuildResult,
                seed: int) -> None:
@@ -56,6 +61,9 @@ class GpuBackend:
         self.device = self.runner.start()
         self._preparing = 0  # PrepareJob replies not yet read (they come before any later reply)
         self._prepared_seconds = 0.0  # worker seconds spent preparing, not yet reported
+
+    def answerable(self, family, problem) -> None:
+        return None
 
     def prepare(self, family, problem, seed) -> None:
         self.runner.submit(PrepareJob(family.name, problem.to_dict(), seed))
@@ -105,11 +113,15 @@ class ReplayBackend:
         self.recording = recording
         self._index: dict[tuple[str, str, str, str], EvalRecord] = {}
         self._baselines: dict[tuple[str, str], list[EvalRecord]] = {}  # (family, problem) -> in recorded order
+        self._screened: dict[tuple[str, str], set[str]] = {}  # (family, problem) -> recorded configurations
         for r in records:
             if r.phase == "final" and not r.config:
                 self._baselines.setdefault((r.family, canonical_json(r.problem)), []).append(r)
             else:
                 self._index[(r.family, canonical_json(r.problem), canonical_json(r.config), r.phase)] = r
+                if r.phase == "screen":
+                    screened = self._screened.setdefault((r.family, canonical_json(r.problem)), set())
+                    screened.add(canonical_json(r.config))
         devices = {r.device for r in records if r.device is not None}
         if len(devices) != 1:
             raise ReplayMiss(f"{recording}: a recording must come from exactly one device, "
@@ -119,6 +131,13 @@ class ReplayBackend:
 
     def prepare(self, family, problem, seed) -> None:
         pass  # recorded outcomes need no inputs
+
+    def answerable(self, family, problem) -> set[str]:
+        configs = self._screened.get((family.name, problem.key()))
+        if not configs:
+            raise ReplayMiss(f"{family.name} {problem.key()} is not in the recording {self.recording}: replay answers "
+                             "only the recorded problems (measure a new one on a GPU: --backend gpu)")
+        return configs
 
     def _find(self, family: Family, problem: Problem, config: dict, phase: str) -> EvalRecord | None:
         return self._index.get((family.name, problem.key(), canonical_json(config), phase))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..errors import HarnessError
 from ..records import Status
 
 # Errors after which the CUDA context is unusable: the process must be replaced.
@@ -16,7 +17,10 @@ RESOURCE = ("INVALID_VALUE", "LAUNCH_OUT_OF_RESOURCES", "NO_BINARY_FOR_GPU", "OU
 
 
 def classify(exc: BaseException) -> tuple[Status, bool]:
-    """(status, sticky) for an exception raised by a CUDA call of a variant."""
+    """(status, sticky) for an exception raised while evaluating a variant: tunebox's own Python
+    failing is a harness error (the context is fine); otherwise a CUDA error by its text."""
+    if isinstance(exc, HarnessError):
+        return Status.HARNESS_ERROR, False
     text = f"{type(exc).__name__}: {exc}"
     if any(s in text for s in STICKY):
         return Status.RUNTIME_ERROR, True

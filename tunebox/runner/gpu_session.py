@@ -17,8 +17,10 @@ import numpy as np
 from ..build.nvrtc import NvrtcBuilder, nvrtc_version
 from ..cuda_api import checked, load_kernel, marshal, steps_launcher
 from ..dtypes import element_type
+from ..errors import HarnessError
 from ..families import get as get_family
-from ..families.base import Family, KernelSource, Problem, Tolerance
+from ..families.base import KernelSource, Problem, Tolerance
+from ..families.contract import Family
 from ..kernels_dir import kernel_source
 from ..records import DeviceInfo, KernelMetrics
 from .protocol import Variant
@@ -110,16 +112,21 @@ class GpuSession:
     # -- problems -----------------------------------------------------------------------------
     def prepare(self, family_name: str, problem_data: dict, seed: int) -> ProblemState:
         """Make (or reuse) seeded inputs, the numpy reference, and their device copies."""
-        family = get_family(family_name)
-        problem = family.parse_problem(problem_data)
-        st = self.state
-        if st and st.family is family and st.problem == problem and st.seed == seed:
-            return st
-        self.state = None  # free the previous problem's buffers first
-        inputs = family.make_inputs(problem, np.random.default_rng(seed))
-        expected = family.reference(problem, inputs)
+        try:  # the family's Python: an exception is a harness error, not a kernel fault
+            family = get_family(family_name)
+            problem = family.parse_problem(problem_data)
+            st = self.state
+            if st and st.family is family and st.problem == problem and st.seed == seed:
+                return st
+            self.state = None  # free the previous problem's buffers first
+            inputs = family.make_inputs(problem, np.random.default_rng(seed))
+            expected = family.reference(problem, inputs)
+            tolerance = family.tolerance(problem, inputs)
+            specs = family.buffers(problem)
+        except Exception as exc:
+            raise HarnessError.of(exc, f"preparing {family_name} {problem_data}") from exc
         buffers, pristine, expected_dev = {}, {}, {}
-        for spec in family.buffers(problem):
+        for spec in specs:
             if spec.role == "input":
                 buffers[spec.name] = self.upload(inputs[spec.name])
                 pristine[spec.name] = self.device_copy(buffers[spec.name], inputs[spec.name].nbytes)
@@ -129,7 +136,7 @@ class GpuSession:
             if spec.role == "output":
                 expected_dev[spec.name] = self.upload(expected[spec.name])
         self.state = ProblemState(family, problem, seed, inputs, buffers, pristine, expected_dev,
-                                  expected, family.tolerance(problem, inputs))
+                                  expected, tolerance)
         return self.state
 
     def poison_outputs(self, st: ProblemState) -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ..families.base import Arg, Family, KernelLaunch, LaunchGeometry, Problem
+from ..families.base import Arg, KernelLaunch, LaunchGeometry, Problem
+from ..families.contract import Family
 from ..params import Config
 from ..records import KernelMetrics, Status
 from .timing import BenchConfig

@@ -18,6 +18,7 @@ from multiprocessing.connection import Connection
 
 import numpy as np
 
+from ..errors import HarnessError
 from ..ipc import requests_read_ahead
 from ..records import Status
 from .ceiling_runs import measure_ceilings
@@ -89,7 +90,8 @@ def _handle(session, job):
     except Exception as exc:
         status, sticky = classify(exc)
         log.debug("job failed: %s", traceback.format_exc())
-        outcome = Outcome(status, f"{type(exc).__name__}: {exc}"[:2000], fatal=sticky)
+        text = f"{type(exc).__name__}: {exc}"
+        outcome = Outcome(status, text[-8000:] if status is Status.HARNESS_ERROR else text[:2000], fatal=sticky)
         return failed_reply(job, outcome)
 
 
@@ -145,6 +147,8 @@ def _torch_baselines(session, st) -> list:
         baselines = st.family.torch_baselines(st.problem)
     except NotImplementedError as exc:
         return [Outcome(Status.INVALID, str(exc))]
+    except Exception as exc:
+        raise HarnessError.of(exc, f"making the torch baselines of {st.problem.key()}") from exc
     stream = torch.cuda.ExternalStream(int(session.stream.handle))
     with torch.cuda.stream(stream):  # the inputs once, shared by every baseline (none writes them)
         inputs = {k: _on_device(session, st.pristine[k], v) for k, v in st.host_inputs.items()}

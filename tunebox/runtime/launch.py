@@ -22,7 +22,8 @@ from ..cuda_api import load_kernel, marshal, steps_launcher
 from ..dtypes import element_type
 from ..errors import CompileError, InvalidProblem
 from ..families import get as get_family
-from ..families.base import Family, KernelSource, Problem
+from ..families.base import KernelSource, Problem
+from ..families.contract import Family
 from ..records import DeviceInfo, Status
 from ..runner.protocol import variant_of
 from .lookup import Lookup, LookupResult

@@ -21,7 +21,8 @@ from ..records import DeviceInfo, WinnerKey
 from ..store.winners import Winner, WinnersDB
 
 if TYPE_CHECKING:
-    from ..families.base import Family, Problem
+    from ..families.base import Problem
+    from ..families.contract import Family
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,9 @@ from enum import Enum
 from pathlib import Path
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder
-from ..errors import ReplayMiss, TuneboxError
-from ..families.base import Family, Problem
+from ..errors import HarnessError, TuneboxError
+from ..families.base import Problem
+from ..families.contract import Family
 from ..params import Config
 from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json, fastest
 from ..runner.backends import Backend
@@ -29,7 +30,7 @@ from ..runner.protocol import Outcome, variant_of
 from ..store.evallog import EvalLog
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
-from .strategy import Ask, ExhaustiveStrategy, OptunaStrategy, Strategy
+from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TpeStrategy
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,6 @@ class _Kind(Enum):
     KNOWN = "known"  # answered without the device (a compile failure, a twin of a finished binary)
     SAME_BINARY = "same_binary"  # identical binary already on the device: takes its record
     SAME_CONFIG = "same_config"  # same configuration asked again while in flight: told, not logged
-    MISSED = "missed"  # the recording has no answer: told as invalid, not logged
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,14 @@ def _twin(original: EvalRecord, config: Config) -> EvalRecord:
     label = Config(tuple(sorted(original.config.items()))).label()
     message = f"identical binary to {label}" + (f": {original.message}" if original.message else "")
     return replace(original, config=config.as_dict(), message=message)
+
+
+def _harness_checked(outcome: Outcome) -> Outcome:
+    """``outcome``, unless tunebox's own Python failed producing it: then the sweep stops at once with
+    the traceback, and nothing is logged or stored."""
+    if outcome.status is Status.HARNESS_ERROR:
+        raise HarnessError(outcome.message)
+    return outcome
 
 
 class SweepAborted(TuneboxError):
@@ -172,27 +180,23 @@ class Sweep:
                 if r.phase == "screen" and not r.baseline and self.spec.space.holds(r.config)}
         seed = input_seed(self.spec.search.seed, problem)
         self.backend.prepare(family, problem, seed)  # the worker builds inputs while the search starts up
-        valid = [c for c in self.spec.space if not family.violations(problem, c)]
-        exhaustive = self.spec.search.strategy == "exhaustive"
-        strategy: Strategy = (ExhaustiveStrategy(valid) if exhaustive else OptunaStrategy(
-            self.spec.space, self.spec.search.strategy, self.spec.search.seed, done.values()))
+        valid = self._valid(named)
+        strategy = self._strategy(valid, done)
         default = family.default_config(problem)
-        if not family.violations(problem, default) and all(
-                default[p.name] in p.choices for p in self.spec.space.params):
+        if default in set(valid):
             strategy.seed(default)
-        evaluated = sum(r.status is not Status.INVALID for r in done.values())
+        evaluated = len(done)
+        exhaustive = self.spec.search.strategy == "exhaustive"
         budget = len(valid) if exhaustive else min(self.spec.search.trials, len(valid))
         compiling: deque[tuple[Ask, Config, Future[BuildResult] | None]] = deque()
         queued: deque[_Queued] = deque()  # compiled, in evaluation order; some waiting on the device
         inflight: set[str] = set()
         binaries: dict[tuple, EvalRecord] = {}
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
-        asks = 0
         while True:
             accepting = time.perf_counter() < self.deadline
             while (accepting and evaluated + len(compiling) + len(queued) < budget
-                   and len(compiling) < self.settings.pipeline_depth and asks < 50 * budget + len(valid)):
-                asks += 1
+                   and len(compiling) < self.settings.pipeline_depth):
                 ask = strategy.ask()
                 if ask is None:
                     break
@@ -204,12 +208,6 @@ class Sweep:
                 if key in inflight:  # asked again while in flight: answered from its twin's record
                     compiling.append((ask, config, None))
                     continue
-                broken = family.violations(problem, config)
-                if broken:
-                    record = self._record(problem, config, Outcome(Status.INVALID, "; ".join(broken)), seed)
-                    done[key] = record
-                    strategy.tell(ask, record)
-                    continue
                 inflight.add(key)
                 compiling.append((ask, config, self.builder.submit(family.render(problem, config))))
             while accepting and compiling and sum(q.kind is _Kind.DEVICE for q in queued) < self.settings.device_queue:
@@ -219,8 +217,8 @@ class Sweep:
             item = queued.popleft()
             key = canonical_json(item.config.as_dict())
             record = self._complete(problem, item, seed, binaries, done.get(key))
-            if record is None or item.kind is _Kind.SAME_CONFIG:
-                strategy.tell(item.ask, record or EvalRecord(family.name, {}, {}, Status.INVALID))
+            if item.kind is _Kind.SAME_CONFIG:
+                strategy.tell(item.ask, record)
                 continue
             inflight.discard(key)
             self.log.append(record)
@@ -234,6 +232,24 @@ class Sweep:
                 future.cancel()
             strategy.tell(ask, EvalRecord(family.name, {}, {}, Status.TIMEOUT))
         return self._finish(named, list(done.values()), mine, seed)
+
+    def _valid(self, named: NamedProblem) -> list[Config]:
+        """The configurations of the sweep's space that break no validity rule for the problem (on
+        replay, those of them the recording answers)."""
+        problem = named.problem
+        valid = [c for c in self.spec.space if not self.family.violations(problem, c)]
+        answerable = self.backend.answerable(self.family, problem)
+        if answerable is not None:
+            valid = [c for c in valid if canonical_json(c.as_dict()) in answerable]
+        return valid
+
+    def _strategy(self, valid: list[Config], done: dict[str, EvalRecord]) -> Strategy:
+        search = self.spec.search
+        if search.strategy == "exhaustive":
+            return ExhaustiveStrategy(valid)
+        if search.strategy == "random":
+            return RandomStrategy(valid, search.seed)
+        return TpeStrategy(self.spec.space, valid, search.seed, done.values())
 
     def _dispatch(self, problem: Problem, ask: Ask, config: Config, future: Future[BuildResult] | None,
                   seed: int, binaries: dict[tuple, EvalRecord], queued: deque[_Queued]) -> _Queued:
@@ -251,25 +267,21 @@ class Sweep:
             return _Queued(_Kind.KNOWN, ask, config, record=_twin(binaries[identity], config))
         if any(q.kind is _Kind.DEVICE and q.identity == identity for q in queued):
             return _Queued(_Kind.SAME_BINARY, ask, config, identity=identity)
-        try:
-            self.backend.submit(self.family, problem, config, build, seed)
-        except ReplayMiss as exc:
-            log.debug("%s", exc)
-            return _Queued(_Kind.MISSED, ask, config)
+        self.backend.submit(self.family, problem, config, build, seed)
         return _Queued(_Kind.DEVICE, ask, config, identity=identity)
 
     def _complete(self, problem: Problem, item: _Queued, seed: int, binaries: dict[tuple, EvalRecord],
-                  same_config: EvalRecord | None) -> EvalRecord | None:
-        """The record of a queued variant (None: the recording cannot answer it)."""
+                  same_config: EvalRecord | None) -> EvalRecord:
+        """The record of a queued variant."""
         if item.kind is _Kind.SAME_CONFIG:
+            assert same_config is not None  # its twin was dispatched first, so it is answered by now
             return same_config
         if item.kind is _Kind.KNOWN:
+            assert item.record is not None
             return item.record
-        if item.kind is _Kind.MISSED:
-            return None
         if item.kind is _Kind.SAME_BINARY:  # its twin was queued first, so it is answered by now
             return _twin(binaries[item.identity], item.config)
-        outcome = self.backend.next_outcome()
+        outcome = _harness_checked(self.backend.next_outcome())
         if not self.backend.replayed:  # a replayed record's stage times are the recording's
             for stage, seconds in outcome.stage_seconds.items():
                 self.breakdown[stage] = self.breakdown.get(stage, 0.0) + seconds
@@ -338,7 +350,8 @@ class Sweep:
             return earlier  # resumed after the finalists were already re-timed
         configs = [self.spec.space.validate(r.config) for r in finalists]
         builds = self.builder.build([self.family.render(problem, c) for c in configs])
-        outcomes = self.backend.retime(self.family, problem, list(zip(configs, builds, strict=True)), seed)
+        outcomes = [_harness_checked(o) for o in
+                    self.backend.retime(self.family, problem, list(zip(configs, builds, strict=True)), seed)]
         records = [self._record(problem, c, o, seed, "final") for c, o in zip(configs, outcomes, strict=False)]
         records += [self._record(problem, None, o, seed, "final") for o in outcomes[len(configs):]]  # baselines
         for r in records:

@@ -1,26 +1,36 @@
 """Search strategies behind one small adapter (``ask`` / ``tell``), so all share one loop.
 
-TPE and random search are in-memory Optuna studies rebuilt from the evaluation log when a sweep
-starts: the log is the one durable record, so an interrupted sweep continues with the sampler
-knowing every completed evaluation. (A journal storage would write and fsync once per suggested
-parameter: ~8 ms per ask, half the wall time of a warm sweep on the H200.) Exhaustive search
-enumerates the valid configurations in order; on resume the loop answers the ones already in the
-evaluation log without running them.
+Every strategy draws only from the problem's valid configurations (the conditional space's
+configurations that break no validity rule; on replay, those the recording answers), so no invalid
+or unanswerable configuration is ever proposed:
+
+- ``exhaustive`` enumerates them in order, seeded ones first;
+- ``random`` draws them uniformly without replacement (Kernel Tuner's ``random_sample``);
+- ``tpe`` is Optuna's TPE, define-by-run over a tree of the valid configurations: it chooses the
+  template first, then each of that template's parameters in declared order, each among the values
+  that still have a valid completion. A parameter whose remaining values are its whole domain keeps
+  one name (``template.param``); a narrower set gets a name of its own (``template.param[a|b]``),
+  since a distribution's values may not change under one name.
+
+The Optuna study is in memory and rebuilt from the evaluation log when a sweep starts: the log is the
+one durable record, so an interrupted sweep continues with the sampler knowing every evaluation.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Protocol
+import random
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import optuna
-from optuna.distributions import CategoricalDistribution
+from optuna.distributions import BaseDistribution, CategoricalDistribution
 from optuna.trial import FrozenTrial, Trial, TrialState, create_trial
 
-from ..params import Config, Space
-from ..records import EvalRecord, Status
+from ..params import TEMPLATE, Config, TemplateSpaces, Value
+from ..records import EvalRecord, Status, canonical_json
 
 log = logging.getLogger(__name__)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -29,55 +39,17 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 @dataclass(frozen=True)
 class Ask:
     trial: Trial | None  # None for strategies without an Optuna study
-    values: dict[str, object]
+    values: dict[str, Value]
 
 
 class Strategy(Protocol):
     def seed(self, config: Config) -> None:
-        """Try a known configuration (the family default, a past winner) first."""
+        """Try a known valid configuration (the family default, a past winner) first."""
 
     def ask(self) -> Ask | None:
         """The next configuration to evaluate; None when the strategy has no more."""
 
     def tell(self, ask: Ask, record: EvalRecord) -> None: ...
-
-
-class OptunaStrategy:
-    """TPE or random search over one (sweep, problem), primed with the evaluations already logged."""
-
-    def __init__(self, space: Space, sampler: str, seed: int, history: Iterable[EvalRecord] = ()) -> None:
-        chosen = (optuna.samplers.TPESampler(seed=seed) if sampler == "tpe"
-                  else optuna.samplers.RandomSampler(seed=seed))
-        self.space = space
-        self.distributions = {p.name: CategoricalDistribution(list(p.choices)) for p in space.params}
-        self.study = optuna.create_study(sampler=chosen, direction="minimize")
-        self.study.add_trials([t for t in map(self._past_trial, history) if t is not None])
-
-    def _past_trial(self, record: EvalRecord) -> FrozenTrial | None:
-        """A logged evaluation as a finished trial; None when the space no longer holds its config."""
-        if not self.space.holds(record.config):
-            return None
-        if record.status is Status.OK and record.timing is not None:
-            return create_trial(params=record.config, distributions=self.distributions,
-                                value=record.timing.median_ms)
-        state = TrialState.PRUNED if record.status is Status.INVALID else TrialState.FAIL
-        return create_trial(params=record.config, distributions=self.distributions, state=state)
-
-    def seed(self, config: Config) -> None:
-        self.study.enqueue_trial(config.as_dict(), skip_if_exists=True)
-
-    def ask(self) -> Ask | None:
-        trial = self.study.ask(self.distributions)
-        return Ask(trial, dict(trial.params))
-
-    def tell(self, ask: Ask, record: EvalRecord) -> None:
-        assert ask.trial is not None
-        if record.status is Status.OK and record.timing is not None:
-            self.study.tell(ask.trial, record.timing.median_ms)
-        elif record.status is Status.INVALID:
-            self.study.tell(ask.trial, state=TrialState.PRUNED)
-        else:
-            self.study.tell(ask.trial, state=TrialState.FAIL)
 
 
 class ExhaustiveStrategy:
@@ -100,3 +72,141 @@ class ExhaustiveStrategy:
 
     def tell(self, ask: Ask, record: EvalRecord) -> None:
         pass
+
+
+class RandomStrategy(ExhaustiveStrategy):
+    """The valid configurations in a seeded random order (uniform, without replacement)."""
+
+    def __init__(self, configs: Iterable[Config], seed: int) -> None:
+        shuffled = list(configs)
+        random.Random(seed).shuffle(shuffled)
+        super().__init__(shuffled)
+
+
+@dataclass
+class _Node:
+    """A decision of the valid-configuration tree: ``name`` chosen among ``children``'s keys."""
+
+    name: str = ""
+    children: dict[Value, _Node] = field(default_factory=dict)
+
+
+class ValidTree:
+    """The valid configurations as a tree of decisions: the template, then its parameters in order."""
+
+    def __init__(self, space: TemplateSpaces, configs: Iterable[Config]) -> None:
+        self.domains = {(t, p.name): p.choices for t, s in space.templates for p in s.params}
+        self.order = {t: [p.name for p in s.params] for t, s in space.templates}
+        self.root = _Node(TEMPLATE)
+        rank = {name: i for i, name in enumerate(space.names())}
+        for config in sorted(configs, key=lambda c: rank[c[TEMPLATE]]):
+            template = config[TEMPLATE]
+            node = self.root.children.setdefault(template, _Node())
+            for name in self.order[str(template)]:
+                node.name = name
+                node = node.children.setdefault(config[name], _Node())
+
+    def __bool__(self) -> bool:
+        return bool(self.root.children)
+
+    def distribution(self, template: str | None, node: _Node) -> tuple[str, CategoricalDistribution]:
+        """The Optuna parameter name and distribution of a decision."""
+        values = tuple(node.children)
+        if template is None:
+            return TEMPLATE, CategoricalDistribution(values)
+        domain = self.domains[(template, node.name)]
+        ordered = tuple(v for v in domain if v in node.children)
+        name = f"{template}.{node.name}"
+        if ordered != domain:
+            name += "[" + "|".join(map(str, ordered)) + "]"
+        return name, CategoricalDistribution(ordered)
+
+    def walk(self, config: dict[str, Value]) -> dict[str, tuple[Value, BaseDistribution]] | None:
+        """The decisions that lead to ``config`` (None when it is not in the tree)."""
+        node, template, path = self.root, None, {}
+        while node.children:
+            value = config.get(node.name)
+            if value not in node.children:
+                return None
+            name, dist = self.distribution(template, node)
+            path[name] = (value, dist)
+            template = template or str(value)
+            node = node.children[value]
+        return path
+
+
+class TpeStrategy:
+    """Optuna's TPE (multivariate, grouped: conditional spaces) over the valid-configuration tree,
+    primed with the evaluations already logged. A proposal of a configuration already given is told
+    as failed (TPE ignores failed trials) and asked again; after ``patience`` such repeats in a row an
+    unexplored configuration is drawn at random, so every ask gives a new configuration until none is
+    left. Evaluations that failed are told as pruned: TPE counts them among the worst."""
+
+    def __init__(self, space: TemplateSpaces, valid: Sequence[Config], seed: int,
+                 history: Iterable[EvalRecord] = (), patience: int = 3) -> None:
+        self.tree = ValidTree(space, valid)
+        self.valid = list(valid)
+        self.patience = patience
+        self._random = random.Random(seed)
+        with warnings.catch_warnings():  # multivariate and group are marked experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True)
+        self.study = optuna.create_study(sampler=sampler, direction="minimize")
+        self._given: set[str] = set()
+        self.study.add_trials([t for t in map(self._past_trial, history) if t is not None])
+
+    def _past_trial(self, record: EvalRecord) -> FrozenTrial | None:
+        """A logged evaluation as a finished trial; None when the tree does not hold its config."""
+        path = self.tree.walk(record.config)
+        if path is None:
+            return None
+        self._given.add(canonical_json(record.config))
+        params = {name: value for name, (value, _) in path.items()}
+        distributions = {name: dist for name, (_, dist) in path.items()}
+        if record.status is Status.OK and record.timing is not None:
+            return create_trial(params=params, distributions=distributions, value=record.timing.median_ms)
+        return create_trial(params=params, distributions=distributions, state=TrialState.PRUNED)
+
+    def seed(self, config: Config) -> None:
+        self._enqueue(config.as_dict())
+
+    def _enqueue(self, config: dict[str, Value]) -> None:
+        path = self.tree.walk(config)
+        if path is not None:
+            self.study.enqueue_trial({name: value for name, (value, _) in path.items()}, skip_if_exists=True)
+
+    def _sample(self) -> tuple[Trial, dict[str, Value]]:
+        trial = self.study.ask()
+        node, template, values = self.tree.root, None, {}
+        while node.children:
+            name, dist = self.tree.distribution(template, node)
+            value: Any = trial.suggest_categorical(name, dist.choices)
+            values[node.name] = value
+            template = template or str(value)
+            node = node.children[value]
+        return trial, values
+
+    def ask(self) -> Ask | None:
+        if not self.tree:
+            return None
+        for _ in range(self.patience):
+            trial, values = self._sample()
+            key = canonical_json(values)
+            if key not in self._given:
+                self._given.add(key)
+                return Ask(trial, values)
+            self.study.tell(trial, state=TrialState.FAIL)
+        unexplored = [c for c in self.valid if canonical_json(c.as_dict()) not in self._given]
+        if not unexplored:
+            return None
+        self._enqueue(self._random.choice(unexplored).as_dict())
+        trial, values = self._sample()
+        self._given.add(canonical_json(values))
+        return Ask(trial, values)
+
+    def tell(self, ask: Ask, record: EvalRecord) -> None:
+        assert ask.trial is not None
+        if record.status is Status.OK and record.timing is not None:
+            self.study.tell(ask.trial, record.timing.median_ms)
+        else:
+            self.study.tell(ask.trial, state=TrialState.PRUNED)

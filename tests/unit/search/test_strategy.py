@@ -1,0 +1,120 @@
+"""Strategies draw only from the valid configurations: TPE over the valid-configuration tree (the
+template first), random without replacement, exhaustive in order; none repeats or proposes an
+invalid configuration, and TPE resumes from logged evaluations."""
+
+from __future__ import annotations
+
+import itertools
+
+from tunebox.params import TEMPLATE, Config, Param, Space, TemplateSpaces
+from tunebox.records import EvalRecord, Status, Timing, canonical_json
+from tunebox.search.strategy import ExhaustiveStrategy, RandomStrategy, TpeStrategy, ValidTree
+
+SPACE = TemplateSpaces((
+    ("vector", Space((Param("BM", (1, 2, 4, 8)), Param("BN", (16, 32, 64)), Param("vec", (2, 4, 8))))),
+    ("ring", Space((Param("BM", (1, 2, 4, 8)), Param("stages", (1, 2, 3, 4))))),
+))
+
+
+def is_valid(c: Config) -> bool:
+    """A stand-in for a family's rules: vectors divide BN, BM * vec <= 32; stages <= BM."""
+    if c[TEMPLATE] == "vector":
+        return int(c["BN"]) % int(c["vec"]) == 0 and int(c["BM"]) * int(c["vec"]) <= 32
+    return int(c["stages"]) <= int(c["BM"])
+
+
+VALID = [c for c in SPACE if is_valid(c)]
+
+
+def cost(values: dict) -> float:
+    """A smooth stand-in for a variant's time (ms): ring with BM=8, stages=3 is the fastest."""
+    if values[TEMPLATE] == "ring":
+        return 1.0 + abs(values["BM"] - 8) / 4 + abs(values["stages"] - 3) / 2
+    return 3.0 + values["vec"] / 8 + values["BM"] / 8
+
+
+def record(values: dict, status: Status = Status.OK) -> EvalRecord:
+    timing = Timing((cost(values),) * 10) if status is Status.OK else None
+    return EvalRecord("demo", {}, dict(values), status, timing=timing)
+
+
+def drain(strategy, limit: int = 1000) -> list[dict]:
+    asked = []
+    for _ in range(limit):
+        ask = strategy.ask()
+        if ask is None:
+            break
+        asked.append(ask.values)
+        strategy.tell(ask, record(ask.values))
+    return asked
+
+
+def test_the_tree_holds_exactly_the_valid_configurations() -> None:
+    tree = ValidTree(SPACE, VALID)
+    for config in SPACE:
+        assert (tree.walk(config.as_dict()) is not None) == is_valid(config)
+
+
+def test_tpe_proposes_every_valid_configuration_once_and_nothing_else() -> None:
+    asked = drain(TpeStrategy(SPACE, VALID, seed=3))
+    keys = [canonical_json(v) for v in asked]
+    assert len(keys) == len(set(keys)) == len(VALID)
+    assert {canonical_json(c.as_dict()) for c in VALID} == set(keys)
+
+
+def test_tpe_finds_the_optimum_early_on_a_smooth_cost() -> None:
+    best = min(VALID, key=lambda c: cost(c.as_dict())).as_dict()
+    positions = []
+    for seed in range(5):
+        strategy = TpeStrategy(SPACE, VALID, seed=seed)
+        for position in range(len(VALID)):
+            ask = strategy.ask()
+            assert ask is not None
+            if ask.values == best:
+                break
+            strategy.tell(ask, record(ask.values))
+        positions.append(position)
+    assert sum(positions) / len(positions) < len(VALID) / 2, positions  # random's expectation
+
+
+def test_tpe_resumes_without_proposing_logged_configurations() -> None:
+    history = [record(c.as_dict()) for c in VALID[:10]] + [record(VALID[10].as_dict(), Status.WRONG_RESULT)]
+    strategy = TpeStrategy(SPACE, VALID, seed=0, history=history)
+    assert len(strategy.study.trials) == 11
+    asked = {canonical_json(v) for v in drain(strategy)}
+    assert asked.isdisjoint(canonical_json(r.config) for r in history)
+    assert len(asked) == len(VALID) - 11
+
+
+def test_a_narrowed_decision_gets_a_name_of_its_own() -> None:
+    tree = ValidTree(SPACE, VALID)
+    ring = tree.root.children["ring"]
+    name, dist = tree.distribution("ring", ring)
+    assert (name, dist.choices) == ("ring.BM", (1, 2, 4, 8))
+    name, dist = tree.distribution("ring", ring.children[2])
+    assert (name, dist.choices) == ("ring.stages[1|2]", (1, 2))
+
+
+def test_seeded_configuration_comes_first() -> None:
+    seeded = VALID[-1]
+    for strategy in (TpeStrategy(SPACE, VALID, seed=0), RandomStrategy(VALID, seed=0), ExhaustiveStrategy(VALID)):
+        strategy.seed(seeded)
+        first = strategy.ask()
+        assert first is not None and first.values == seeded.as_dict()
+
+
+def test_random_is_a_seeded_permutation_of_the_valid_configurations() -> None:
+    a, b, c = (drain(RandomStrategy(VALID, seed=s)) for s in (1, 1, 2))
+    assert a == b != c
+    assert sorted(map(canonical_json, a)) == sorted(canonical_json(x.as_dict()) for x in VALID)
+
+
+def test_an_empty_valid_set_asks_nothing() -> None:
+    assert TpeStrategy(SPACE, [], seed=0).ask() is None
+    assert RandomStrategy([], seed=0).ask() is None
+
+
+def test_unrelated_parameters_never_combine() -> None:
+    for values in itertools.islice(drain(TpeStrategy(SPACE, VALID, seed=1)), 40):
+        assert ("stages" in values) == (values[TEMPLATE] == "ring")
+        assert ("vec" in values) == (values[TEMPLATE] == "vector")

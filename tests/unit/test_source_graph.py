@@ -1,0 +1,50 @@
+"""The files a family's results depend on: include and import graphs, and the hash over them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tunebox.families import get
+from tunebox.kernels_dir import kernels_dir
+from tunebox.source_graph import cuda_closure, python_closure
+
+PACKAGE = Path(__import__("tunebox").__file__).resolve().parent
+
+
+def test_cuda_closure_follows_includes_transitively(tmp_path: Path) -> None:
+    closure = {p.name for p in cuda_closure(("tile_copy/tile_copy_tma.cu",))}
+    assert {"tile_copy_tma.cu", "tma.cuh"} <= closure  # the kernel and a header it includes
+    for path in cuda_closure(("tile_copy/tile_copy_tma.cu",)):  # every header's own includes too
+        assert path.is_file() and kernels_dir() in path.parents
+
+
+def test_python_closure_follows_relative_and_absolute_tunebox_imports() -> None:
+    closure = set(python_closure((PACKAGE / "families" / "faults" / "planted.py",)))
+    for module in ("families/faults/operation.py", "families/contract.py", "families/base.py", "params.py",
+                   "dtypes.py", "tma.py"):
+        assert PACKAGE / module in closure, module
+    assert not any("numpy" in str(p) or "optuna" in str(p) for p in closure)
+
+
+def test_every_family_depends_on_its_templates_modules_and_kernels() -> None:
+    for name in ("faults",):
+        family = get(name)
+        files = set(family.source_files)
+        for template in family.templates.values():
+            assert (kernels_dir() / template.kernel).resolve() in files
+            assert Path(__import__(type(template).__module__, fromlist=["_"]).__file__).resolve() in files
+        assert Path(__import__(type(family.operation).__module__, fromlist=["_"]).__file__).resolve() in files
+
+
+def test_the_hash_changes_when_any_source_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    family = get("faults")
+    before = family.source_hash()
+    original = Path.read_bytes
+    for changed in family.source_files:
+        monkeypatch.setattr(Path, "read_bytes",
+                            lambda self, c=changed: original(self) + (b"//" if self == c else b""))
+        assert family.source_hash() != before, changed
+        monkeypatch.setattr(Path, "read_bytes", original)
+    assert family.source_hash() == before

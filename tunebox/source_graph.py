@@ -1,0 +1,78 @@
+"""The files a family's results depend on, found by following the include and import graphs.
+
+``cuda_closure`` follows ``#include "..."`` and ``#include <tunebox/...>`` from kernel sources (a
+header that is found neither beside the including file nor in ``kernels/include`` is a system or
+CUDA header and is not followed). ``python_closure`` follows the imports of tunebox modules (absolute
+``tunebox.x`` and relative ``.x`` / ``..x`` imports; other packages are not followed).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+from .kernels_dir import kernels_dir
+
+_INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def cuda_closure(kernels: tuple[str, ...]) -> tuple[Path, ...]:
+    """The kernel sources (paths relative to kernels/) and every header they include, transitively."""
+    root = kernels_dir()
+    pending = [root / k for k in kernels]
+    seen: set[Path] = set()
+    while pending:
+        path = pending.pop().resolve()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in _INCLUDE.findall(path.read_text()):
+            for base in (path.parent, root / "include"):
+                if (base / name).is_file():
+                    pending.append(base / name)
+                    break
+    return tuple(sorted(seen))
+
+
+def python_closure(modules: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The given tunebox module files and every tunebox module they import, transitively."""
+    pending = [m.resolve() for m in modules]
+    seen: set[Path] = set()
+    while pending:
+        path = pending.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        pending += [p for p in _imported(path) if p not in seen]
+    return tuple(sorted(seen))
+
+
+def _imported(path: Path) -> list[Path]:
+    """The tunebox module files that ``path`` imports (a package import counts its __init__.py)."""
+    package = path.parent.relative_to(_PACKAGE.parent).parts  # ("tunebox", "families", ...)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [tuple(alias.name.split(".")) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = tuple((node.module or "").split(".")) if node.module else ()
+            if node.level:
+                base = package[: len(package) - node.level + 1] + base
+            targets = [base] + [base + (alias.name,) for alias in node.names]
+        else:
+            continue
+        for parts in targets:
+            if parts and parts[0] == "tunebox":
+                found += _module_files(parts)
+    return found
+
+
+def _module_files(parts: tuple[str, ...]) -> list[Path]:
+    """The file of module ``parts`` (a package's __init__.py), if it is one (an imported name is not)."""
+    here = _PACKAGE.parent.joinpath(*parts)
+    for candidate in (here.with_suffix(".py"), here / "__init__.py"):
+        if candidate.is_file():
+            return [candidate.resolve()]
+    return []
