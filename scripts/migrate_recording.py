@@ -13,6 +13,7 @@ ignores) keep the first, as the sweep would have timed that binary once.
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -46,6 +47,9 @@ def main(paths: list[str]) -> None:
         kept, seen, merged = [], set(), 0
         for line in path.read_text().splitlines():
             if not line.strip():
+                continue
+            if "tunebox_evallog" in json.loads(line):  # the log's header line stays as it is
+                kept.append(line)
                 continue
             record = EvalRecord.from_json(line)
             record = replace(record, config=migrate(record.config, record.family))

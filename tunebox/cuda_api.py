@@ -8,22 +8,26 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import struct
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from .families.base import Arg, BufferArg, LaunchGeometry, TensorMapArg
+from .families.kernel_args import ArgStruct, named
 from .tma import encode
 
 DEFAULT_SHARED_BYTES = 48 * 1024  # dynamic shared memory a kernel gets without opting in
-SCALAR_TYPES = {"i32": np.int32, "i64": np.int64, "u16": np.uint16, "u32": np.uint32, "f32": np.float32}
+SCALAR_TYPES: dict[str, type[np.generic]] = {"i32": np.int32, "i64": np.int64, "u16": np.uint16, "u32": np.uint32,
+                                             "f32": np.float32}
 _CTYPES = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
            np.dtype(np.uint16): ctypes.c_uint16, np.dtype(np.uint32): ctypes.c_uint32,
            np.dtype(np.float32): ctypes.c_float}
 
 
-def checked(result: tuple) -> Any:
+def checked(result: tuple[Any, ...]) -> Any:
     """Unpack a cuda.bindings result ``(error, *values)``, raising on a non-zero error."""
     err, *values = result
     if int(err) != 0:
@@ -43,10 +47,37 @@ def load_kernel(cubin: bytes, symbol: str, shared_bytes: int, device_id: int) ->
     return kernel
 
 
+@dataclass(frozen=True)
+class PackedArgs:
+    """A kernel's argument struct, packed (``kernel_args.ArgStruct``): launched as its one parameter."""
+
+    data: bytes
+
+
+def pack(args: tuple[Arg, ...], buffers: Mapping[str, Any]) -> PackedArgs:
+    """The bytes of the argument struct ``args`` describe: buffers' device addresses, tensor maps
+    encoded on their buffer's address plus ``offset_bytes``, scalars in their exact C type."""
+    layout = ArgStruct.of("Args_t", args)
+    data = bytearray(layout.size)
+    for arg, member in zip(args, layout.members, strict=True):
+        if isinstance(arg, BufferArg):
+            struct.pack_into("<Q", data, member.offset, address(buffers[arg.name]))
+        elif isinstance(arg, TensorMapArg):
+            at = address(buffers[arg.buffer]) + arg.offset_bytes
+            tensor_map = encode(dataclasses.replace(arg.request, address=at))
+            data[member.offset:member.offset + member.size] = ctypes.string_at(int(tensor_map.getPtr()), member.size)
+        else:
+            data[member.offset:member.offset + member.size] = SCALAR_TYPES[arg.ctype](arg.value).tobytes()
+    return PackedArgs(bytes(data))
+
+
 def marshal(args: tuple[Arg, ...], buffers: Mapping[str, Any]) -> list[Any]:
-    """Kernel arguments: buffers by name (a Buffer or a device address as int), scalars as numpy
-    values of their exact C type (never a bare Python number), tensor maps encoded on their buffer's
-    address plus the map's ``offset_bytes`` (a cuda.bindings ``CUtensorMap``)."""
+    """Kernel arguments: one ``PackedArgs`` for a kernel that takes an argument struct; else, one by
+    one, buffers by name (a Buffer or a device address as int), scalars as numpy values of their
+    exact C type (never a bare Python number), tensor maps encoded on their buffer's address plus
+    the map's ``offset_bytes`` (a cuda.bindings ``CUtensorMap``)."""
+    if named(args):
+        return [pack(args, buffers)]
     values = []
     for arg in args:
         if isinstance(arg, BufferArg):
@@ -72,6 +103,8 @@ def kernel_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, values: 
     from cuda.bindings import driver
     from cuda.core import LaunchConfig, launch
 
+    if len(values) == 1 and isinstance(values[0], PackedArgs):
+        return _struct_launcher(stream, kernel, geometry, values[0])
     if not any(isinstance(v, driver.CUtensorMap) for v in values):
         config = LaunchConfig(grid=geometry.grid, block=geometry.block, shmem_size=geometry.shared_bytes)
         return lambda: launch(stream, config, kernel, *values)
@@ -89,6 +122,25 @@ def kernel_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, values: 
         checked(driver.cuLaunchKernel(function, *geometry.grid, *geometry.block, geometry.shared_bytes, handle,
                                       packed, 0))
 
+    return run
+
+
+def _struct_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, packed: PackedArgs) -> Callable[[], None]:
+    """A callable launching ``kernel`` with its one argument struct through ``cuLaunchKernel`` (the
+    driver copies the struct's bytes into the parameter; the bytes are kept alive here)."""
+    from cuda.bindings import driver
+
+    function = checked(driver.cuKernelGetFunction(kernel.handle))
+    storage = ctypes.create_string_buffer(packed.data, len(packed.data))
+    parameters = (ctypes.c_void_p * 1)(ctypes.addressof(storage))
+    address_of_parameters = ctypes.addressof(parameters)
+    handle = stream.handle
+
+    def run() -> None:
+        checked(driver.cuLaunchKernel(function, *geometry.grid, *geometry.block, geometry.shared_bytes, handle,
+                                      address_of_parameters, 0))
+
+    run.keep_alive = (storage, parameters)  # type: ignore[attr-defined]
     return run
 
 

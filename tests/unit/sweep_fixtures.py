@@ -26,9 +26,7 @@ vec_bytes = [4, 8, 16]
 bounds = ["checked", "split"]
 staging = ["none", "padded"]
 tiles_per_block = [1]
-transport = ["vector"]
-swizzle = ["none"]
-stages = [1]
+template = ["vector"]
 [[problems]]
 name = "copy"
 dtype = "float32"

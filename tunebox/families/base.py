@@ -52,13 +52,20 @@ class BufferSpec:
 
 @dataclass(frozen=True)
 class BufferArg:
+    """The device address of buffer ``name``; in the kernel's argument struct a member ``name`` of
+    type ``pointee*`` (``pointee`` a C++ type such as ``const float``)."""
+
     name: str
+    pointee: str = ""
 
 
 @dataclass(frozen=True)
 class ScalarArg:
+    """A value of C type ``ctype``; in the kernel's argument struct the member ``name``."""
+
     ctype: Literal["i32", "i64", "u16", "u32", "f32"]
     value: int | float
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,7 @@ class TensorMapArg:
     buffer: str
     request: TensorMapRequest
     offset_bytes: int = 0
+    name: str = ""  # the member of the kernel's argument struct
 
 
 Arg = BufferArg | ScalarArg | TensorMapArg
@@ -81,7 +89,8 @@ Arg = BufferArg | ScalarArg | TensorMapArg
 @dataclass(frozen=True)
 class KernelLaunch:
     """A launch that runs before a variant's main kernel, in the same timed unit (a copy into
-    workspace, say): ``kernel`` names one of the rendered source's ``helpers``."""
+    workspace, say): ``kernel`` names one of the rendered source's ``helpers`` (``pad_rows`` for
+    ``pad_rows<Cfg>``)."""
 
     kernel: str
     geometry: LaunchGeometry
@@ -162,11 +171,33 @@ def config_struct(members: Mapping[str, int | bool | CType]) -> str:
     return "\n".join([*lines, "};", ""])
 
 
+@dataclass(frozen=True)
+class Instantiation:
+    """What a template renders: ``kernel<Cfg>`` (and ``helpers``, also ``<Cfg>``) of the device source
+    ``relative`` (under kernels/), ``Cfg`` the named configuration struct of ``members``. The family
+    adds the kernels' argument structs (``Family.render``) and makes the ``KernelSource``."""
+
+    relative: str
+    kernel: str
+    members: tuple[tuple[str, int | bool | CType], ...]
+    helpers: tuple[str, ...] = ()
+    arch_suffix: str = ""
+
+    def source(self, arg_structs: Mapping[str, str] = {}) -> KernelSource:  # noqa: B006 (read only)
+        """The NVRTC source: the device source, then ``arg_structs`` (member alias -> struct text:
+        the text defines ``struct <alias>_t``), then ``Cfg`` with an alias of each (``Cfg::Args``)."""
+        structs = "".join(arg_structs.values())
+        aliases = {alias: CType(f"{alias}_t") for alias in arg_structs}
+        code = kernel_source(self.relative) + "\n" + structs + config_struct({**dict(self.members), **aliases})
+        return KernelSource(code, f"{self.kernel}<{CONFIG_STRUCT}>", (str(kernels_dir() / "include"),),
+                            tuple(f"{h}<{CONFIG_STRUCT}>" for h in self.helpers), self.arch_suffix)
+
+
 def instantiate(relative: str, kernel: str, members: Mapping[str, int | bool | CType],
-                helpers: tuple[str, ...] = (), arch_suffix: str = "") -> KernelSource:
+                helpers: tuple[str, ...] = (), arch_suffix: str = "") -> Instantiation:
     """The variant ``kernel<Cfg>`` of the device source ``relative`` (under kernels/), ``Cfg`` the named
     configuration struct of ``members`` (defined after the source, so it may use its types), with the
     tile library on the include path; ``helpers`` are further kernels of the source, also ``<Cfg>``."""
-    code = kernel_source(relative) + "\n" + config_struct(members)
-    return KernelSource(code, f"{kernel}<{CONFIG_STRUCT}>", (str(kernels_dir() / "include"),),
-                        tuple(f"{h}<{CONFIG_STRUCT}>" for h in helpers), arch_suffix)
+    for name, value in members.items():  # refused here, where the template names them
+        config_struct({name: value})
+    return Instantiation(relative, kernel, tuple(members.items()), helpers, arch_suffix)

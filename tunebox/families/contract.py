@@ -34,6 +34,7 @@ from .base import (
     Arg,
     Baseline,
     BufferSpec,
+    Instantiation,
     KernelLaunch,
     KernelSource,
     LaunchGeometry,
@@ -41,6 +42,7 @@ from .base import (
     Tolerance,
     Work,
 )
+from .kernel_args import arg_structs
 
 P = TypeVar("P", bound=Problem)
 C = TypeVar("C", bound="TemplateConfig")
@@ -122,7 +124,8 @@ class KernelTemplate(abc.ABC, Generic[P, C]):
         """Every validity rule ``config`` breaks for ``problem`` (empty when valid)."""
 
     @abc.abstractmethod
-    def render(self, problem: P, config: C) -> KernelSource: ...
+    def render(self, problem: P, config: C) -> Instantiation:
+        """The kernel and its named configuration (``base.instantiate``)."""
 
     @abc.abstractmethod
     def geometry(self, problem: P, config: C) -> LaunchGeometry: ...
@@ -211,8 +214,11 @@ class Family(Generic[P]):
             raise InvalidConfig(f"{self.name} {config.label()}: " + "; ".join(broken))
 
     def render(self, problem: P, config: Config) -> KernelSource:
+        """The NVRTC source: the template's instantiation with its kernels' argument structs."""
         template, typed = self.typed(config)
-        return template.render(problem, typed)
+        prologue = [(step.kernel, step.args) for step in template.prologue(problem, typed)]
+        structs = arg_structs(template.args(problem, typed), prologue)
+        return template.render(problem, typed).source(structs)
 
     def geometry(self, problem: P, config: Config) -> LaunchGeometry:
         template, typed = self.typed(config)

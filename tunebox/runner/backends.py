@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, cast
 
 from ..build.nvrtc import BuildResult
 from ..errors import ReplayMiss
@@ -30,23 +30,24 @@ class Backend(Protocol):
     device: DeviceInfo
     replayed: bool
 
-    def prepare(self, family: Family, problem: Problem, seed: int) -> None:
+    def prepare(self, family: Family[Any], problem: Problem, seed: int) -> None:
         """Start making the problem's inputs and reference ahead of its first evaluation (a hint:
         an evaluation prepares its problem itself when this did not)."""
 
-    def answerable(self, family: Family, problem: Problem) -> set[str] | None:
+    def answerable(self, family: Family[Any], problem: Problem) -> set[str] | None:
         """The canonical JSON of every configuration this backend can evaluate for ``problem``: None
         for all (a GPU); a recording's recorded ones (ReplayMiss when it never saw the problem)."""
 
-    def submit(self, family: Family, problem: Problem, config: Config, build: BuildResult,
+    def submit(self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None,
                seed: int) -> None:
-        """Queue an evaluation (verify, then screen-time). Raises ReplayMiss when a recording has no answer."""
+        """Queue an evaluation (verify, then screen-time); ``build`` is None on replay, which compiles
+        nothing. Raises ReplayMiss when a recording has no answer."""
 
     def next_outcome(self) -> Outcome:
         """The outcome of the oldest queued evaluation."""
 
-    def retime(self, family: Family, problem: Problem,
-               items: Sequence[tuple[Config, BuildResult]], seed: int) -> list[Outcome]: ...
+    def retime(self, family: Family[Any], problem: Problem,
+               items: Sequence[tuple[Config, BuildResult | None]], seed: int) -> list[Outcome]: ...
 
     def close(self) -> None: ...
 
@@ -62,22 +63,23 @@ class GpuBackend:
         self._preparing = 0  # PrepareJob replies not yet read (they come before any later reply)
         self._prepared_seconds = 0.0  # worker seconds spent preparing, not yet reported
 
-    def answerable(self, family, problem) -> None:
+    def answerable(self, family: Family[Any], problem: Problem) -> None:
         return None
 
-    def prepare(self, family, problem, seed) -> None:
+    def prepare(self, family: Family[Any], problem: Problem, seed: int) -> None:
         self.runner.submit(PrepareJob(family.name, problem.to_dict(), seed))
         self._preparing += 1
 
-    def submit(self, family, problem, config, build, seed) -> None:
-        self.runner.submit(EvaluateJob(family.name, problem.to_dict(), variant_of(family, problem, config, build),
-                                       SCREEN, seed))
+    def submit(self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None,
+               seed: int) -> None:
+        self.runner.submit(EvaluateJob(family.name, problem.to_dict(),
+                                       variant_of(family, problem, config, _compiled(build)), SCREEN, seed))
 
     def next_outcome(self) -> Outcome:
         """The next evaluation's outcome; worker seconds spent preparing ahead are added to its
         ``prepare`` stage, so the sweep's breakdown still counts them."""
         self._read_prepared()
-        outcome = self.runner.next_reply()
+        outcome = cast(Outcome, self.runner.next_reply())  # an EvaluateJob's reply
         if not self._prepared_seconds:
             return outcome
         stages = {**outcome.stage_seconds}
@@ -89,19 +91,27 @@ class GpuBackend:
         """Read the replies of PrepareJobs sent ahead. A failed one is dropped: the evaluation that
         follows prepares again and reports the failure as its own."""
         while self._preparing:
-            reply = self.runner.next_reply()
+            reply = cast(Outcome, self.runner.next_reply())  # a PrepareJob's reply
             self._preparing -= 1
             if reply.status is Status.OK:
                 self._prepared_seconds += reply.stage_seconds.get("prepare", 0.0)
 
-    def retime(self, family, problem, items, seed) -> list[Outcome]:
+    def retime(self, family: Family[Any], problem: Problem, items: Sequence[tuple[Config, BuildResult | None]],
+               seed: int) -> list[Outcome]:
         self._read_prepared()
         job = RetimeJob(family.name, problem.to_dict(),
-                        tuple(variant_of(family, problem, c, b) for c, b in items), FINAL, seed)
+                        tuple(variant_of(family, problem, c, _compiled(b)) for c, b in items), FINAL, seed)
         return self.runner.run(job, timeout_s=self.runner.job_timeout_s * (len(items) + 2))
 
     def close(self) -> None:
         self.runner.close()
+
+
+def _compiled(build: BuildResult | None) -> BuildResult:
+    """The GPU runs compiled variants (only a replay passes none)."""
+    if build is None:
+        raise ValueError("the GPU backend needs the variant's compiled binary")
+    return build
 
 
 class ReplayBackend:
@@ -129,20 +139,21 @@ class ReplayBackend:
         self.device = devices.pop()
         self._answers: deque[Outcome] = deque()
 
-    def prepare(self, family, problem, seed) -> None:
+    def prepare(self, family: Family[Any], problem: Problem, seed: int) -> None:
         pass  # recorded outcomes need no inputs
 
-    def answerable(self, family, problem) -> set[str]:
+    def answerable(self, family: Family[Any], problem: Problem) -> set[str]:
         configs = self._screened.get((family.name, problem.key()))
         if not configs:
             raise ReplayMiss(f"{family.name} {problem.key()} is not in the recording {self.recording}: replay answers "
                              "only the recorded problems (measure a new one on a GPU: --backend gpu)")
         return configs
 
-    def _find(self, family: Family, problem: Problem, config: dict, phase: str) -> EvalRecord | None:
+    def _find(self, family: Family[Any], problem: Problem, config: dict[str, Any], phase: str) -> EvalRecord | None:
         return self._index.get((family.name, problem.key(), canonical_json(config), phase))
 
-    def submit(self, family, problem, config, build, seed) -> None:
+    def submit(self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None,
+               seed: int) -> None:
         record = self._find(family, problem, config.as_dict(), "screen")
         if record is None:
             raise ReplayMiss(f"{config.label()} is not in the recording {self.recording}")
@@ -151,8 +162,9 @@ class ReplayBackend:
     def next_outcome(self) -> Outcome:
         return self._answers.popleft()
 
-    def retime(self, family, problem, items, seed) -> list[Outcome]:
-        outcomes = []
+    def retime(self, family: Family[Any], problem: Problem, items: Sequence[tuple[Config, BuildResult | None]],
+               seed: int) -> list[Outcome]:
+        outcomes: list[Outcome] = []
         for config, _ in items:
             record = (self._find(family, problem, config.as_dict(), "final")
                       or self._find(family, problem, config.as_dict(), "screen"))

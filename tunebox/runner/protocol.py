@@ -14,6 +14,8 @@ from .timing import BenchConfig
 if TYPE_CHECKING:
     from ..build.nvrtc import BuildResult
 
+LaunchIdentity = tuple[LaunchGeometry, tuple[Arg, ...], tuple[KernelLaunch, ...]]
+
 
 @dataclass(frozen=True)
 class Variant:
@@ -32,14 +34,16 @@ class Variant:
         return (*self.prologue, KernelLaunch(self.symbol, self.geometry, self.args))
 
     @property
-    def launch_identity(self) -> tuple:
+    def launch_identity(self) -> LaunchIdentity:
         """Everything but the binary that decides what a run does (identical runs are timed once)."""
         return self.geometry, self.args, self.prologue
 
 
-def variant_of(family: Family, problem: Problem, config: Config, build: BuildResult) -> Variant:
+def variant_of(family: Family[Any], problem: Problem, config: Config, build: BuildResult) -> Variant:
     """The launchable form of a compiled variant of ``family`` for ``problem``."""
-    symbols = dict(zip(build.source.helpers, build.helper_symbols, strict=True))
+    # a prologue step names its helper kernel; the source instantiates it (``pad_rows<Cfg>``)
+    symbols = {expression.partition("<")[0]: symbol
+               for expression, symbol in zip(build.source.helpers, build.helper_symbols, strict=True)}
     prologue = tuple(KernelLaunch(symbols[step.kernel], step.geometry, step.args)
                      for step in family.prologue(problem, config))
     return Variant(build.cubin, build.lowered_name, family.geometry(problem, config), family.args(problem, config),

@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from pathlib import Path
+from typing import Any, cast
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder
 from ..errors import HarnessError, TuneboxError
@@ -26,13 +27,15 @@ from ..families.contract import Family
 from ..params import Config
 from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json, fastest
 from ..runner.backends import Backend
-from ..runner.protocol import Outcome, variant_of
+from ..runner.protocol import LaunchIdentity, Outcome, variant_of
 from ..store.evallog import EvalLog
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
 from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TpeStrategy
 
 log = logging.getLogger(__name__)
+
+_Identity = tuple[str, LaunchIdentity]  # (binary hash, geometry, args, prologue): identical runs are timed once
 
 FAILURES = {Status.COMPILE_ERROR, Status.RESOURCE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT,
             Status.WRONG_RESULT}
@@ -53,7 +56,7 @@ class _Queued:
     ask: Ask
     config: Config
     record: EvalRecord | None = None  # KNOWN
-    identity: tuple | None = None  # DEVICE, SAME_BINARY: (binary hash, geometry, args)
+    identity: _Identity | None = None  # DEVICE, SAME_BINARY: (binary hash, geometry, args)
 
 
 def _twin(original: EvalRecord, config: Config) -> EvalRecord:
@@ -128,7 +131,7 @@ class LoopSettings:
 Listener = Callable[[str, EvalRecord], None]
 
 
-def write_json_atomically(path: Path, data: dict) -> None:
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
@@ -146,7 +149,7 @@ class Sweep:
                  db_path: Path, listeners: tuple[Listener, ...] = (),
                  settings: LoopSettings | None = None) -> None:
         self.spec, self.backend, self.builder = spec, backend, builder
-        self.family: Family = spec.family
+        self.family: Family[Any] = spec.family
         self.log = EvalLog(out_dir / "evals.jsonl")
         self.out_dir = out_dir
         self.db_path = db_path
@@ -188,10 +191,10 @@ class Sweep:
         evaluated = len(done)
         exhaustive = self.spec.search.strategy == "exhaustive"
         budget = len(valid) if exhaustive else min(self.spec.search.trials, len(valid))
-        compiling: deque[tuple[Ask, Config, Future[BuildResult] | None]] = deque()
+        compiling: deque[tuple[Ask, Config, Future[BuildResult | None] | None]] = deque()
         queued: deque[_Queued] = deque()  # compiled, in evaluation order; some waiting on the device
         inflight: set[str] = set()
-        binaries: dict[tuple, EvalRecord] = {}
+        binaries: dict[_Identity, EvalRecord] = {}
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
         while True:
             accepting = time.perf_counter() < self.deadline
@@ -209,7 +212,7 @@ class Sweep:
                     compiling.append((ask, config, None))
                     continue
                 inflight.add(key)
-                compiling.append((ask, config, self.builder.submit(family.render(problem, config))))
+                compiling.append((ask, config, self._build(problem, config)))
             while accepting and compiling and sum(q.kind is _Kind.DEVICE for q in queued) < self.settings.device_queue:
                 queued.append(self._dispatch(problem, *compiling.popleft(), seed, binaries, queued))
             if not queued:
@@ -251,12 +254,24 @@ class Sweep:
             return RandomStrategy(valid, search.seed)
         return TpeStrategy(self.spec.space, valid, search.seed, done.values())
 
-    def _dispatch(self, problem: Problem, ask: Ask, config: Config, future: Future[BuildResult] | None,
-                  seed: int, binaries: dict[tuple, EvalRecord], queued: deque[_Queued]) -> _Queued:
+    def _build(self, problem: Problem, config: Config) -> Future[BuildResult | None]:
+        """The variant's compile, started in the pool; on replay none (the recording answers, compile
+        errors included), so replaying compiles nothing."""
+        if self.backend.replayed:
+            done: Future[BuildResult | None] = Future()
+            done.set_result(None)
+            return done
+        return self.builder.submit(self.family.render(problem, config))  # type: ignore[return-value]
+
+    def _dispatch(self, problem: Problem, ask: Ask, config: Config, future: Future[BuildResult | None] | None,
+                  seed: int, binaries: dict[_Identity, EvalRecord], queued: deque[_Queued]) -> _Queued:
         """Wait for a variant's compile and queue it: on the device, or answered without it."""
         if future is None:
             return _Queued(_Kind.SAME_CONFIG, ask, config)
         build = future.result()  # a compile past its timeout comes back as a TIMEOUT result
+        if build is None:  # replayed: the recording answers for the configuration
+            self.backend.submit(self.family, problem, config, None, seed)
+            return _Queued(_Kind.DEVICE, ask, config, identity=(canonical_json(config.as_dict()),))
         if not build.cache_hit:
             self.breakdown["compile"] += build.seconds
         if build.status is not Status.OK:
@@ -270,7 +285,7 @@ class Sweep:
         self.backend.submit(self.family, problem, config, build, seed)
         return _Queued(_Kind.DEVICE, ask, config, identity=identity)
 
-    def _complete(self, problem: Problem, item: _Queued, seed: int, binaries: dict[tuple, EvalRecord],
+    def _complete(self, problem: Problem, item: _Queued, seed: int, binaries: dict[_Identity, EvalRecord],
                   same_config: EvalRecord | None) -> EvalRecord:
         """The record of a queued variant."""
         if item.kind is _Kind.SAME_CONFIG:
@@ -279,6 +294,7 @@ class Sweep:
         if item.kind is _Kind.KNOWN:
             assert item.record is not None
             return item.record
+        assert item.identity is not None  # DEVICE and SAME_BINARY items carry their identity
         if item.kind is _Kind.SAME_BINARY:  # its twin was queued first, so it is answered by now
             return _twin(binaries[item.identity], item.config)
         outcome = _harness_checked(self.backend.next_outcome())
@@ -321,7 +337,7 @@ class Sweep:
                 seed: int) -> ProblemOutcome:
         problem = named.problem
         ok = sorted((r for r in records if r.status is Status.OK and r.timing),
-                    key=lambda r: r.timing.median_ms)  # type: ignore[union-attr]
+                    key=lambda r: cast(Timing, r.timing).median_ms)
         finalists = ok[: self.spec.search.finalists]
         started = time.perf_counter()
         final = self._retime(problem, finalists, history, seed) if finalists else []
@@ -349,7 +365,9 @@ class Sweep:
         if earlier and {canonical_json(r.config) for r in earlier if not r.baseline} == wanted:
             return earlier  # resumed after the finalists were already re-timed
         configs = [self.spec.space.validate(r.config) for r in finalists]
-        builds = self.builder.build([self.family.render(problem, c) for c in configs])
+        builds: list[BuildResult | None] = (
+            [None] * len(configs) if self.backend.replayed
+            else list(self.builder.build([self.family.render(problem, c) for c in configs])))
         outcomes = [_harness_checked(o) for o in
                     self.backend.retime(self.family, problem, list(zip(configs, builds, strict=True)), seed)]
         records = [self._record(problem, c, o, seed, "final") for c, o in zip(configs, outcomes, strict=False)]

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from tunebox.errors import DatabaseError, InvalidProblem
-from tunebox.families.base import Arg, BufferSpec, Family, KernelSource, LaunchGeometry, Problem, Work
-from tunebox.params import Config, Param, Space
+from tunebox.families.base import Arg, BufferSpec, KernelSource, LaunchGeometry, Problem, Work
+from tunebox.families.contract import Family, KernelTemplate, Operation, TemplateConfig, choice
 from tunebox.records import DeviceInfo, EvalRecord, Status, Timing, WinnerKey
 from tunebox.runtime.lookup import Lookup, LookupResult
 from tunebox.store.winners import WinnersDB
@@ -36,58 +36,72 @@ class ToyProblem(Problem):
         return "float32"
 
 
-class ToyFamily(Family):
-    """A family with one parameter and one validity rule; only the lookup-facing methods work."""
+@dataclass(frozen=True)
+class ToyConfig(TemplateConfig):
+    BLOCK: int = choice(64, 128, 256)
+
+
+class ToyOperation(Operation[ToyProblem]):
+    """An operation of one size; only the lookup-facing methods work."""
 
     name = "toy"
-    space = Space((Param("BLOCK", (64, 128, 256)),))
-    source_files = ()
+    fields = {"n": "a positive size"}
 
-    def parse_problem(self, data: Mapping[str, Any]) -> ToyProblem:
+    def parse(self, data: Mapping[str, Any]) -> ToyProblem:
         n = data.get("n")
         if type(n) is not int or n <= 0:
             raise InvalidProblem(f"n must be a positive int, got {n!r}")
         return ToyProblem(n)
 
-    def default_config(self, problem: Problem) -> Config:
-        return self.config({"BLOCK": 64})
-
-    def violations(self, problem: Problem, config: Config) -> list[str]:
-        assert isinstance(problem, ToyProblem)
-        return [] if config["BLOCK"] <= problem.n else [f"BLOCK={config['BLOCK']} > n={problem.n}"]
-
-    def distance(self, a: Problem, b: Problem) -> float | None:
-        assert isinstance(a, ToyProblem) and isinstance(b, ToyProblem)
+    def distance(self, a: ToyProblem, b: ToyProblem) -> float | None:
         return abs(math.log2(a.n / b.n))
 
-    def render(self, problem: Problem, config: Config) -> KernelSource:
+    def buffers(self, problem: ToyProblem) -> tuple[BufferSpec, ...]:
         raise NotImplementedError
 
-    def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
+    def make_inputs(self, problem: ToyProblem, rng: np.random.Generator) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def buffers(self, problem: Problem) -> tuple[BufferSpec, ...]:
+    def reference(self, problem: ToyProblem, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         raise NotImplementedError
 
-    def args(self, problem: Problem, config: Config) -> tuple[Arg, ...]:
-        raise NotImplementedError
-
-    def make_inputs(self, problem: Problem, rng: np.random.Generator) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def reference(self, problem: Problem, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        raise NotImplementedError
-
-    def work(self, problem: Problem) -> Work:
+    def work(self, problem: ToyProblem) -> Work:
         raise NotImplementedError
 
 
-FAMILY = ToyFamily()
+class ToyTemplate(KernelTemplate[ToyProblem, ToyConfig]):
+    """One parameter and one validity rule."""
+
+    name = "blocks"
+    config_type = ToyConfig
+    kernel = "faults/faults.cu"
+
+    def default(self, problem: ToyProblem) -> ToyConfig:
+        return ToyConfig(BLOCK=64)
+
+    def violations(self, problem: ToyProblem, config: ToyConfig) -> list[str]:
+        return [] if config.BLOCK <= problem.n else [f"BLOCK={config.BLOCK} > n={problem.n}"]
+
+    def render(self, problem: ToyProblem, config: ToyConfig) -> KernelSource:
+        raise NotImplementedError
+
+    def geometry(self, problem: ToyProblem, config: ToyConfig) -> LaunchGeometry:
+        raise NotImplementedError
+
+    def args(self, problem: ToyProblem, config: ToyConfig) -> tuple[Arg, ...]:
+        raise NotImplementedError
+
+
+def blocks(block: int) -> dict[str, Any]:
+    return {"BLOCK": block, "template": "blocks"}
+
+
+FAMILY = Family(ToyOperation(), (ToyTemplate(),))
 
 
 def put(db: WinnersDB, n: int, block: int, median: float = 1.1, device: DeviceInfo = DEVICE,
         replayed: bool = False, family_hash: str | None = None) -> None:
-    rec = EvalRecord("toy", {"n": n}, {"BLOCK": block}, Status.OK,
+    rec = EvalRecord("toy", {"n": n}, blocks(block), Status.OK,
                      timing=Timing((median - 0.1, median, median + 0.1)), device=device, replayed=replayed)
     key = WinnerKey.of(rec, family_hash or FAMILY.source_hash(), ToyProblem(n).key(), "float32")
     assert db.put(key, rec)
@@ -104,7 +118,7 @@ def test_exact_match(db_path: Path) -> None:
         put(db, 2048, 128)
     with Lookup(db_path) as lookup:
         result = lookup.lookup(FAMILY, ToyProblem(1024), DEVICE)
-    assert result == LookupResult("toy", '{"n":1024}', {"BLOCK": 256}, "exact", '{"n":1024}',
+    assert result == LookupResult("toy", '{"n":1024}', blocks(256), "exact", '{"n":1024}',
                                   pytest.approx(0.5), True, result.explanation)
     assert result.explanation.startswith("exact match tuned on NVIDIA H200 (replayed recording")
 
@@ -114,7 +128,7 @@ def test_exact_requires_every_key_field(db_path: Path) -> None:
     with WinnersDB(db_path) as db:
         put(db, 1024, 256, device=dataclasses.replace(DEVICE, driver_version="12000"))
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(1024), DEVICE)
-    assert (result.source, result.config, result.matched_problem_key) == ("nearest", {"BLOCK": 256},
+    assert (result.source, result.config, result.matched_problem_key) == ("nearest", blocks(256),
                                                                           '{"n":1024}')
 
 
@@ -123,7 +137,7 @@ def test_nearest_picks_the_closer_problem(db_path: Path) -> None:
         put(db, 128, 128)
         put(db, 1024, 256)
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(256), DEVICE)
-    assert (result.source, result.config, result.matched_problem_key) == ("nearest", {"BLOCK": 128},
+    assert (result.source, result.config, result.matched_problem_key) == ("nearest", blocks(128),
                                                                           '{"n":128}')
     assert "nearest" in result.explanation and '{"n":128}' in result.explanation
 
@@ -133,7 +147,7 @@ def test_nearest_skips_a_config_invalid_for_the_new_problem(db_path: Path) -> No
         put(db, 128, 128)  # closest to n=100, but BLOCK=128 > 100 breaks the rule here
         put(db, 512, 64)
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(100), DEVICE)
-    assert (result.source, result.config, result.matched_problem_key) == ("nearest", {"BLOCK": 64},
+    assert (result.source, result.config, result.matched_problem_key) == ("nearest", blocks(64),
                                                                           '{"n":512}')
 
 
@@ -142,7 +156,7 @@ def test_nearest_ignores_other_devices_and_sources(db_path: Path) -> None:
         put(db, 256, 256, device=DeviceInfo("NVIDIA A100", "8.0", "13000", "13.0"))
         put(db, 256, 128, family_hash="0123456789abcdef")
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(256), DEVICE)
-    assert (result.source, result.config, result.matched_problem_key) == ("default", {"BLOCK": 64}, None)
+    assert (result.source, result.config, result.matched_problem_key) == ("default", blocks(64), None)
 
 
 def test_default_when_nothing_valid(db_path: Path) -> None:
@@ -150,14 +164,14 @@ def test_default_when_nothing_valid(db_path: Path) -> None:
         put(db, 256, 256)
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(64), DEVICE)
     assert (result.source, result.config, result.median_ms, result.replayed) == (
-        "default", {"BLOCK": 64}, None, False)
+        "default", blocks(64), None, False)
     assert result.explanation.startswith("family default")
 
 
 def test_missing_database_means_defaults(tmp_path: Path) -> None:
     path = tmp_path / "absent.sqlite"
     result = Lookup(path).lookup(FAMILY, ToyProblem(4096), DEVICE)
-    assert (result.source, result.config) == ("default", {"BLOCK": 64})
+    assert (result.source, result.config) == ("default", blocks(64))
     assert "no winners database" in result.explanation
     assert not path.exists()
 
@@ -178,8 +192,8 @@ def test_answers_are_cached_and_copies(db_path: Path) -> None:
     with WinnersDB(db_path) as db:
         put(db, 1024, 128, median=0.1)  # a better winner appears; this Lookup keeps its answer
     second = lookup.lookup(FAMILY, ToyProblem(1024), DEVICE)
-    assert second.config == {"BLOCK": 256}
-    assert Lookup(db_path).lookup(FAMILY, ToyProblem(1024), DEVICE).config == {"BLOCK": 128}
+    assert second.config == blocks(256)
+    assert Lookup(db_path).lookup(FAMILY, ToyProblem(1024), DEVICE).config == blocks(128)
 
 
 def test_lookup_module_imports_no_optuna_or_matplotlib() -> None:
@@ -199,3 +213,18 @@ def test_top_level_lookup_is_warm_and_answers_from_the_shipped_winners():
     first = tunebox.lookup("tile_copy", problem, device, db)
     assert first.source == "exact" and first == tunebox.lookup("tile_copy", problem, device, db)
     assert isinstance(tunebox._lookup_in(db), Lookup) and tunebox._lookup_in(db) is tunebox._lookup_in(db)
+
+
+def test_a_changed_template_voids_its_winners(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A winner stored before a change to the template's Python (its ``render``, say) is never
+    served as exact: the family's hash covers the template's module."""
+    with WinnersDB(db_path) as db:
+        put(db, 1024, 256)
+    assert Lookup(db_path).lookup(FAMILY, ToyProblem(1024), DEVICE).source == "exact"
+    module = Path(__file__).resolve()  # ToyTemplate's module
+    assert module in FAMILY.source_files
+    original = Path.read_bytes
+    monkeypatch.setattr(Path, "read_bytes",
+                        lambda self: original(self) + (b"# render changed" if self == module else b""))
+    result = Lookup(db_path).lookup(FAMILY, ToyProblem(1024), DEVICE)
+    assert result.source == "default", result

@@ -32,9 +32,7 @@ vec_bytes = [4, 8, 16]
 bounds = ["checked", "split"]
 staging = ["none"]
 tiles_per_block = [1]
-transport = ["vector"]
-swizzle = ["none"]
-stages = [1]
+template = ["vector"]
 [[problems]]
 name = "copy"
 dtype = "float32"
@@ -52,10 +50,10 @@ class StubBuilder:
 
     def submit(self, source) -> Future[BuildResult]:
         future: Future[BuildResult] = Future()
-        fails = source.name_expression.split(", ")[4] == "4"  # float32, 16-byte vectors
+        fails = "int VEC = 4;" in source.code  # float32, 16-byte vectors
         future.set_result(BuildResult(source, "sm_90", Status.COMPILE_ERROR, log="planted") if fails else
                           BuildResult(source, "sm_90", Status.OK, lowered_name="k",
-                                      cubin=source.name_expression.encode() if self.distinct else b"same"))
+                                      cubin=source.code.encode() if self.distinct else b"same"))
         return future
 
     def build(self, sources):
@@ -73,6 +71,9 @@ class QueueBackend:
         self.submitted: list[str] = []
         self.deepest = 0
         self.prepared_before_first_submit = 0
+
+    def answerable(self, family, problem) -> None:
+        return None
 
     def prepare(self, family, problem, seed) -> None:
         self.prepared_before_first_submit += not self.submitted
@@ -124,13 +125,13 @@ def test_the_next_evaluation_is_queued_while_one_runs(tmp_path):
 
 
 def test_a_logged_config_the_space_no_longer_holds_is_never_a_finalist(tmp_path):
-    """A log written before the space changed (here: a parameter it did not have) resumes: the old
-    record, though fastest, is neither counted as done nor re-timed as a finalist."""
+    """A log written before the space changed (here: a flat configuration of before templates)
+    resumes: the old record, though fastest, is neither counted as done nor re-timed as a finalist."""
     (tmp_path / "queue.toml").write_text(SWEEP)
     spec = load_sweep(tmp_path / "queue.toml")
     problem = spec.problems[0].problem
     current = next(iter(spec.space)).as_dict()
-    older = {k: v for k, v in current.items() if k != "stages"}
+    older = {**{k: v for k, v in current.items() if k != "template"}, "transport": "vector"}
     (tmp_path / "out").mkdir()
     EvalLog(tmp_path / "out" / "evals.jsonl").append(EvalRecord(
         "tile_copy", problem.to_dict(), older, Status.OK, timing=Timing((0.001,) * 10), device=DEVICE))

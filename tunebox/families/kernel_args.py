@@ -1,0 +1,98 @@
+"""A kernel's arguments as one named struct whose layout both sides derive from one description.
+
+A template's ``args`` (``BufferArg`` / ``ScalarArg`` / ``TensorMapArg``, each with its member name)
+are the description. From it, ``ArgStruct`` renders the C++ struct the kernel takes by value
+(``const __grid_constant__ typename Cfg::Args a``), with a ``static_assert`` of every member's
+offset and of the size, so NVRTC proves the C++ layout is the one ``ArgStruct.pack`` writes; the
+host packs the struct's bytes with the same offsets and launches with that one parameter.
+Members are laid out in the given order with C's natural alignment (pointers and 64-bit scalars
+8 bytes, tensor maps 128 bytes aligned to 64).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..errors import InvalidConfig
+from .base import Arg, BufferArg, ScalarArg, TensorMapArg
+
+SCALARS = {"i32": ("int", 4), "i64": ("long long", 8), "u16": ("unsigned short", 2), "u32": ("unsigned int", 4),
+           "f32": ("float", 4)}  # ctype -> (C++ type, size = alignment)
+POINTER_BYTES = 8
+TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN = 128, 64
+_POINTEE = re.compile(r"(const )?[A-Za-z_][A-Za-z0-9_:]*")
+
+
+@dataclass(frozen=True)
+class Member:
+    name: str
+    declaration: str  # C++ type of the member
+    offset: int  # bytes from the struct's start
+    size: int
+
+
+@dataclass(frozen=True)
+class ArgStruct:
+    """The layout of one kernel's argument struct."""
+
+    type_name: str
+    members: tuple[Member, ...]
+    size: int
+    align: int
+
+    @classmethod
+    def of(cls, type_name: str, args: Sequence[Arg]) -> ArgStruct:
+        members, offset, align = [], 0, 1
+        for arg in args:
+            name, declaration, size, alignment = _describe(arg)
+            offset = -(-offset // alignment) * alignment
+            members.append(Member(name, declaration, offset, size))
+            offset += size
+            align = max(align, alignment)
+        names = [m.name for m in members]
+        if len(set(names)) != len(names):
+            raise InvalidConfig(f"{type_name}: argument names repeat: {names}")
+        return cls(type_name, tuple(members), -(-offset // align) * align, align)
+
+    def source(self) -> str:
+        """The C++ struct, with the layout checked member by member at compile time."""
+        lines = [f"struct {self.type_name} {{", *(f"  {m.declaration} {m.name};" for m in self.members), "};"]
+        lines += [f"static_assert(__builtin_offsetof({self.type_name}, {m.name}) == {m.offset}, "
+                  f'"argument {m.name}: host and device layouts differ");' for m in self.members]
+        lines.append(f"static_assert(sizeof({self.type_name}) == {self.size} && alignof({self.type_name}) == "
+                     f'{self.align}, "{self.type_name}: host and device layouts differ");')
+        return "\n".join(lines) + "\n"
+
+
+def _describe(arg: Arg) -> tuple[str, str, int, int]:
+    """(member name, C++ type, size, alignment) of one argument."""
+    if isinstance(arg, BufferArg):
+        if not _POINTEE.fullmatch(arg.pointee):
+            raise InvalidConfig(f"buffer argument {arg.name}: pointee {arg.pointee!r} is not a C++ type")
+        return arg.name, f"{arg.pointee}*", POINTER_BYTES, POINTER_BYTES
+    if isinstance(arg, TensorMapArg):
+        return _named(arg.name, arg), "tb::TensorMap", TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN
+    ctype, size = SCALARS[arg.ctype]
+    return _named(arg.name, arg), ctype, size, size
+
+
+def _named(name: str, arg: ScalarArg | TensorMapArg) -> str:
+    if not name.isidentifier():
+        raise InvalidConfig(f"a kernel argument needs a member name, got {name!r} for {arg}")
+    return name
+
+
+def named(args: Sequence[Arg]) -> bool:
+    """Whether ``args`` describe an argument struct (every argument named, every buffer typed); a
+    kernel not yet moved to one takes its arguments one by one."""
+    return bool(args) and all(
+        (arg.name and arg.pointee) if isinstance(arg, BufferArg) else arg.name for arg in args)
+
+
+def arg_structs(args: Sequence[Arg], prologue: Sequence[tuple[str, Sequence[Arg]]]) -> dict[str, str]:
+    """The argument structs of a variant's kernels, by their alias in ``Cfg``: ``Args`` for the main
+    kernel, ``<helper>_args`` for each prologue helper."""
+    wanted = [("Args", args), *((f"{kernel}_args", a) for kernel, a in prologue)]
+    return {alias: ArgStruct.of(f"{alias}_t", a).source() for alias, a in wanted if named(a)}
