@@ -7,7 +7,7 @@ enum Fault {
 };
 
 template <class Cfg>
-__global__ void __launch_bounds__(Cfg::BLOCK) faulty_copy(const unsigned* __restrict__ src, unsigned* dst, long long n) {
+__device__ __forceinline__ void faulty_copy_body(const unsigned* __restrict__ src, unsigned* dst, long long n) {
   constexpr int BLOCK = Cfg::BLOCK, PASSES = Cfg::PASSES, FAULT = Cfg::FAULT;
   static_assert(FAULT != COMPILE_ERROR, "planted compile error");
   const long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
@@ -24,4 +24,9 @@ __global__ void __launch_bounds__(Cfg::BLOCK) faulty_copy(const unsigned* __rest
   }
   if (FAULT == MODIFY_INPUT && i == 0) const_cast<unsigned*>(src)[0] ^= 1u;
   if (FAULT == OOB_WRITE && i == 0) reinterpret_cast<unsigned*>(16)[0] = 1u;  // a wild pointer
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::BLOCK) faulty_copy(const __grid_constant__ typename Cfg::Args a) {
+  faulty_copy_body<Cfg>(a.src, a.dst, a.n);
 }

@@ -53,7 +53,7 @@ def test_sweep_survives_planted_faults(tmp_path):
     assert replacements == 6  # three sticky faults and three hangs, each followed by a fresh worker + canary
 
     winner = mixed.problems[0].winner
-    assert winner is not None and winner.config == {"block": 256, "passes": 1, "fault": "none"}
+    assert winner is not None and winner.config == {"block": 256, "passes": 1, "fault": "none", "template": "planted"}
     with WinnersDB(tmp_path / "mixed" / "winners.sqlite", read_only=True) as db:
         assert [w.config["fault"] for w in db.all()] == ["none"]
 

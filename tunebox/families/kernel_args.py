@@ -2,9 +2,11 @@
 
 A template's ``args`` (``BufferArg`` / ``ScalarArg`` / ``TensorMapArg``, each with its member name)
 are the description. From it, ``ArgStruct`` renders the C++ struct the kernel takes by value
-(``const __grid_constant__ typename Cfg::Args a``), with a ``static_assert`` of every member's
-offset and of the size, so NVRTC proves the C++ layout is the one ``ArgStruct.pack`` writes; the
-host packs the struct's bytes with the same offsets and launches with that one parameter.
+(``const __grid_constant__ typename Cfg::Args a``), with a ``static_assert`` of every member's size
+and alignment and of the struct's: C++ places each member at the next offset aligned for it, as
+``ArgStruct.of`` does, so equal sizes and alignments prove equal offsets (NVRTC 13.0 has no
+``offsetof``). The host packs the struct's bytes at those offsets and launches with that one
+parameter.
 Members are laid out in the given order with C's natural alignment (pointers and 64-bit scalars
 8 bytes, tensor maps 128 bytes aligned to 64).
 """
@@ -22,7 +24,7 @@ SCALARS = {"i32": ("int", 4), "i64": ("long long", 8), "u16": ("unsigned short",
            "f32": ("float", 4)}  # ctype -> (C++ type, size = alignment)
 POINTER_BYTES = 8
 TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN = 128, 64
-_POINTEE = re.compile(r"(const )?[A-Za-z_][A-Za-z0-9_:]*")
+_POINTEE = re.compile(r"[A-Za-z_][A-Za-z0-9_:]*( [A-Za-z_][A-Za-z0-9_:]*)*")
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,7 @@ class Member:
     declaration: str  # C++ type of the member
     offset: int  # bytes from the struct's start
     size: int
+    align: int
 
 
 @dataclass(frozen=True)
@@ -48,7 +51,7 @@ class ArgStruct:
         for arg in args:
             name, declaration, size, alignment = _describe(arg)
             offset = -(-offset // alignment) * alignment
-            members.append(Member(name, declaration, offset, size))
+            members.append(Member(name, declaration, offset, size, alignment))
             offset += size
             align = max(align, alignment)
         names = [m.name for m in members]
@@ -59,7 +62,8 @@ class ArgStruct:
     def source(self) -> str:
         """The C++ struct, with the layout checked member by member at compile time."""
         lines = [f"struct {self.type_name} {{", *(f"  {m.declaration} {m.name};" for m in self.members), "};"]
-        lines += [f"static_assert(__builtin_offsetof({self.type_name}, {m.name}) == {m.offset}, "
+        lines += [f"static_assert(sizeof(decltype({self.type_name}::{m.name})) == {m.size} && "
+                  f"alignof(decltype({self.type_name}::{m.name})) == {m.align}, "
                   f'"argument {m.name}: host and device layouts differ");' for m in self.members]
         lines.append(f"static_assert(sizeof({self.type_name}) == {self.size} && alignof({self.type_name}) == "
                      f'{self.align}, "{self.type_name}: host and device layouts differ");')

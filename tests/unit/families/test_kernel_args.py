@@ -42,7 +42,7 @@ def compile_struct(text: str, tmp_path: Path):
 def test_nvrtc_proves_the_layout_and_refuses_a_different_one(tmp_path: Path) -> None:
     source = ArgStruct.of("Args_t", ARGS).source()
     assert compile_struct(source, tmp_path).status is Status.OK
-    drifted = source.replace("== 192,", "== 196,")  # the host believing alpha lies elsewhere
+    drifted = source.replace("float alpha;", "double alpha;")  # the device believing alpha is wider
     result = compile_struct(drifted, tmp_path)
     assert result.status is Status.COMPILE_ERROR and "argument alpha" in result.log
 

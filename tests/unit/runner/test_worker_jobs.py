@@ -127,3 +127,19 @@ def test_a_baseline_that_misses_the_reference_says_by_how_much():
     assert worker._disagreement(close, ref, None) == "1 of 4 elements"
     bf16 = (ref.view(torch.float32).to(torch.bfloat16)).view(torch.int16)
     assert worker._disagreement(bf16, bf16, tolerance) == ""
+
+
+def test_a_harness_error_keeps_the_worker_and_carries_the_traceback():
+    """tunebox's own Python failing (a family's reference, say) is its own status, not a kernel
+    fault: the context stays usable (not fatal) and the message holds the traceback."""
+    from tunebox.errors import HarnessError
+
+    try:
+        {}["expected"]
+    except KeyError as exc:
+        planted = HarnessError.of(exc, "computing the reference")
+    outcome = worker._handle(StandInSession(prepare_error=planted),
+                             EvaluateJob("demo", {}, VARIANT, SCREEN, 0))
+    assert outcome.status is Status.HARNESS_ERROR and not outcome.fatal
+    assert "KeyError: 'expected'" in outcome.message and "Traceback" in outcome.message
+    assert "not a kernel fault" in outcome.message

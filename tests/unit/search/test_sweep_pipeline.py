@@ -140,3 +140,27 @@ def test_a_logged_config_the_space_no_longer_holds_is_never_a_finalist(tmp_path)
     winner = result.problems[0].winner
     assert winner is not None and set(winner.config) == set(current) and winner.median_ms == 1.0
 
+
+
+class HarnessFailingBackend(QueueBackend):
+    """Answers the first evaluation with a harness error, as the worker does when a family's
+    reference raises."""
+
+    def next_outcome(self) -> Outcome:
+        self.queue.popleft()
+        return Outcome(Status.HARNESS_ERROR, "tunebox's own code failed while preparing (not a kernel fault):\n"
+                       "Traceback (most recent call last):\nKeyError: 'dst'")
+
+
+def test_a_harness_error_stops_the_sweep_at_once_and_stores_nothing(tmp_path):
+    from tunebox.errors import HarnessError
+
+    path = tmp_path / "queue.toml"
+    path.write_text(SWEEP)
+    backend = HarnessFailingBackend()
+    with pytest.raises(HarnessError, match="KeyError: 'dst'"):
+        Sweep(load_sweep(path), backend, StubBuilder(distinct=True), tmp_path / "out", tmp_path / "w.sqlite").run()
+    assert len(backend.submitted) <= 2  # the queue's depth, never the budget
+    log = tmp_path / "out" / "evals.jsonl"
+    assert not log.exists() or EvalLog(log).read() == []
+    assert not (tmp_path / "w.sqlite").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..base import Arg, BufferArg, KernelSource, LaunchGeometry, ScalarArg, instantiate
+from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .operation import FaultsProblem
 
@@ -35,7 +35,7 @@ class PlantedTemplate(KernelTemplate[FaultsProblem, PlantedConfig]):
     def violations(self, problem: FaultsProblem, config: PlantedConfig) -> list[str]:
         return []
 
-    def render(self, problem: FaultsProblem, config: PlantedConfig) -> KernelSource:
+    def render(self, problem: FaultsProblem, config: PlantedConfig) -> Instantiation:
         return instantiate(self.kernel, "faulty_copy",
                            {"BLOCK": config.block, "PASSES": config.passes, "FAULT": FAULTS.index(config.fault)})
 
@@ -45,4 +45,4 @@ class PlantedTemplate(KernelTemplate[FaultsProblem, PlantedConfig]):
         return LaunchGeometry((math.ceil(problem.n / config.block), 1, 1), (threads, 1, 1), shared)
 
     def args(self, problem: FaultsProblem, config: PlantedConfig) -> tuple[Arg, ...]:
-        return (BufferArg("src"), BufferArg("dst"), ScalarArg("i64", problem.n))
+        return (BufferArg("src", "const unsigned"), BufferArg("dst", "unsigned"), ScalarArg("i64", problem.n, "n"))
