@@ -17,6 +17,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from ..families.base import KernelSource
 from ..records import Status
@@ -24,6 +25,7 @@ from .isolated import IsolatedCompiler
 
 log = logging.getLogger(__name__)
 
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
 _REGS = re.compile(r"Used (\d+) registers")
 _SPILLS = re.compile(r"(\d+) bytes spill stores")
 
@@ -58,7 +60,7 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-def _check(result: tuple) -> object:
+def _check(result: tuple[Any, ...]) -> Any:
     err, *values = result
     if int(err) != 0:
         raise RuntimeError(repr(err))
@@ -101,12 +103,22 @@ def compile_nvrtc(source: KernelSource, arch: str, options: list[str]) -> BuildR
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
-    regs = _REGS.search(text)
-    spills = _SPILLS.search(text)
+    registers, spill_bytes = _kernel_resources(text, lowered.decode())
     return BuildResult(source, arch, Status.OK, cubin=bytes(cubin), lowered_name=lowered.decode(),
                        helper_symbols=tuple(h.decode() for h in helpers), log=text,
-                       registers=int(regs.group(1)) if regs else 0,
-                       spill_bytes=int(spills.group(1)) if spills else 0)
+                       registers=registers, spill_bytes=spill_bytes)
+
+
+def _kernel_resources(log: str, main: str) -> tuple[int, int]:
+    """(registers of the main kernel, spill store bytes of all kernels) from ptxas's log, which
+    reports each entry function in a section of its own, in no fixed order."""
+    starts = list(_ENTRY.finditer(log))
+    ends = [m.start() for m in starts[1:]] + [len(log)]
+    sections = {m.group(1): log[m.end() : ends[i]] for i, m in enumerate(starts)}
+    regs = _REGS.search(sections.get(main, log))
+    registers = int(regs.group(1)) if regs else 0
+    spills = sum(int(m.group(1)) for m in _SPILLS.finditer(log))
+    return registers, spills
 
 
 class NvrtcBuilder:

@@ -35,3 +35,16 @@ def test_an_empty_log_leaves_the_shared_space_characters_alone():
     run = subprocess.run([sys.executable, "-c", CHILD], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["ok", "''", "32", "32", "True"], run.stdout
+
+
+def test_registers_are_the_main_kernels_whatever_order_ptxas_reports_them_in():
+    from tunebox.build.nvrtc import _kernel_resources
+
+    log = ("ptxas info    : Compiling entry function '_Z8pad_rowsI3CfgEvv' for 'sm_90'\n"
+           "ptxas         .     0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+           "ptxas info    : Used 21 registers, used 0 barriers\n"
+           "ptxas info    : Compiling entry function '_Z4gemmI3CfgEvv' for 'sm_90'\n"
+           "ptxas         .     0 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+           "ptxas info    : Used 168 registers, used 1 barriers\n")
+    assert _kernel_resources(log, "_Z4gemmI3CfgEvv") == (168, 12)
+    assert _kernel_resources(log, "_Z8pad_rowsI3CfgEvv") == (21, 12)
