@@ -9,8 +9,12 @@
 // Negative indices are out of bounds (no wrap-around); A is read only where valid. CHECK=false
 // promises every index in bounds (the mask, if any, is still honoured).
 //
-// Template parameters: E element bits type; I index type (int or long long); THREADS per block;
-// EPT output elements per thread. Block b covers THREADS * EPT consecutive elements of output row
+// Each kernel takes the named configuration struct Cfg (rendered by
+// tunebox/families/gather_elements/elements.py): E element bits type; I index type (int or long
+// long); THREADS per block; EPT output elements per thread; CHECK (test the bounds); BCAST (1-D
+// tiles broadcast); Args the kernel's one parameter, the argument struct of the template's args
+// (members A, ri, ci, [mask,] out, N, D, R, C, pad), unpacked into gather_elements_block's
+// restrict-qualified parameters. Block b covers THREADS * EPT consecutive elements of output row
 // b / T (T blocks a row); thread t takes elements t, t + THREADS, ... (coalesced index loads and
 // stores). Every index load of a thread is issued before its loads of A.
 #include "tunebox/tile.cuh"
@@ -19,10 +23,15 @@ namespace {
 
 using namespace tb;
 
-template <typename E, typename I, int THREADS, int EPT, bool CHECK, bool BCAST, bool MASK>
-__device__ __forceinline__ void gather_elements_block(const E* __restrict__ A, const I* __restrict__ ri,
-                                                      const I* __restrict__ ci, const u8* __restrict__ mask,
-                                                      E* __restrict__ out, i64 N, i64 D, i64 R, i64 C, E pad) {
+template <class Cfg, bool MASK>
+__device__ __forceinline__ void gather_elements_block(const typename Cfg::E* __restrict__ A,
+                                                      const typename Cfg::I* __restrict__ ri,
+                                                      const typename Cfg::I* __restrict__ ci,
+                                                      const u8* __restrict__ mask, typename Cfg::E* __restrict__ out,
+                                                      i64 N, i64 D, i64 R, i64 C, typename Cfg::E pad) {
+  using E = typename Cfg::E;
+  constexpr int THREADS = Cfg::THREADS, EPT = Cfg::EPT;
+  constexpr bool CHECK = Cfg::CHECK, BCAST = Cfg::BCAST;
   constexpr i64 SPAN = (i64)THREADS * EPT;
   const i64 tiles = (C + SPAN - 1) / SPAN;
   const i64 i = (i64)blockIdx.x / tiles;
@@ -57,17 +66,12 @@ __device__ __forceinline__ void gather_elements_block(const E* __restrict__ A, c
 
 }  // namespace
 
-template <typename E, typename I, int THREADS, int EPT, bool CHECK, bool BCAST>
-__global__ void __launch_bounds__(THREADS)
-    gather_elements(const E* __restrict__ A, const I* __restrict__ ri, const I* __restrict__ ci, E* __restrict__ out,
-                    long long N, long long D, long long R, long long C, E pad) {
-  gather_elements_block<E, I, THREADS, EPT, CHECK, BCAST, false>(A, ri, ci, nullptr, out, N, D, R, C, pad);
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) gather_elements(const __grid_constant__ typename Cfg::Args a) {
+  gather_elements_block<Cfg, false>(a.A, a.ri, a.ci, nullptr, a.out, a.N, a.D, a.R, a.C, a.pad);
 }
 
-template <typename E, typename I, int THREADS, int EPT, bool CHECK, bool BCAST>
-__global__ void __launch_bounds__(THREADS)
-    gather_elements_masked(const E* __restrict__ A, const I* __restrict__ ri, const I* __restrict__ ci,
-                           const unsigned char* __restrict__ mask, E* __restrict__ out, long long N, long long D,
-                           long long R, long long C, E pad) {
-  gather_elements_block<E, I, THREADS, EPT, CHECK, BCAST, true>(A, ri, ci, mask, out, N, D, R, C, pad);
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) gather_elements_masked(const __grid_constant__ typename Cfg::Args a) {
+  gather_elements_block<Cfg, true>(a.A, a.ri, a.ci, a.mask, a.out, a.N, a.D, a.R, a.C, a.pad);
 }

@@ -1,4 +1,4 @@
-// Family ragged3d, vector transport: pack a padded [B, Lmax, H, D] tensor into ragged [total, H, D]
+// Family ragged3d, template "vector": pack a padded [B, Lmax, H, D] tensor into ragged [total, H, D]
 // storage, or unpack it back (0-based, row-major). Sequence b holds rows offsets[b] ..
 // offsets[b + 1] - 1 of the ragged storage (offsets: the B + 1 exclusive prefix sums of the lengths).
 //
@@ -46,10 +46,15 @@ __device__ __forceinline__ void move_at_width(const E* __restrict__ src, E* __re
 
 }  // namespace
 
-template <typename E, int BM, int THREADS, int VEC, bool PACK>
-__global__ void __launch_bounds__(THREADS)
-    ragged3d(const E* __restrict__ src, E* __restrict__ dst, const long long* __restrict__ offsets, long long Lmax,
-             long long row) {
+// Cfg (tunebox/families/ragged3d/vector.py): E the element's bit type, BM rows per block, THREADS, VEC
+// elements per vector, PACK (else unpack); Args the kernel's arguments (VectorTemplate.args).
+template <class Cfg>
+__device__ __forceinline__ void ragged3d_body(const typename Cfg::E* __restrict__ src,
+                                              typename Cfg::E* __restrict__ dst, const long long* __restrict__ offsets,
+                                              long long Lmax, long long row) {
+  using E = typename Cfg::E;
+  constexpr int BM = Cfg::BM, THREADS = Cfg::THREADS, VEC = Cfg::VEC;
+  constexpr bool PACK = Cfg::PACK;
   const i64 tiles = (Lmax + BM - 1) / BM;
   const i64 b = (i64)blockIdx.x / tiles;
   const i64 l0 = ((i64)blockIdx.x % tiles) * BM;
@@ -61,4 +66,14 @@ __global__ void __launch_bounds__(THREADS)
   const E* s = src + (PACK ? padded : ragged);
   E* d = dst + (PACK ? ragged : padded);
   move_at_width<E, THREADS, VEC>(s, d, row, filled * row, (rows - filled) * row);
+}
+
+// The argument struct names the source by its buffer: x (pack) or ragged (unpack); the branch not
+// taken is never instantiated.
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) ragged3d(const __grid_constant__ typename Cfg::Args a) {
+  if constexpr (Cfg::PACK)
+    ragged3d_body<Cfg>(a.x, a.out, a.offsets, a.Lmax, a.row);
+  else
+    ragged3d_body<Cfg>(a.ragged, a.out, a.offsets, a.Lmax, a.row);
 }

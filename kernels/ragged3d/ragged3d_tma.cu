@@ -1,4 +1,4 @@
-// Family ragged3d, transport "tma" (sm_90+): the pack and unpack of ragged3d.cu, moved by the Tensor Memory
+// Family ragged3d, template "tma" (sm_90+): the pack and unpack of ragged3d.cu, moved by the Tensor Memory
 // Accelerator, global -> shared -> global (Mojo's RaggedTMA3DTile); threads only write unpack's zeros.
 //
 //   pack:   out[offsets[b] + l, :, :] = x[b, l, :, :]                        for l < len_b
@@ -9,7 +9,7 @@
 // j. Block index (fastest first): j, m, t, b. A chunk is G columns, one swizzle span of bytes (16 bytes
 // without swizzle); chunks at or past D are not copied, columns past D inside a chunk are clipped.
 //
-// Shared tile (tunebox/families/ragged3d_tma.py TmaLayout mirrors it): OPS = CHUNKS / PER_OP slots, one per
+// Shared tile (tunebox/families/ragged3d/tma.py TmaLayout mirrors it): OPS = CHUNKS / PER_OP slots, one per
 // copy, each aligned to the swizzle period; a slot holds PER_OP chunks, a chunk being the box (G, GROUP, BM)
 // innermost first: T[chunk][row * GROUP + g][c], swizzled within the box. Loads and stores use boxes of the
 // same shape and swizzle at the same shared address, so the tile is stored back as it was loaded.
@@ -65,7 +65,7 @@
 // shared memory before the block exits. Tiles in flight per SM come from resident blocks (up to 32 per
 // SM), as many as the shared tile allows.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#error "transport tma needs sm_90 or newer (TMA); pick transport 'vector' on this device"
+#error "template tma needs sm_90 or newer (TMA); pick template 'vector' on this device"
 #endif
 #include "tunebox/tma_nd.cuh"
 
@@ -119,15 +119,27 @@ __device__ __forceinline__ void store_box(const TensorMap* map, const Coords<RAN
 
 }  // namespace
 
-template <typename E, int BM, int GROUP, int SPAN, int G, int CHUNKS, int PER_OP, bool BATCHED, bool PACK>
-__global__ void __launch_bounds__(32)
-    ragged3d_tma(const __grid_constant__ tb::TensorMap src_map, const __grid_constant__ tb::TensorMap dst_map,
-                 const long long* __restrict__ offsets, long long Lmax, long long depth, long long M, long long tiles,
-                 long long column_blocks) {
+// Cfg (tunebox/families/ragged3d/tma.py): E the element's bit type, BM, GROUP, SPAN (swizzle bytes, 0:
+// none), G, CHUNKS, PER_OP, BATCHED, PACK (else unpack), and SHARED_BYTES, the dynamic shared memory the
+// launch gives (TmaLayout.shared_bytes), which the layout below must fit; Args the kernel's arguments
+// (TmaTemplate.args). The tensor maps are references into the __grid_constant__ parameter: the copies
+// take their parameter-space address, never a copy's.
+template <class Cfg>
+__device__ __forceinline__ void ragged3d_tma_body(const tb::TensorMap& src_map, const tb::TensorMap& dst_map,
+                                                  const long long* __restrict__ offsets, long long Lmax,
+                                                  long long depth, long long M, long long tiles,
+                                                  long long column_blocks) {
+  using E = typename Cfg::E;
+  constexpr int BM = Cfg::BM, GROUP = Cfg::GROUP, SPAN = Cfg::SPAN, G = Cfg::G, CHUNKS = Cfg::CHUNKS;
+  constexpr int PER_OP = Cfg::PER_OP;
+  constexpr bool BATCHED = Cfg::BATCHED, PACK = Cfg::PACK;
   constexpr int PERIOD = swizzle_period(SPAN);
   constexpr int BOX_BYTES = PER_OP * G * GROUP * BM * (int)sizeof(E);  // one copy's box
   constexpr int SLOT = (BOX_BYTES + PERIOD - 1) / PERIOD * PERIOD;
   constexpr int OPS = CHUNKS / PER_OP;
+  // alignment slack of the tile (up to PERIOD - 1 bytes), the slots, the mbarrier
+  static_assert(PERIOD + OPS * SLOT + (int)sizeof(u64) <= Cfg::SHARED_BYTES,
+                "the shared tile does not fit the dynamic shared memory the launch gives");
   static_assert(G * (int)sizeof(E) == (SPAN ? SPAN : 16), "a chunk is one swizzle span (16 bytes without)");
   static_assert(CHUNKS % PER_OP == 0 && (PER_OP == 1 || BATCHED), "copies of PER_OP chunks tile the block");
   static_assert(!BATCHED || SPAN == 0, "batched copies need swizzle none");
@@ -188,4 +200,9 @@ __global__ void __launch_bounds__(32)
   }
   bulk_commit_group();
   bulk_wait_group_read<0>();  // the stores have read the tile before the block's shared memory goes
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(32) ragged3d_tma(const __grid_constant__ typename Cfg::Args a) {
+  ragged3d_tma_body<Cfg>(a.src_map, a.dst_map, a.offsets, a.Lmax, a.depth, a.M, a.tiles, a.column_blocks);
 }

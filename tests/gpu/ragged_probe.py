@@ -1,4 +1,4 @@
-"""Probes of ragged3d's TMA transport next to unmapped memory, each run in a spawned process of its own
+"""Probes of ragged3d's TMA template next to unmapped memory, each run in a spawned process of its own
 (importable by it): a faulting launch loses that process only.
 
 A buffer is placed against a reserved but unmapped range of device addresses (cuMemAddressReserve
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import math
 
 import numpy as np
@@ -19,8 +20,10 @@ import numpy as np
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.cuda_api import checked, kernel_launcher, load_kernel, marshal
 from tunebox.dtypes import element_type
-from tunebox.families import get, ragged3d_tma
+from tunebox.families import get
 from tunebox.families.base import BufferArg, KernelSource, LaunchGeometry, ScalarArg, TensorMapArg
+from tunebox.families.kernel_args import ArgStruct
+from tunebox.families.ragged3d import tma as ragged3d_tma
 from tunebox.kernels_dir import kernels_dir
 
 PLACEMENTS = ("front", "tail")
@@ -154,23 +157,26 @@ def read_in_front(nbytes: int) -> str:
 
 
 # One load through pack's clipping map (of `out`, rank 3: depth, BM, merged), the map ragged3d's loads do
-# not use: a box of the first chunk (G columns of head 0) and BM rows, dyn of them inside.
+# not use: a box of the first chunk (G columns of head 0) and BM rows, dyn of them inside. Like ragged3d's
+# kernels it takes one argument struct (clip_load_args, which kernel_args.ArgStruct renders in place of
+# %(args)s from the arguments load_through_clipping_map describes) and loads through the map where it lies
+# in that __grid_constant__ parameter.
 CLIP_LOAD = r"""
 #include "tunebox/tma_nd.cuh"
 using namespace tb;
-extern "C" __global__ void clip_load(const __grid_constant__ TensorMap map, int c0, int c1, int c2, unsigned bytes,
-                                     unsigned* out) {
+%(args)s
+extern "C" __global__ void clip_load(const __grid_constant__ clip_load_args a) {
   extern __shared__ __align__(128) unsigned char box[];
   __shared__ __align__(8) u64 bar;
   if (threadIdx.x == 0) {
     mbarrier_init(&bar, 1);
-    mbarrier_expect_tx(&bar, bytes);
-    const int c[3] = {c0, c1, c2};
-    tma_load_nd<3>(box, &map, c, &bar);
+    mbarrier_expect_tx(&bar, a.bytes);
+    const int c[3] = {a.c0, a.c1, a.c2};
+    tma_load_nd<3>(box, &a.map, c, &bar);
   }
   __syncthreads();
   mbarrier_wait(&bar, 0);
-  for (unsigned i = threadIdx.x; i < bytes / 4; i += blockDim.x) out[i] = reinterpret_cast<const unsigned*>(box)[i];
+  for (unsigned i = threadIdx.x; i < a.bytes / 4; i += blockDim.x) a.got[i] = reinterpret_cast<const unsigned*>(box)[i];
 }
 """
 CLIP_BM, CLIP_DYN = 16, 5
@@ -186,17 +192,23 @@ def load_through_clipping_map(placement: str, dyn: int = CLIP_DYN) -> str:
     family = get("ragged3d")
     p = family.parse_problem({"dtype": "bfloat16", "batch": 1, "max_len": 64, "heads": 8, "depth": 64,
                               "direction": "pack", "lengths": [64]})
-    config = family.config({"BM": CLIP_BM, "threads": 64, "vec_bytes": 16, "transport": "tma", "group": 1, "BN": 0,
-                            "swizzle": "none", "tma_blocks_per_op": 0})
-    clip = ragged3d_tma.tensor_maps(p, config)[1]
+    config = family.config({"template": "tma", "BM": CLIP_BM, "group": 1, "BN": 0, "swizzle": "none",
+                            "tma_blocks_per_op": 0})
+    _, typed = family.typed(config)
+    assert isinstance(typed, ragged3d_tma.TmaConfig)
+    clip = ragged3d_tma.tensor_maps(p, typed)[1]
     assert clip.buffer == "out" and clip.offset_bytes == -CLIP_BM * p.row * 2
     rows = np.random.default_rng(3).integers(1, 2**16, (p.total, p.heads, p.depth), dtype=np.uint16)
     chunk = 8  # 16 bytes of bfloat16
     want = np.zeros((CLIP_BM, chunk), np.uint16)
     want[:dyn] = rows[:dyn, 0, :chunk]
+    args = (dataclasses.replace(clip, name="map"),
+            *(ScalarArg("i32", v, name) for name, v in (("c0", 0), ("c1", CLIP_BM - dyn), ("c2", dyn * p.heads))),
+            ScalarArg("u32", want.nbytes, "bytes"), BufferArg("got", "unsigned"))
+    code = CLIP_LOAD % {"args": ArgStruct.of("clip_load_args", args).source()}
     builder = NvrtcBuilder("sm_90")
     try:
-        built = builder.build_one(KernelSource(CLIP_LOAD, "clip_load", (str(kernels_dir() / "include"),)))
+        built = builder.build_one(KernelSource(code, "clip_load", (str(kernels_dir() / "include"),)))
     finally:
         builder.close()
     assert built.status.value == "ok", built.log
@@ -205,8 +217,6 @@ def load_through_clipping_map(placement: str, dyn: int = CLIP_DYN) -> str:
         checked(cu.cuMemcpyHtoD(buffer, rows.ctypes.data, rows.nbytes))
         out = int(checked(cu.cuMemAlloc(want.nbytes)))
         cleanup.callback(_quietly, cu.cuMemFree, out)
-        args = (clip, *(ScalarArg("i32", v) for v in (0, CLIP_BM - dyn, dyn * p.heads)),
-                ScalarArg("u32", want.nbytes), BufferArg("got"))
         kernel = load_kernel(built.cubin, built.lowered_name, want.nbytes, device.device_id)
         stream = device.create_stream()
         try:

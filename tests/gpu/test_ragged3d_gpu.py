@@ -4,13 +4,13 @@ elements; lengths 0 (empty sequences), 1, exactly BM and Lmax; unpack's zero fil
 sabotaged variant that skips the last row of each tile is rejected; the torch baselines match the
 reference.
 
-The TMA transport: every swizzle mode x dtype (bfloat16, float32) x direction, groups of heads,
+The TMA template: every swizzle mode x dtype (bfloat16, float32) x direction, groups of heads,
 column blocks (BN), batched copies of 1, 2 and 4 chunks with D not a multiple of the batch, the same
 lengths; sabotaged variants that drop each block's last store, or unpack's zeros, are rejected. And
 one experiment: does TMA need memory in front of (or past) its buffers? The buffers are placed against
 reserved, unmapped device memory (``ragged_probe``) and the results must still be exact. A load of a
 box wholly out of bounds through a clipping map, whose base address lies BM rows in front of its
-buffer, faults there (so the transport's loads go through plain maps, see
+buffer, faults there (so the template's loads go through plain maps, see
 kernels/ragged3d/ragged3d_tma.cu); stores and partly inside loads do not."""
 
 from __future__ import annotations
@@ -40,9 +40,8 @@ SHAPES = [  # (B, Lmax, H, D, lengths): BM = 16 in the spread below meets length
 
 
 def configs_for(problem):
-    """Every vector width with BM 1, 16 and 128 where valid, at a seeded choice of threads (transport vector)."""
-    vector = RAGGED.space.restrict({"transport": ["vector"], "group": [1], "BN": [0], "swizzle": ["none"],
-                                    "tma_blocks_per_op": [0], "BM": [1, 16, 128]})
+    """Every vector width with BM 1, 16 and 128 where valid, at a seeded choice of threads (template vector)."""
+    vector = RAGGED.space.restrict({"template": ["vector"], "BM": [1, 16, 128]})
     configs = [c for c in vector if not RAGGED.violations(problem, c)]
     random.Random(str(problem)).shuffle(configs)
     return list({(c["vec_bytes"], c["BM"]): c for c in configs}.values())
@@ -68,8 +67,7 @@ def test_every_mode_is_exact(runner, builder, dtype, direction, shape):
 @pytest.mark.parametrize("direction", ["pack", "unpack"])
 def test_a_variant_that_skips_rows_is_rejected(runner, builder, direction):
     problem = problem_of("bfloat16", direction, SHAPES[2])
-    config = RAGGED.config({"BM": 16, "threads": 128, "vec_bytes": 16, "transport": "vector", "group": 1, "BN": 0,
-                            "swizzle": "none", "tma_blocks_per_op": 0})
+    config = RAGGED.config({"template": "vector", "BM": 16, "threads": 128, "vec_bytes": 16})
     assert_sabotage_caught(runner, builder, RAGGED, problem, config, "filled * row, (rows - filled) * row",
                            "(filled - (filled > 0)) * row, (rows - filled) * row")  # each tile's last row dropped
 
@@ -87,7 +85,7 @@ def test_times_and_torch_baseline_matches(runner, builder, direction):
 
 
 # ---------------------------------------------------------------------------------------------
-# transport tma
+# template tma
 
 TMA_DTYPES = ["bfloat16", "float32"]
 TMA_SHAPES = [  # (B, Lmax, H, D, lengths): 16-byte heads in both dtypes; BM = 16 meets lengths 16 and 32 exactly
@@ -98,16 +96,15 @@ TMA_SHAPES = [  # (B, Lmax, H, D, lengths): 16-byte heads in both dtypes; BM = 1
 
 
 def tma(**values):
-    base = {"BM": 16, "threads": 64, "vec_bytes": 16, "transport": "tma", "group": 1, "BN": 0, "swizzle": "none",
-            "tma_blocks_per_op": 0}
+    base = {"template": "tma", "BM": 16, "group": 1, "BN": 0, "swizzle": "none", "tma_blocks_per_op": 0}
     return RAGGED.config({**base, **values})
 
 
 def tma_configs_for(problem, swizzle):
     """One valid tma config of the swizzle mode for each group and whole-rows-or-column-blocks (BN = 0 or
     not) with BM = 16, and a seeded one with BM 1 or 128, unbatched (batched copies: their own test)."""
-    sub = RAGGED.space.restrict({"transport": ["tma"], "threads": [64], "vec_bytes": [16], "swizzle": [swizzle],
-                                 "tma_blocks_per_op": [0], "BM": [1, 16, 128]})
+    sub = RAGGED.space.restrict({"template": ["tma"], "swizzle": [swizzle], "tma_blocks_per_op": [0],
+                                 "BM": [1, 16, 128]})
     configs = [c for c in sub if not RAGGED.violations(problem, c)]
     random.Random(f"{problem}/{swizzle}").shuffle(configs)
     chosen = {(c["group"], c["BN"] == 0): c for c in configs if c["BM"] == 16}
@@ -181,7 +178,7 @@ def test_the_unmapped_range_really_faults(isolated):
 
 @pytest.mark.parametrize("dyn", [0, 1, ragged_probe.CLIP_DYN, ragged_probe.CLIP_BM])
 def test_a_wholly_clipped_tma_load_through_a_map_based_in_unmapped_memory_faults(isolated, dyn):
-    """Why the transport loads through plain maps only: loads through pack's clipping map (origin BM
+    """Why the template loads through plain maps only: loads through pack's clipping map (origin BM
     rows in front of its buffer) are exact with memory mapped there; without it, a box with a row
     inside still is, but a box wholly out of bounds (dyn = 0: a tile past its sequence) faults."""
     assert isolated(ragged_probe.load_through_clipping_map, "tail", dyn) == ""

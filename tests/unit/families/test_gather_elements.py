@@ -13,13 +13,14 @@ import pytest
 
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import element_type
-from tunebox.errors import InvalidProblem
+from tunebox.errors import InvalidConfig, InvalidProblem
 from tunebox.families import get
-from tunebox.families.gather_elements import ElementGatherProblem, GatherElements
+from tunebox.families.gather_elements import FAMILY, ElementGatherProblem, ElementsConfig
+from tunebox.families.indexed import index_type
 from tunebox.records import Status
 from tunebox.sweep_spec import load_sweep
 
-G = GatherElements()
+G = FAMILY
 A = np.arange(1, 13, dtype=np.uint32).reshape(3, 4)  # [[1, 2, 3, 4], [5, 6, 7, 8], [9, 10, 11, 12]]
 MINUS_ONE = 0xBF800000  # -1.0f
 
@@ -29,7 +30,10 @@ def problem(**extra) -> ElementGatherProblem:
 
 
 def test_registered() -> None:
-    assert get("gather_elements") is get("gather_elements") and isinstance(get("gather_elements"), GatherElements)
+    assert get("gather_elements") is FAMILY and FAMILY.space.names() == ("elements",)
+    assert FAMILY.space.template("elements") == ElementsConfig.space()
+    with pytest.raises(InvalidConfig, match="names its template"):
+        G.config({"threads": 64, "elems_per_thread": 2, "check_bounds": "true"})
 
 
 def test_reference_two_d_tiles_with_mask_and_padding_value() -> None:
@@ -80,7 +84,24 @@ def test_buffers_and_args() -> None:
     assert shapes == {"A": (3, 4), "ri": (5,), "ci": (6,), "out": (5, 6)}
     m = problem(mask=True)
     assert [b.name for b in G.buffers(m)] == ["A", "ri", "ci", "mask", "out"]
-    assert [getattr(a, "name", None) for a in G.args(m, G.default_config(m))][:5] == ["A", "ri", "ci", "mask", "out"]
+    names = [a.name for a in G.args(m, G.default_config(m))]
+    assert names == ["A", "ri", "ci", "mask", "out", "N", "D", "R", "C", "pad"]
+
+
+@pytest.mark.parametrize("data, members", [
+    ({"dtype": "float32"}, "const unsigned int* A; const int* ri; const int* ci; unsigned int* out; long long N; "
+                           "long long D; long long R; long long C; unsigned int pad;"),
+    ({"dtype": "bfloat16", "index_dtype": "int64", "mask": True},
+     "const unsigned short* A; const long long* ri; const long long* ci; const unsigned char* mask; "
+     "unsigned short* out; long long N; long long D; long long R; long long C; unsigned short pad;"),
+], ids=["gather_elements", "gather_elements_masked"])
+def test_rendered_source_holds_the_argument_struct(data, members) -> None:
+    """Each kernel takes ``Cfg::Args``: the struct of the template's args, members in the old parameter order."""
+    p = problem(**data)
+    code = G.render(p, G.default_config(p)).code
+    body = code[code.index("struct Args_t {") + len("struct Args_t {"):code.index("};", code.index("struct Args_t {"))]
+    assert " ".join(body.split()) == members
+    assert "using Args = Args_t;" in code[code.rindex("struct Cfg {"):]
 
 
 def test_work_counts_reads_of_valid_elements_only() -> None:
@@ -110,11 +131,11 @@ def test_index_ranges_that_fit_pass() -> None:
 
 def test_rules_each_pass_and_fail() -> None:
     p = problem(tile=[4, 100], sentinel_rate=0.1)
-    ok = G.config({"threads": 64, "elems_per_thread": 2, "check_bounds": "true"})
+    ok = G.config({"template": "elements", "threads": 64, "elems_per_thread": 2, "check_bounds": "true"})
     assert G.violations(p, ok) == []
     assert "check_bounds='false'" in G.violations(p, G.config({**ok.as_dict(), "check_bounds": "false"}))[0]
     assert G.violations(problem(tile=[4, 100]), G.config({**ok.as_dict(), "check_bounds": "false"})) == []
-    idle = G.config({"threads": 256, "elems_per_thread": 2, "check_bounds": "true"})
+    idle = G.config({"template": "elements", "threads": 256, "elems_per_thread": 2, "check_bounds": "true"})
     assert "threads exceed" in G.violations(p, idle)[0]  # 100 elements at 2 per thread keep 64 busy
     many = problem(rows=1, cols=1, tile=[2**31, 1])
     assert "grid limit" in " ".join(G.violations(many, G.config({**ok.as_dict(), "elems_per_thread": 1})))
@@ -122,9 +143,12 @@ def test_rules_each_pass_and_fail() -> None:
 
 def test_geometry_covers_every_output_element() -> None:
     p = problem(tile=[7, 1000])
-    cfg = G.config({"threads": 128, "elems_per_thread": 4, "check_bounds": "true"})
+    cfg = G.config({"template": "elements", "threads": 128, "elems_per_thread": 4, "check_bounds": "true"})
     geo = G.geometry(p, cfg)
     assert geo.grid == (7 * 2, 1, 1) and geo.block == (128, 1, 1) and geo.shared_bytes == 0
+    assert G.default_config(p) == G.config({"template": "elements", "threads": 256, "elems_per_thread": 4,
+                                            "check_bounds": "true"})
+    assert G.default_config(problem(tile=[7, 100]))["threads"] == 64  # 100 elements at 4 per thread: one warp
     assert G.violations(p, G.default_config(p)) == []
 
 
@@ -145,7 +169,8 @@ def compiled():
         p = G.parse_problem({"dtype": dtype, "rows": 100, "cols": 100, "tile": [33, 1000], "index_dtype": index_dtype,
                              "broadcast": broadcast, "mask": mask})
         for threads, per_thread, check in (("64", 1, "true"), ("512", 8, "false"), ("256", 4, "true")):
-            cfg = G.config({"threads": int(threads), "elems_per_thread": per_thread, "check_bounds": check})
+            cfg = G.config({"template": "elements", "threads": int(threads), "elems_per_thread": per_thread,
+                            "check_bounds": check})
             cases.append((p, cfg))
             sources.append(G.render(p, cfg))
     builder = NvrtcBuilder("sm_90")
@@ -161,15 +186,25 @@ def test_every_kind_compiles(compiled) -> None:
         assert result.status is Status.OK, result.log
         assert result.cubin.startswith(b"\x7fELF") and result.spill_bytes == 0, (cfg.label(), result.log)
         kernel = "gather_elements" + ("_masked" if p.mask else "")
-        assert result.source.name_expression.startswith(f"{kernel}<{element_type(p.element).ctype}, ")
-        assert result.source.name_expression.endswith(f", {cfg['check_bounds']}, {str(p.broadcast).lower()}>")
+        assert result.source.name_expression == f"{kernel}<Cfg>"
+        struct = result.source.code[result.source.code.rindex("struct Cfg {"):]
+        for member in (f"using E = {element_type(p.element).ctype};", f"using I = {index_type(p.index_dtype).ctype};",
+                       f"static constexpr int THREADS = {cfg['threads']};",
+                       f"static constexpr int EPT = {cfg['elems_per_thread']};",
+                       f"static constexpr bool CHECK = {cfg['check_bounds']};",
+                       f"static constexpr bool BCAST = {str(p.broadcast).lower()};"):
+            assert member in struct, (member, struct)
 
 
 def test_shipped_sweep_loads() -> None:
     spec = load_sweep(Path(__file__).resolve().parents[3] / "spaces" / "gather_elements.toml")
-    assert spec.family.name == "gather_elements" and spec.search.strategy == "exhaustive"
-    kinds = {(n.problem.broadcast, n.problem.mask, n.problem.all_valid) for n in spec.problems}
+    assert spec.family is G and spec.search.strategy == "exhaustive" and spec.space.names() == ("elements",)
+    assert spec.space.size() == G.space.size() == 32  # the whole space: every variant is evaluated
+    problems = [n.problem for n in spec.problems]
+    assert all(isinstance(p, ElementGatherProblem) for p in problems)
+    kinds = {(p.broadcast, p.mask, p.all_valid) for p in problems if isinstance(p, ElementGatherProblem)}
     assert kinds == {(False, False, True), (False, True, False), (True, False, False)}
-    for named in spec.problems:
-        assert G.violations(named.problem, G.default_config(named.problem)) == []
-        assert sum(1 for c in spec.space if not G.violations(named.problem, c)) >= 8
+    for p in problems:
+        assert isinstance(p, ElementGatherProblem)
+        assert G.violations(p, G.default_config(p)) == []
+        assert len([c for c in spec.space if not G.violations(p, c)]) >= 8

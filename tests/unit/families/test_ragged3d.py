@@ -1,13 +1,20 @@
 """ragged3d without a GPU: numpy reference on hand-computed packs and unpacks (empty sequences,
 length 1, length exactly BM and Lmax), problem parsing (explicit and uniform lengths), validity
-rules of both transports, geometry, work, the shipped sweeps, NVRTC compilation (to CUBIN, sm_90) of
-every dtype x direction x vector width and of the TMA transport's kinds (swizzle, group, batched
-copies), and a numpy emulation of the TMA transport's copies through the tensor maps the family
-requests (RaggedTMA3DTile's clipping trick: which elements each copy reads and writes)."""
+rules of both templates, geometry, work, the shipped sweeps, NVRTC compilation (to CUBIN, sm_90) of
+every dtype x direction x vector width and of the TMA template's kinds (swizzle, group, batched
+copies), each kernel's argument struct (members in order, layout proven by NVRTC), the kernel's
+check of the shared memory it is given, and a numpy emulation of the TMA template's copies through
+the tensor maps the family requests (RaggedTMA3DTile's clipping trick: which elements each copy
+reads and writes)"""
 
 from __future__ import annotations
 
+import ctypes
+import dataclasses
+import re
+import struct
 from pathlib import Path
+from types import SimpleNamespace
 
 import family_checks
 import numpy as np
@@ -15,16 +22,17 @@ import pytest
 from family_checks import assert_rule
 
 from tunebox import cuda_api
-from tunebox.errors import InvalidProblem
-from tunebox.families import get, ragged3d_tma
-from tunebox.families.base import BufferArg, ScalarArg, TensorMapArg
-from tunebox.families.ragged3d import Ragged3D, RaggedProblem
+from tunebox.errors import InvalidConfig, InvalidProblem
+from tunebox.families import get
+from tunebox.families.base import BufferArg, KernelSource, ScalarArg, TensorMapArg
+from tunebox.families.ragged3d import FAMILY, RaggedProblem, TmaConfig, VectorConfig
+from tunebox.families.ragged3d import tma as ragged3d_tma
 from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.sweep_spec import load_sweep
 from tunebox.tma import DATA_TYPES, SWIZZLE_BYTES, TensorMapRequest
 
-R = Ragged3D()
+R = FAMILY
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -35,15 +43,37 @@ def problem(direction: str = "pack", lengths=(2, 0, 4), **extra) -> RaggedProble
 
 
 def vector(**values) -> Config:
-    base = {"BM": 16, "threads": 64, "vec_bytes": 8, "transport": "vector", "group": 1, "BN": 0, "swizzle": "none",
-            "tma_blocks_per_op": 0}
-    return R.config({**base, **values})
+    return R.config({"template": "vector", "BM": 16, "threads": 64, "vec_bytes": 8, **values})
 
 
 def tma(**values) -> Config:
-    base = {"BM": 16, "threads": 64, "vec_bytes": 16, "transport": "tma", "group": 1, "BN": 0, "swizzle": "none",
-            "tma_blocks_per_op": 0}
+    base = {"template": "tma", "BM": 16, "group": 1, "BN": 0, "swizzle": "none", "tma_blocks_per_op": 0}
     return R.config({**base, **values})
+
+
+def typed_tma(p: RaggedProblem, config: Config) -> TmaConfig:
+    """``config`` as the tma template's dataclass (what ``ragged3d_tma``'s functions take)."""
+    template, typed = R.typed(config)
+    assert template.name == "tma" and isinstance(typed, TmaConfig)
+    return typed
+
+
+def members(source: KernelSource) -> dict[str, str]:
+    """The named configuration struct a rendered variant instantiates its kernel with (less the alias
+    ``Args`` of the argument struct: ``arg_members``)."""
+    text = source.code[source.code.rindex("struct Cfg {"):]
+    found = dict(re.findall(r"static constexpr \w+ (\w+) = (\w+);", text))
+    found.update(re.findall(r"using (\w+) = ([\w ]+);", text))
+    assert found.pop("Args") == "Args_t"
+    return found
+
+
+def arg_members(source: KernelSource) -> list[str]:
+    """The members of the argument struct ``Args_t`` a rendered variant's kernel takes, in order, as
+    declared ("type name")."""
+    found = re.search(r"struct Args_t \{\n(.*?)\n\};", source.code, re.S)
+    assert found, "the rendered source defines no struct Args_t"
+    return [line.strip().rstrip(";") for line in found.group(1).splitlines()]
 
 
 def padded_arange(p: RaggedProblem) -> np.ndarray:
@@ -51,7 +81,21 @@ def padded_arange(p: RaggedProblem) -> np.ndarray:
 
 
 def test_registered() -> None:
-    assert isinstance(get("ragged3d"), Ragged3D)
+    assert get("ragged3d") is FAMILY and R.space.names() == ("vector", "tma")
+    assert [f.name for f in dataclasses.fields(VectorConfig)] == ["BM", "threads", "vec_bytes"]
+    assert [f.name for f in dataclasses.fields(TmaConfig)] == ["BM", "group", "BN", "swizzle", "tma_blocks_per_op"]
+
+
+@pytest.mark.parametrize("template, foreign", [
+    ("vector", {"group": 2}), ("vector", {"BN": 64}), ("vector", {"swizzle": "32B"}),
+    ("vector", {"tma_blocks_per_op": 1}), ("tma", {"threads": 128}), ("tma", {"vec_bytes": 16}),
+    ("tma", {"transport": "tma"})])
+def test_templates_hold_only_their_own_parameters(template, foreign) -> None:
+    """The old flat space's fixed values (vector: group=1, BN=0, ...; tma: threads=64, vec_bytes=16) are
+    gone with it: a parameter of the other template is unknown."""
+    own = (vector() if template == "vector" else tma()).as_dict()
+    with pytest.raises(InvalidConfig, match="unknown parameter"):
+        R.config({**own, **foreign})
 
 
 def test_pack_by_hand() -> None:
@@ -124,7 +168,7 @@ def test_rules_each_pass_and_fail() -> None:
     p = problem(lengths=(3, 1000), max_len=1000)
     ok = vector()
     assert R.violations(p, ok) == [] and R.violations(p, R.default_config(p)) == []
-    assert R.default_config(p)["transport"] == "vector"
+    assert R.default_config(p) == vector(BM=128, threads=128, vec_bytes=16)  # 192 vectors of 16 bytes
     assert "threads would idle" in R.violations(p, R.config({**ok.as_dict(), "threads": 512}))[0]
     assert "exceeds max_len" in R.violations(problem(), R.config({**ok.as_dict(), "BM": 8}))[0]
     assert R.violations(problem(), R.config({**ok.as_dict(), "BM": 4})) == []
@@ -146,14 +190,14 @@ def test_distance() -> None:
 
 
 def test_shipped_sweep_loads() -> None:
-    """Both transports, every valid variant: the search picks between vector and tma per problem."""
+    """Both templates, every valid variant: the search picks between vector and tma per problem."""
     spec = load_sweep(REPO / "spaces" / "ragged3d.toml")
     assert spec.family.name == "ragged3d" and {n.problem.direction for n in spec.problems} == {"pack", "unpack"}
     for named in spec.problems:
         assert named.problem.padded_shape == (64, 4096, 8, 128)
         valid = [c for c in spec.space if not R.violations(named.problem, c)]
-        assert sum(c["transport"] == "vector" for c in valid) == 92
-        tma_valid = [c for c in valid if c["transport"] == "tma"]
+        assert sum(c["template"] == "vector" for c in valid) == 92
+        tma_valid = [c for c in valid if c["template"] == "tma"]
         assert len(tma_valid) >= 100 and {c["swizzle"] for c in tma_valid} == set(SWIZZLE_BYTES)
         assert {c["group"] for c in tma_valid} == {1, 2, 4, 8} and {c["tma_blocks_per_op"] for c in tma_valid} >= {0, 1}
 
@@ -173,14 +217,42 @@ def compiled():
 
 def test_every_kind_compiles(compiled) -> None:
     assert len(compiled) == 18
-    for (p, _), result in compiled:
+    for (p, config), result in compiled:
         assert result.status is Status.OK, result.log
-        assert result.spill_bytes == 0 and result.source.name_expression.endswith(
-            f", {str(p.direction == 'pack').lower()}>")
+        assert result.spill_bytes == 0 and result.source.name_expression == "ragged3d<Cfg>"
+        width = int(config["vec_bytes"]) // (4 if p.element == "float32" else 2)
+        e = "unsigned int" if p.element == "float32" else "unsigned short"
+        assert members(result.source) == {"E": e, "BM": str(config["BM"]), "THREADS": str(config["threads"]),
+                                          "VEC": str(width), "PACK": str(p.direction == "pack").lower()}
+        source = "x" if p.direction == "pack" else "ragged"  # the layout itself: NVRTC's static_asserts
+        assert arg_members(result.source) == [f"const {e}* {source}", f"{e}* out", *VECTOR_ARGS[2:]]
+
+
+VECTOR_ARGS = ["const unsigned short* x", "unsigned short* out", "const long long* offsets", "long long Lmax",
+               "long long row"]
+TMA_ARGS = ["tb::TensorMap src_map", "tb::TensorMap dst_map", "const long long* offsets", "long long Lmax",
+            "long long depth", "long long M", "long long tiles", "long long column_blocks"]
+
+
+@pytest.mark.parametrize("direction", ["pack", "unpack"])
+def test_each_kernel_takes_its_arguments_as_one_named_struct(direction) -> None:
+    """``struct Args_t`` holds the template's arguments in ``args``' order, by name (the vector kernel's
+    source is named by its buffer, x or ragged), aliased ``Cfg::Args``; the kernels take it as their one
+    ``__grid_constant__`` parameter (compiled above with the static_asserts of its layout)."""
+    p = R.parse_problem({**BF16.to_dict(), "direction": direction})
+    source = "x" if direction == "pack" else "ragged"
+    vector_args = [f"const unsigned short* {source}", *VECTOR_ARGS[1:]]
+    for config, want in ((vector(), vector_args), (tma(), TMA_ARGS)):
+        rendered = R.render(p, config)
+        assert arg_members(rendered) == want, config.label()
+        assert [a.name for a in R.args(p, config)] == [m.rsplit(" ", 1)[1] for m in want]
+        assert "using Args = Args_t;" in rendered.code[rendered.code.rindex("struct Cfg {"):]
+    assert "ragged3d(const __grid_constant__ typename Cfg::Args a)" in R.render(p, vector()).code
+    assert "ragged3d_tma(const __grid_constant__ typename Cfg::Args a)" in R.render(p, tma()).code
 
 
 # ---------------------------------------------------------------------------------------------
-# transport tma: rules, tensor maps and arguments, emulated copies, compilation
+# template tma: rules, tensor maps and arguments, emulated copies, compilation
 
 BF16 = R.parse_problem({"dtype": "bfloat16", "batch": 3, "max_len": 300, "heads": 8, "depth": 128,
                         "direction": "pack", "lengths": [0, 1, 300]})
@@ -190,16 +262,6 @@ def big(direction: str = "pack", **data) -> RaggedProblem:
     """One sequence of ``max_len`` float32 rows (no memory is allocated: rules only)."""
     values = {"dtype": "float32", "batch": 1, "heads": 1, "depth": 4096, "direction": direction, **data}
     return R.parse_problem({**values, "lengths": [values["max_len"]]})
-
-
-@pytest.mark.parametrize("setting", [{"group": 2}, {"BN": 64}, {"swizzle": "32B"}, {"tma_blocks_per_op": 1}])
-def test_rule_vector_takes_the_tma_parameters_fixed(setting) -> None:
-    assert_rule(R, BF16, vector(), vector(**setting), "transport 'vector' moves whole rows and takes group=1, BN=0")
-
-
-@pytest.mark.parametrize("setting", [{"threads": 128}, {"vec_bytes": 8}])
-def test_rule_tma_takes_threads_and_vectors_fixed(setting) -> None:
-    assert_rule(R, BF16, tma(), tma(**setting), "set threads=64, vec_bytes=16")
 
 
 def test_rule_tma_group_divides_the_heads() -> None:
@@ -212,7 +274,7 @@ def test_rule_tma_heads_are_16_byte_multiples() -> None:
     bad = R.parse_problem({**BF16.to_dict(), "depth": 12})  # 24 bytes
     assert R.violations(ok, tma()) == []
     assert R.violations(bad, tma()) == ["TMA strides are 16-byte multiples: a head of D=12 elements is 24 bytes; use "
-                                        "transport 'vector'"]
+                                        "template 'vector'"]
     assert R.violations(bad, vector()) == []
 
 
@@ -232,7 +294,7 @@ def test_rule_tma_column_blocks_are_whole_chunks() -> None:
 
 def test_rule_tma_shared_memory() -> None:
     """128 rows x 8 heads x 128 bfloat16 columns (256 KiB) do not fit; 4 heads (128 KiB) do."""
-    assert ragged3d_tma.layout(BF16, tma(BM=128, group=4)).shared_bytes == 128 + 16 * 8192 + 8
+    assert ragged3d_tma.layout(BF16, typed_tma(BF16, tma(BM=128, group=4))).shared_bytes == 128 + 16 * 8192 + 8
     assert_rule(R, BF16, tma(BM=128, group=4), tma(BM=128, group=8), "bytes of shared memory")
 
 
@@ -274,19 +336,29 @@ def test_rule_tma_bm_within_max_len() -> None:
 
 def test_the_rules_see_the_offset_address(monkeypatch) -> None:
     """The stand-in address is offset like the real one: a misaligned offset breaks the driver's rule."""
-    good = ragged3d_tma.tensor_maps(BF16, tma())
+    good = ragged3d_tma.tensor_maps(BF16, typed_tma(BF16, tma()))
     assert all(m.offset_bytes % 16 == 0 for m in good) and R.violations(BF16, tma()) == []
-    moved = tuple(TensorMapArg(m.buffer, m.request, m.offset_bytes - 8) for m in good)
+    moved = tuple(dataclasses.replace(m, offset_bytes=m.offset_bytes - 8) for m in good)
     monkeypatch.setattr(ragged3d_tma, "tensor_maps", lambda p, c: moved)
     assert any("is not 16-byte aligned" in b for b in R.violations(BF16, tma()))
 
 
 def test_marshal_encodes_at_the_buffer_address_plus_the_offset(monkeypatch) -> None:
-    monkeypatch.setattr(cuda_api, "encode", lambda request: request)
+    """Into the argument struct the kernel takes (each map 128 bytes at a 64-byte multiple): the map
+    encoded on its buffer's address plus ``offset_bytes`` (a stand-in encoder writes that address)."""
+    kept = []
+
+    def encode(request: TensorMapRequest) -> SimpleNamespace:
+        kept.append(ctypes.create_string_buffer(struct.pack("<Q", request.address) + bytes(120), 128))
+        return SimpleNamespace(getPtr=lambda: ctypes.addressof(kept[-1]))
+
+    monkeypatch.setattr(cuda_api, "encode", encode)
     request = TensorMapRequest("float32", (4, 8), (32, 4), (4, 4), 0)
-    values = cuda_api.marshal((TensorMapArg("a", request, -4096), TensorMapArg("b", request)),
-                              {"a": 0x7F0000010000, "b": 0x7F0000020000})
-    assert [v.address for v in values] == [0x7F0000010000 - 4096, 0x7F0000020000]
+    maps = (TensorMapArg("a", request, -4096, "src_map"), TensorMapArg("b", request, 0, "dst_map"))
+    (packed,) = cuda_api.marshal(maps, {"a": 0x7F0000010000, "b": 0x7F0000020000})
+    assert len(packed.data) == 256
+    assert struct.unpack_from("<Q", packed.data, 0)[0] == 0x7F0000010000 - 4096
+    assert struct.unpack_from("<Q", packed.data, 128)[0] == 0x7F0000020000
 
 
 def test_tma_tensor_maps_and_arguments() -> None:
@@ -296,24 +368,25 @@ def test_tma_tensor_maps_and_arguments() -> None:
     # rank-3 clipping map of out
     src, dst, offsets, *scalars = R.args(BF16, tma(BM=16, swizzle="128B"))
     assert src == TensorMapArg("x", TensorMapRequest("bfloat16", (3, 300, 8, 128), (300 * row, row, head, 2),
-                                                     (1, 16, 1, 64), 0, "128B"))
+                                                     (1, 16, 1, 64), 0, "128B"), 0, "src_map")
     assert dst == TensorMapArg("out", TensorMapRequest("bfloat16", (8 * 302, 16, 128), (head, row, 2), (1, 16, 64), 0,
-                                                       "128B"), -16 * row)
-    assert offsets == BufferArg("offsets")
-    assert scalars == [ScalarArg("i64", v) for v in (300, 128, 8, 19, 1)]  # Lmax, D, M, tiles, column blocks
+                                                       "128B"), -16 * row, "dst_map")
+    assert offsets == BufferArg("offsets", "const long long")
+    names = ("Lmax", "depth", "M", "tiles", "column_blocks")
+    assert scalars == [ScalarArg("i64", v, n) for v, n in zip((300, 128, 8, 19, 1), names, strict=True)]
     # unpack, group 2, batches of 4 chunks of 8 columns, BN = 64 (2 column blocks): rank 5 plain maps of
     # ragged (1, total, H, D) and out (B, Lmax, H, D)
     unpack = R.parse_problem({**BF16.to_dict(), "direction": "unpack"})
     src, dst, _, *scalars = R.args(unpack, tma(BM=32, group=2, BN=64, tma_blocks_per_op=4))
     assert src == TensorMapArg("ragged", TensorMapRequest(
-        "bfloat16", (1, 16, 301, 8, 8), (row, 16, row, head, 2), (1, 4, 32, 2, 8), 0, "none"))
+        "bfloat16", (1, 16, 301, 8, 8), (row, 16, row, head, 2), (1, 4, 32, 2, 8), 0, "none"), 0, "src_map")
     assert dst == TensorMapArg("out", TensorMapRequest(
-        "bfloat16", (3, 16, 300, 8, 8), (300 * row, 16, row, head, 2), (1, 4, 32, 2, 8), 0, "none"))
-    assert scalars == [ScalarArg("i64", v) for v in (300, 128, 4, 10, 2)]
+        "bfloat16", (3, 16, 300, 8, 8), (300 * row, 16, row, head, 2), (1, 4, 32, 2, 8), 0, "none"), 0, "dst_map")
+    assert scalars == [ScalarArg("i64", v, n) for v, n in zip((300, 128, 4, 10, 2), names, strict=True)]
     # unpack, group 4, no batching: the plain map (B, Lmax, H, D), boxes of (1, BM, group, G)
     _, dst, *_ = R.args(unpack, tma(BM=8, group=4, swizzle="64B"))
     assert dst == TensorMapArg("out", TensorMapRequest("bfloat16", (3, 300, 8, 128), (300 * row, row, head, 2),
-                                                       (1, 8, 4, 32), 0, "64B"))
+                                                       (1, 8, 4, 32), 0, "64B"), 0, "dst_map")
     for p, cfg in ((BF16, tma(BM=16, swizzle="128B")), (unpack, tma(BM=32, group=2, BN=64, tma_blocks_per_op=4))):
         assert R.violations(p, cfg) == []
 
@@ -324,12 +397,17 @@ def test_tma_geometry_and_template() -> None:
     # 3 sequences x 10 tiles x 4 head groups x 2 column blocks; one warp; 128 B slack + 2 slots of 4 x 16 x 2 x 32
     assert geo.grid == (3 * 10 * 4 * 2, 1, 1) and geo.block == (32, 1, 1)
     assert geo.shared_bytes == 128 + 2 * 4 * 16 * 2 * 32 + 8
-    assert R.render(BF16, cfg).name_expression == "ragged3d_tma<unsigned short, 32, 2, 0, 8, 8, 4, true, true>"
+    source = R.render(BF16, cfg)
+    assert source.name_expression == "ragged3d_tma<Cfg>"
+    assert members(source) == {"E": "unsigned short", "BM": "32", "GROUP": "2", "SPAN": "0", "G": "8", "CHUNKS": "8",
+                               "PER_OP": "4", "BATCHED": "true", "PACK": "true", "SHARED_BYTES": str(geo.shared_bytes)}
     # BN = 0 with batches of 4: D = 40 has 5 chunks, rounded up to 8 slots of whole copies
     narrow = R.parse_problem({**BF16.to_dict(), "depth": 40, "direction": "unpack"})
-    lay = ragged3d_tma.layout(narrow, tma(tma_blocks_per_op=4))
+    lay = ragged3d_tma.layout(narrow, typed_tma(narrow, tma(tma_blocks_per_op=4)))
     assert (lay.chunks, lay.ops, lay.column_blocks) == (8, 2, 1)
-    assert R.render(narrow, tma(swizzle="32B")).name_expression.endswith("16, 1, 32, 16, 3, 1, false, false>")
+    assert members(R.render(narrow, tma(swizzle="32B"))) == {
+        "E": "unsigned short", "BM": "16", "GROUP": "1", "SPAN": "32", "G": "16", "CHUNKS": "3", "PER_OP": "1",
+        "BATCHED": "false", "PACK": "false", "SHARED_BYTES": str(256 + 3 * 512 + 8)}
 
 
 # A numpy emulation of ragged3d_tma.cu: the block decomposition and the coordinates of every copy are the
@@ -364,7 +442,7 @@ def emulate(p: RaggedProblem, config: Config, source: np.ndarray):
     """(out, writes per out element, reads per source element) of the kernel on ``source``."""
     src, dst, _, *scalars = R.args(p, config)
     lmax, depth, m_count, tiles, column_blocks = (s.value for s in scalars)
-    lay = ragged3d_tma.layout(p, config)
+    lay = ragged3d_tma.layout(p, typed_tma(p, config))
     bm, group, pack = int(config["BM"]), int(config["group"]), p.direction == "pack"
     out_shape = p.ragged_shape if pack else p.padded_shape
     size = source.itemsize
@@ -410,7 +488,7 @@ EMULATED = [(dtype, direction) for dtype in ("bfloat16", "float32") for directio
 
 def emulated_configs(p: RaggedProblem) -> list[Config]:
     """Every valid tma config with BM 4 or 8 (tiles shorter and longer than some sequences)."""
-    sub = R.space.restrict({"transport": ["tma"], "threads": [64], "vec_bytes": [16], "BM": [4, 8]})
+    sub = R.space.restrict({"template": ["tma"], "BM": [4, 8]})
     return [c for c in sub if not R.violations(p, c)]
 
 
@@ -446,7 +524,7 @@ def test_a_clipped_store_writes_exactly_the_tiles_rows_inside_the_sequence() -> 
     p = R.parse_problem({"dtype": "bfloat16", "batch": 3, "max_len": 16, "heads": 4, "depth": 24,
                          "direction": "pack", "lengths": [3, 16, 5]})
     for cfg in (tma(BM=8, group=2), tma(BM=8, group=2, tma_blocks_per_op=2), tma(BM=8, group=1, swizzle="64B")):
-        lay = ragged3d_tma.layout(p, cfg)
+        lay = ragged3d_tma.layout(p, typed_tma(p, cfg))
         _, dst, *_ = R.args(p, cfg)
         group = int(cfg["group"])
         for dyn in range(9):
@@ -487,8 +565,12 @@ def test_every_tma_kind_compiles(tma_compiled) -> None:
         assert R.violations(p, cfg) == [], cfg.label()
         assert result.status is Status.OK, result.log
         assert result.spill_bytes == 0 and result.registers > 0
-        assert result.source.name_expression.startswith("ragged3d_tma<") and result.source.name_expression.endswith(
-            f", {str(p.direction == 'pack').lower()}>")
+        assert result.source.name_expression == "ragged3d_tma<Cfg>"
+        assert members(result.source)["PACK"] == str(p.direction == "pack").lower()
+        assert arg_members(result.source) == TMA_ARGS
+        # the copies take the maps' addresses in the __grid_constant__ parameter: a copy of a map into a
+        # local (passed by value) would need a stack frame (304 bytes, seen with NVRTC 13)
+        assert "0 bytes stack frame" in result.log, result.log
         kinds.add((p.element, p.direction, cfg["swizzle"], cfg["group"], cfg["tma_blocks_per_op"]))
     assert len(kinds) == 24
     assert {k[2] for k in kinds} == set(SWIZZLE_BYTES) and {k[3] for k in kinds} == {1, 2, 4}
@@ -498,3 +580,23 @@ def test_every_tma_kind_compiles(tma_compiled) -> None:
 def test_tma_kernel_refuses_older_devices() -> None:
     ((_, result),) = family_checks.compile_cases(R, [(BF16, tma())], arch="sm_80", workers=1)
     assert result.status is Status.COMPILE_ERROR and "needs sm_90" in result.log
+
+
+def test_tma_kernel_checks_its_tile_fits_the_shared_memory_it_is_given() -> None:
+    """The kernel's compile-time layout against SHARED_BYTES (TmaLayout.shared_bytes): one byte short
+    fails to compile, so the two formulas cannot drift apart."""
+    cfg = tma(BM=32, group=2, swizzle="128B")
+    source = R.render(BF16, cfg)
+    shared = R.geometry(BF16, cfg).shared_bytes
+    line = f"static constexpr int SHARED_BYTES = {shared};"
+    short = dataclasses.replace(source, code=source.code.replace(line, line.replace(str(shared), str(shared - 1))))
+    assert short.code != source.code
+
+    class Short:
+        @staticmethod
+        def render(p: RaggedProblem, c: Config) -> KernelSource:
+            return short if c is cfg else R.render(p, c)
+
+    (_, fits), (_, short_result) = family_checks.compile_cases(Short, [(BF16, tma()), (BF16, cfg)], workers=1)
+    assert fits.status is Status.OK, fits.log
+    assert short_result.status is Status.COMPILE_ERROR and "does not fit the dynamic shared memory" in short_result.log

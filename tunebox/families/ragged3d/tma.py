@@ -1,0 +1,243 @@
+"""How ragged3d's template ``tma`` moves a problem (``kernels/ragged3d/ragged3d_tma.cu``): the tile
+layout, the two tensor maps, the launch, and the rules that keep them valid.
+
+A block moves one tile: BM rows of one sequence, ``group`` consecutive heads (head group m of
+M = H / group) and one column block of depth. A chunk is G = span / size columns (the swizzle span,
+16 bytes without swizzle); a column block is BN / G chunks, or with BN = 0 all of D's chunks, so
+D needs no particular multiple (chunks past D are not copied, columns past D inside one are clipped).
+BN = 0 is the natural choice for the head dims of attention (64 to 256): one block covers whole rows,
+and the tile grows through BM and group instead; BN > 0 splits rows whose tile would not fit.
+
+The maps (innermost dimension first here; ``TensorMapRequest`` takes them outermost first):
+
+- clipping map, for stores into the ragged storage (pack's ``out``, ``total`` rows): base address the
+  buffer's minus BM x row bytes (``TensorMapArg.offset_bytes``), dimensions (D or G, [group], BM,
+  [n_blocks], merged), merged = M x (total + 1) of stride one head group. A tile's rows past its
+  sequence's end are out of bounds, so the store skips them (the kernel's comment works the address
+  arithmetic out).
+- plain maps over a (batches, rows, H, D) buffer: (D, H, rows, batches), batched (G, H, rows, n_blocks,
+  batches): pack's ``x`` (B, Lmax), unpack's ``ragged`` (1, total) and ``out`` (B, Lmax).
+
+Loads never go through a clipping map: on the H200, with the map's base address in unmapped memory, a
+load of a box wholly out of bounds faulted, while stores and loads with a row inside did not
+(``tests/gpu/test_ragged3d_gpu.py``); plain maps keep every load independent of memory outside the
+buffers, and a caller's array (``tunebox.launch``) need not have memory in front of it. So pack loads
+whole tiles of x (rows past a sequence's end, inside x, are read and dropped) and stores through the
+clipping map of out; unpack loads whole tiles of ragged, overwrites rows past the sequence's end with
+zeros in shared memory, and stores through the plain map of out (clipped at Lmax).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ...dtypes import element_type
+from ...limits import MAX_GRID_X, MAX_SHARED_BYTES
+from ...tma import MAX_COORDINATE, MBARRIER_BYTES, SWIZZLE_BYTES, TensorMapRequest, swizzle_period
+from ...tma import violations as tensor_map_violations
+from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
+from ..contract import KernelTemplate, TemplateConfig, choice
+from .operation import BM_CHOICES, BM_DOC, RaggedProblem, bm_violations
+
+THREADS = 32  # one warp; its lane 0 issues every copy
+STAND_IN_ADDRESS = 1 << 40  # a 256-byte aligned device address standing in for a buffer's in the rules
+
+
+@dataclass(frozen=True)
+class TmaConfig(TemplateConfig):
+    BM: int = choice(*BM_CHOICES, doc=BM_DOC)
+    group: int = choice(1, 2, 4, 8, doc="consecutive heads per block")
+    BN: int = choice(0, 16, 32, 64, 128, 256, doc="columns of depth per block, 0: all of D")
+    swizzle: str = choice(*SWIZZLE_BYTES, doc="shared-memory swizzle of the TMA boxes, one span per chunk")
+    tma_blocks_per_op: int = choice(0, 1, 2, 4, 8, doc="chunks per TMA copy through an extra dimension, 0: one "
+                                    "copy per chunk without it (swizzle none only)")
+
+
+@dataclass(frozen=True)
+class TmaLayout:
+    """One block's work and shared memory (the kernel's configuration and its dynamic shared memory):
+    the swizzle period (alignment slack), ``ops`` slots of ``slot_bytes`` (one box each, aligned to the
+    period), the mbarrier."""
+
+    span: int  # swizzle span in bytes, 0 without swizzle
+    chunk: int  # G: columns per chunk, span (16 bytes without swizzle) / element size
+    per_op: int  # chunks per copy: tma_blocks_per_op, or 1
+    batched: bool  # copies go through the extra n_blocks dimension (tma_blocks_per_op > 0)
+    chunks: int  # chunk slots per block: BN / G, or with BN = 0 all of D's rounded up to whole copies
+    column_blocks: int  # blocks across D
+    box_bytes: int  # one copy's box
+    slot_bytes: int  # box_bytes rounded up to the swizzle period
+    shared_bytes: int
+
+    @property
+    def ops(self) -> int:
+        return self.chunks // self.per_op
+
+
+def layout(p: RaggedProblem, config: TmaConfig) -> TmaLayout:
+    """The layout of a config that passes ``shape_violations``."""
+    size = p.itemsize
+    span = SWIZZLE_BYTES[config.swizzle]
+    g = (span or 16) // size
+    bpo, bn = config.tma_blocks_per_op, config.BN
+    per_op = max(bpo, 1)
+    chunks = bn // g if bn else -(-math.ceil(p.depth / g) // per_op) * per_op
+    box = per_op * g * config.group * config.BM * size
+    period = swizzle_period(span)
+    slot = -(-box // period) * period
+    shared = period + chunks // per_op * slot + MBARRIER_BYTES
+    return TmaLayout(span, g, per_op, bpo > 0, chunks, math.ceil(p.depth / (chunks * g)), box, slot, shared)
+
+
+def blocks(p: RaggedProblem, config: TmaConfig) -> int:
+    """B x ceil(Lmax / BM) x (H / group) x column blocks, one flat grid.x."""
+    tiles = math.ceil(p.max_len / config.BM)
+    return p.batch * tiles * (p.heads // config.group) * layout(p, config).column_blocks
+
+
+def tensor_maps(p: RaggedProblem, config: TmaConfig) -> tuple[TensorMapArg, TensorMapArg]:
+    """(source map, destination map): the members ``src_map`` and ``dst_map`` of the kernel's argument
+    struct, the addresses filled in at launch."""
+    if p.pack:
+        return _plain_map(p, config, "x", p.max_len, p.batch, "src_map"), _clipping_map(p, config)
+    return (_plain_map(p, config, "ragged", p.total, 1, "src_map"),
+            _plain_map(p, config, "out", p.max_len, p.batch, "dst_map"))
+
+
+def _clipping_map(p: RaggedProblem, config: TmaConfig) -> TensorMapArg:
+    """pack's store map over out: the tile's rows past its sequence's end lie out of bounds."""
+    size = p.itemsize
+    lay = layout(p, config)
+    bm, group = config.BM, config.group
+    row_bytes, head = p.row * size, p.depth * size
+    merged = ((p.heads // group) * (p.total + 1), group * head)  # (extent, stride)
+    # innermost first: (extent, stride, box)
+    dims = [(lay.chunk, size, lay.chunk) if lay.batched else (p.depth, size, lay.chunk)]
+    if group > 1:
+        dims.append((group, head, group))
+    dims.append((bm, row_bytes, bm))
+    if lay.batched:
+        dims.append((p.depth // lay.chunk, lay.chunk * size, lay.per_op))
+    dims.append((*merged, 1))
+    return TensorMapArg("out", _request(p, config, dims), -bm * row_bytes, "dst_map")
+
+
+def _plain_map(p: RaggedProblem, config: TmaConfig, buffer: str, rows: int, batches: int,
+               name: str) -> TensorMapArg:
+    """The map ``name`` over ``buffer`` seen as (batches, rows, H, D); an empty buffer's map keeps one
+    row (the kernel copies nothing through it), and a single batch's dimension takes the stride of a
+    row (any valid stride does for an extent of 1; the batch's bytes may exceed the driver's 2^40)."""
+    size = p.itemsize
+    lay = layout(p, config)
+    row_bytes, head, rows = p.row * size, p.depth * size, max(rows, 1)
+    dims = [(lay.chunk, size, lay.chunk) if lay.batched else (p.depth, size, lay.chunk),
+            (p.heads, head, config.group), (rows, row_bytes, config.BM)]
+    if lay.batched:
+        dims.append((p.depth // lay.chunk, lay.chunk * size, lay.per_op))
+    dims.append((batches, rows * row_bytes if batches > 1 else row_bytes, 1))
+    return TensorMapArg(buffer, _request(p, config, dims), 0, name)
+
+
+def _request(p: RaggedProblem, config: TmaConfig, dims: list[tuple[int, int, int]]) -> TensorMapRequest:
+    shape, strides, box = (tuple(d[i] for d in reversed(dims)) for i in range(3))
+    return TensorMapRequest(p.element, shape, strides, box, 0, config.swizzle)
+
+
+def largest_coordinates(p: RaggedProblem, config: TmaConfig) -> dict[str, int]:
+    """The largest coordinate the kernel gives each dimension that can grow past 2^31 - 1 (the merged
+    dimension of pack's clipping map reaches (total + 1) x M - 1: a tile's ``first + dyn`` reaches the
+    last row, plus the last head group)."""
+    largest = {"the columns": p.depth - 1, "the heads": p.heads - 1, "the rows of the padded map": p.max_len - 1,
+               "the sequences of the padded map": p.batch - 1}
+    if p.pack:
+        largest["the merged dimension of out's map"] = (p.total + 1) * (p.heads // config.group) - 1
+    else:
+        largest["the rows of ragged's map"] = p.total
+    return largest
+
+
+def shape_violations(p: RaggedProblem, config: TmaConfig) -> list[str]:
+    """The rules the layout itself needs: whole head groups, 16-byte head strides, chunks that tile
+    the column block, and batched copies only without swizzle."""
+    size = p.itemsize
+    group, bn, bpo = config.group, config.BN, config.tma_blocks_per_op
+    span = SWIZZLE_BYTES[config.swizzle]
+    g = (span or 16) // size
+    broken = []
+    if p.heads % group:
+        broken.append(f"group={group} heads per block must divide the H={p.heads} heads")
+    if p.depth * size % 16:
+        broken.append(f"TMA strides are 16-byte multiples: a head of D={p.depth} elements is {p.depth * size} "
+                      "bytes; use template 'vector'")
+    if bpo and span:
+        broken.append(f"tma_blocks_per_op={bpo} batches 16-byte chunks through an extra dimension, which only "
+                      f"swizzle='none' allows: set tma_blocks_per_op=0 or swizzle='none'")
+    if bn % g:
+        broken.append(f"BN={bn} must be a multiple of the chunk of G={g} elements (swizzle {config.swizzle}: "
+                      f"{span or 16} bytes of {p.element})")
+    elif bn >= p.depth:
+        broken.append(f"BN={bn} covers all of D={p.depth} in one column block: set BN=0")
+    elif bpo > (bn // g if bn else math.ceil(p.depth / g)):
+        broken.append(f"tma_blocks_per_op={bpo} exceeds the {bn // g if bn else math.ceil(p.depth / g)} chunks "
+                      f"of G={g} elements in a column block")
+    return broken
+
+
+class TmaTemplate(KernelTemplate[RaggedProblem, TmaConfig]):
+    """sm_90+ (the kernel refuses to compile for older devices): one warp per block moves a tile with
+    bulk tensor loads into shared memory and bulk tensor stores out of it."""
+
+    name = "tma"
+    config_type = TmaConfig
+    kernel = "ragged3d/ragged3d_tma.cu"
+
+    def default(self, problem: RaggedProblem) -> TmaConfig | None:
+        return None  # the default is the vector template's, which every device runs
+
+    def violations(self, problem: RaggedProblem, config: TmaConfig) -> list[str]:
+        """Every rule of template tma that ``config`` breaks for ``problem``."""
+        p = problem
+        shape = shape_violations(p, config)
+        if shape:
+            return shape + bm_violations(p, config.BM)
+        broken = []
+        lay = layout(p, config)
+        if lay.shared_bytes > MAX_SHARED_BYTES:
+            broken.append(f"the tile needs {lay.shared_bytes} bytes of shared memory, more than {MAX_SHARED_BYTES}: "
+                          "use a smaller BM, group or BN")
+        for what, value in largest_coordinates(p, config).items():
+            if value > MAX_COORDINATE:
+                broken.append(f"TMA coordinates are signed 32-bit: {what} reaches {value} (at most "
+                              f"{MAX_COORDINATE}): the problem is too large for template 'tma'")
+        n = blocks(p, config)
+        if n > MAX_GRID_X:
+            broken.append(f"{n} blocks exceed the grid limit {MAX_GRID_X}: use a larger BM, group or BN")
+        if not broken:
+            for arg in tensor_maps(p, config):
+                stand_in = dataclasses.replace(arg.request, address=STAND_IN_ADDRESS + arg.offset_bytes)
+                broken += [f"tensor map of {arg.buffer}: {b}" for b in tensor_map_violations(stand_in)]
+        return broken + bm_violations(p, config.BM)
+
+    def render(self, problem: RaggedProblem, config: TmaConfig) -> Instantiation:
+        lay = layout(problem, config)
+        return instantiate(self.kernel, "ragged3d_tma", {
+            "E": CType(element_type(problem.element).ctype), "BM": config.BM, "GROUP": config.group,
+            "SPAN": lay.span, "G": lay.chunk, "CHUNKS": lay.chunks, "PER_OP": lay.per_op, "BATCHED": lay.batched,
+            "PACK": problem.pack, "SHARED_BYTES": lay.shared_bytes})
+
+    def geometry(self, problem: RaggedProblem, config: TmaConfig) -> LaunchGeometry:
+        """B x ceil(Lmax / BM) x (H / group) x column blocks of one warp, with the tile's shared memory."""
+        return LaunchGeometry((blocks(problem, config), 1, 1), (THREADS, 1, 1), layout(problem, config).shared_bytes)
+
+    def args(self, problem: RaggedProblem, config: TmaConfig) -> tuple[Arg, ...]:
+        """The argument struct: the source's and the destination's tensor maps (``src_map``, ``dst_map``),
+        then ``offsets``, ``Lmax``, ``depth`` (D), ``M`` (H / group), ``tiles`` (per sequence),
+        ``column_blocks``."""
+        p = problem
+        lay = layout(p, config)
+        scalars = {"Lmax": p.max_len, "depth": p.depth, "M": p.heads // config.group,
+                   "tiles": math.ceil(p.max_len / config.BM), "column_blocks": lay.column_blocks}
+        return (*tensor_maps(p, config), BufferArg("offsets", "const long long"),
+                *(ScalarArg("i64", v, name) for name, v in scalars.items()))
