@@ -58,15 +58,25 @@ __device__ __forceinline__ E element(const E* __restrict__ a, i64 rows, i64 cols
 
 }  // namespace
 
-template <typename E, int KIND, int OP, int TH, int TW, int SR, int SC, int BI, int BJ, int THREADS, int VEC,
-          bool STAGED, bool SEPARABLE>
-__global__ void __launch_bounds__(THREADS)
-    windows(const E* __restrict__ A, void* __restrict__ out, long long R, long long C, long long NR, long long NC,
-            E pad) {
+// Cfg (named members, rendered by tunebox/families/windows/layout.py): E (A's bit type), KIND, OP,
+// TH, TW, SR, SC, BI, BJ, THREADS, VEC, STAGED, SEPARABLE, and SHARED_BYTES, the dynamic shared memory
+// the launch gives a block (the layout below must fit in it); Args, the kernel's argument struct.
+template <class Cfg>
+__device__ __forceinline__ void windows_body(const typename Cfg::E* __restrict__ A, void* __restrict__ out, long long R,
+                                             long long C, long long NR, long long NC, typename Cfg::E pad) {
+  using E = typename Cfg::E;
+  constexpr int KIND = Cfg::KIND, OP = Cfg::OP, TH = Cfg::TH, TW = Cfg::TW, SR = Cfg::SR, SC = Cfg::SC;
+  constexpr int BI = Cfg::BI, BJ = Cfg::BJ, THREADS = Cfg::THREADS, VEC = Cfg::VEC;
+  constexpr bool STAGED = Cfg::STAGED, SEPARABLE = Cfg::SEPARABLE;
   constexpr int REGION_ROWS = (BI - 1) * SR + TH, REGION_COLS = (BJ - 1) * SC + TW;
   static_assert(OP == UNFOLD || VEC == 1, "reductions write one float per window");
   static_assert(!SEPARABLE || (STAGED && OP != UNFOLD), "a separable reduction works on the staged region");
   typedef typename Staged<OP, E>::type S;
+  // shared memory: the staged region, then (SEPARABLE) REGION_ROWS x BJ partial results
+  constexpr long long SHARED = STAGED ? (long long)REGION_ROWS * REGION_COLS * sizeof(S) +
+                                            (SEPARABLE ? (long long)REGION_ROWS * BJ * sizeof(float) : 0)
+                                      : 0;
+  static_assert(SHARED <= Cfg::SHARED_BYTES, "the block's shared-memory layout exceeds the launch's SHARED_BYTES");
   extern __shared__ __align__(16) unsigned char smem_bytes[];
   S* region = reinterpret_cast<S*>(smem_bytes);
 
@@ -142,4 +152,11 @@ __global__ void __launch_bounds__(THREADS)
       Y[i * NC + j] = acc;
     }
   }
+}
+
+// The kernel: its arguments are one struct (Cfg::Args: A, out, R, C, NR, NC, pad, laid out by
+// tunebox/families/windows/layout.py's args), unpacked into the body's restrict-qualified parameters.
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) windows(const __grid_constant__ typename Cfg::Args a) {
+  windows_body<Cfg>(a.A, a.out, a.R, a.C, a.NR, a.NC, a.pad);
 }

@@ -1,7 +1,7 @@
 """windows on the GPU, checked by the worker against the numpy reference (outputs poisoned before every
 launch; unfold and max/min bit for bit, sums within their tolerance): every op and dtype on overlapping,
 adjacent and gapped windows, windows reaching past the array and stopping short of it, and windows
-larger than the array; both stagings, the separable scheme and every vector width where valid.
+larger than the array; both stagings of template direct, template separable and every vector width where valid.
 Sabotaged variants (a shifted read, a row left out of a reduction) are rejected; the torch baselines
 (padded or cropped, and pooling with ceil_mode where its windows are these) agree with the reference;
 a launch on torch tensors without a stored winner runs the default."""
@@ -37,10 +37,10 @@ def problem_of(op, dtype, shape, padding="nan"):
 
 
 def configs_for(problem):
-    """The default, and per (staging, scheme, vector) one seeded choice of block shape and threads."""
+    """The default, and per (template, staging, vector) one seeded choice of block shape and threads."""
     configs = [c for c in WINDOWS.space if not WINDOWS.violations(problem, c)]
     random.Random(str(problem)).shuffle(configs)
-    kinds = {(c["staging"], c["scheme"], c["vector"]): c for c in configs}
+    kinds = {(c["template"], c.as_dict().get("staging"), c.as_dict().get("vector")): c for c in configs}
     return [WINDOWS.default_config(problem), *kinds.values()]
 
 
@@ -69,7 +69,8 @@ def test_unfold_pads_with_a_custom_value(runner, builder):
 
 def test_a_shifted_read_is_rejected(runner, builder):
     problem = problem_of("unfold", "float32", SHAPES[0])
-    config = WINDOWS.config({"BI": 2, "BJ": 4, "threads": 128, "vector": 4, "staging": "shared", "scheme": "direct"})
+    config = WINDOWS.config({"template": "direct", "BI": 2, "BJ": 4, "threads": 128, "vector": 4,
+                             "staging": "shared"})
     assert_sabotage_caught(runner, builder, WINDOWS, problem, config, "jj * SC + v * VEC + e)", "jj * SC + v * VEC)",
                            expect="elements wrong")
 
@@ -77,8 +78,7 @@ def test_a_shifted_read_is_rejected(runner, builder):
 @pytest.mark.parametrize("op", ["sum", "max"])
 def test_a_row_left_out_of_a_separable_reduction_is_rejected(runner, builder, op):
     problem = problem_of(op, "bfloat16", SHAPES[4])
-    config = WINDOWS.config({"BI": 2, "BJ": 4, "threads": 128, "vector": 1, "staging": "shared",
-                             "scheme": "separable"})
+    config = WINDOWS.config({"template": "separable", "BI": 2, "BJ": 4, "threads": 128})
     assert_sabotage_caught(runner, builder, WINDOWS, problem, config, "for (int a = 0; a < TH; ++a) acc",
                            "for (int a = 1; a < TH; ++a) acc", expect="elements wrong")
 

@@ -4,12 +4,16 @@ them), the work and tolerance it states, and NVRTC compiles of every kind of var
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 from family_checks import assert_rule, compile_cases
 
+from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import element_type, padding_bits
 from tunebox.errors import InvalidProblem
 from tunebox.families import get
@@ -26,8 +30,14 @@ def problem(**changes):
 
 
 def config(**changes):
-    values = {"BI": 2, "BJ": 4, "threads": 64, "vector": 1, "staging": "none", "scheme": "direct", **changes}
+    """A ``direct`` configuration (a window walk, or unfold)."""
+    values = {"template": "direct", "BI": 2, "BJ": 4, "threads": 64, "vector": 1, "staging": "none", **changes}
     return W.config(values)
+
+
+def separable(**changes):
+    """A ``separable`` configuration (staged, reduced over rows then columns)."""
+    return W.config({"template": "separable", "BI": 2, "BJ": 4, "threads": 64, **changes})
 
 
 def by_loop(p, a: np.ndarray) -> np.ndarray:
@@ -40,7 +50,8 @@ def by_loop(p, a: np.ndarray) -> np.ndarray:
             inside = i * sr + r < p.rows and j * sc + c < p.cols
             out[i, j, r, c] = a[i * sr + r, j * sc + c] if inside else padding_bits(et, p.padding, p.pad_value)
         return out
-    reduce = {"sum": np.sum, "max": np.max, "min": np.min}[p.op]
+    reductions: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max, "min": np.min}
+    reduce = reductions[p.op]
     values = et.decode(a)
     return np.array([[reduce(values[i * sr:i * sr + th, j * sc:j * sc + tw]) for j in range(nc)] for i in range(nr)])
 
@@ -134,12 +145,11 @@ def test_rule_vector_divides_the_window_width_within_16_bytes():
     assert_rule(W, problem(dtype="float32"), config(vector=4), config(vector=8), "span at most 16 bytes")
 
 
-def test_rule_separable_needs_a_staged_reduction():
-    p = problem(op="max", padding=None)
-    assert_rule(W, p, config(staging="shared", scheme="separable"), config(scheme="separable"),
-                "it needs a reduction and staging='shared'")
-    assert_rule(W, problem(), config(staging="shared"), config(staging="shared", scheme="separable"),
-                "it needs a reduction")
+def test_rule_separable_needs_a_reduction():
+    """The separable template always stages (it has no staging or vector parameter), and reduces."""
+    assert W.violations(problem(op="max", padding=None), separable()) == []
+    assert_rule(W, problem(), config(staging="shared"), separable(), "it needs a reduction")
+    assert W.space.template("separable").size() == 6 * 8 * 4
 
 
 def test_rule_blocks_no_larger_than_the_window_grid():
@@ -165,8 +175,45 @@ def test_rule_shared_memory_fits_a_block():
     assert_rule(W, p, good, config(BI=4, BJ=8, threads=512, staging="shared"),
                 f"exceed the {MAX_SHARED_BYTES} a block may have")
     assert W.geometry(p, good).shared_bytes == 128 * 256 * 4
-    separable = config(BI=2, BJ=4, threads=512, staging="shared", scheme="separable")  # and 128 rows x 4 partials
-    assert W.geometry(p, separable).shared_bytes == 128 * 256 * 4 + 128 * 4 * 4
+    rows_then_columns = separable(BI=2, BJ=4, threads=512)  # and 128 rows x 4 partials
+    assert W.geometry(p, rows_then_columns).shared_bytes == 128 * 256 * 4 + 128 * 4 * 4
+    assert_rule(W, p, rows_then_columns, separable(BI=4, BJ=8, threads=512), "exceed the")
+    assert f"SHARED_BYTES = {128 * 256 * 4 + 128 * 4 * 4};" in W.render(p, rows_then_columns).code
+
+
+def test_the_kernel_asserts_its_shared_layout_fits_the_launch():
+    """The kernel computes its shared-memory layout itself: a launch giving one byte less fails to compile."""
+    p = problem(op="sum", padding=None)
+    source = W.render(p, separable())
+    needed = W.geometry(p, separable()).shared_bytes
+    short = dataclasses.replace(source, code=source.code.replace(f"SHARED_BYTES = {needed};",
+                                                                 f"SHARED_BYTES = {needed - 1};"))
+    builder = NvrtcBuilder("sm_90", cache_dir=None)
+    try:
+        fits, exceeds = builder.build([source, short])
+    finally:
+        builder.close()
+    assert fits.status is Status.OK, fits.log[-2000:]
+    assert exceeds.status is Status.COMPILE_ERROR and "exceeds the launch's SHARED_BYTES" in exceeds.log
+
+
+@pytest.mark.parametrize("template, data, bits", [
+    ("direct", {"op": "unfold", "padding": "value", "pad_value": -2.5}, "unsigned short"),
+    ("separable", {"dtype": "float32", "op": "max"}, "unsigned int"),
+])
+def test_the_kernel_takes_its_arguments_as_one_named_struct(template, data, bits):
+    """Every template's kernel takes ``Cfg::Args``: A's pointer, out, the extents and the padding's bits,
+    in the old parameter order, typed by A's element (the layout is asserted in the source, so the
+    NVRTC compiles in this file prove it)."""
+    p = problem(**data)
+    c = config() if template == "direct" else separable()
+    code = W.render(p, c).code
+    assert (f"struct Args_t {{\n  const {bits}* A;\n  void* out;\n  long long R;\n  long long C;\n  long long NR;\n"
+            f"  long long NC;\n  {bits} pad;\n}};") in code
+    assert "static_assert(sizeof(Args_t) == 56 && alignof(Args_t) == 8" in code and "using Args = Args_t;" in code
+    pad = W.args(p, c)[-1]
+    assert pad.name == "pad" and pad.value == (padding_bits(element_type("bfloat16"), "value", -2.5)
+                                               if p.op == "unfold" else 0)
 
 
 def test_defaults_are_valid_everywhere():
@@ -174,13 +221,22 @@ def test_defaults_are_valid_everywhere():
         data = {"dtype": dtype, "rows": 100, "cols": 1000, "window": [3, width], "step": [2, 5], "op": op}
         p = W.parse_problem(data)
         assert W.violations(p, W.default_config(p)) == [], (data, W.default_config(p).label())
+        assert W.default_config(p)["template"] == "direct" and W.default_config(p)["staging"] == "none"
+
+
+def test_defaults_are_those_of_the_flat_space():
+    """unfold: 1 x 8 windows, the widest vector; reductions: 8 x 32 windows; threads for the work items."""
+    assert W.default_config(problem()) == config(BI=1, BJ=8, threads=64, vector=8)
+    assert W.default_config(problem(op="sum", padding=None)) == config(BI=8, BJ=32, threads=256)
+    small = W.parse_problem({"dtype": "float32", "rows": 5, "cols": 9, "window": [2, 3], "step": [2, 2], "op": "min"})
+    assert W.default_config(small) == config(BI=4, BJ=8, threads=64)
 
 
 def kinds(p):
-    """One valid configuration per (staging, scheme, vector), the largest blocks first."""
+    """One valid configuration per (template, staging, vector), the largest blocks first."""
     valid = [c for c in W.space if not W.violations(p, c)]
     valid.sort(key=lambda c: (-int(c["BI"]) * int(c["BJ"]), -int(c["threads"])))
-    return list({(c["staging"], c["scheme"], c["vector"]): c for c in valid}.values())
+    return list({(c["template"], c.as_dict().get("staging"), c.as_dict().get("vector")): c for c in valid}.values())
 
 
 def test_every_kind_of_variant_compiles_for_every_op_and_dtype():
