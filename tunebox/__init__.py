@@ -4,7 +4,10 @@ Three jobs: ``tune`` a sweep, ``lookup``/``launch`` tuned variants at run time, 
 Importing ``tunebox`` loads neither Optuna nor matplotlib; ``tune`` and ``report`` import them.
 """
 
+from __future__ import annotations
+
 from functools import cache
+from typing import TYPE_CHECKING, Any
 
 from .errors import (
     CompileError,
@@ -19,6 +22,10 @@ from .records import DeviceInfo, EvalRecord, Status
 from .runtime.launch import Launcher, launch
 from .runtime.lookup import Lookup, LookupResult
 
+if TYPE_CHECKING:
+    from .report import ReportFiles
+    from .search.loop import SweepResult
+
 __all__ = [
     "CompileError", "DatabaseError", "DeviceInfo", "DeviceUnavailable", "EvalRecord", "InvalidConfig",
     "InvalidProblem", "Launcher", "Lookup", "LookupResult", "SpaceError", "Status", "TuneboxError",
@@ -26,21 +33,22 @@ __all__ = [
 ]
 
 
-def tune(*args, **kwargs):
+def tune(*args: Any, **kwargs: Any) -> SweepResult:
     """Run or resume a sweep; see ``tunebox.api.tune``."""
     from .api import tune as _tune
 
     return _tune(*args, **kwargs)
 
 
-def query(*args, **kwargs):
+def query(*args: Any, **kwargs: Any) -> LookupResult:
     """Tuned configuration for a problem from the winners database; see ``tunebox.api.query``."""
     from .api import query as _query
 
     return _query(*args, **kwargs)
 
 
-def lookup(family: str, problem: dict, device: DeviceInfo, db: str = "results/winners.sqlite") -> LookupResult:
+def lookup(family: str, problem: dict[str, Any], device: DeviceInfo,
+           db: str = "results/winners.sqlite") -> LookupResult:
     """Exact, nearest or default configuration of ``family`` for ``problem`` on ``device``."""
     from .families import get
 
@@ -54,7 +62,7 @@ def _lookup_in(db: str) -> Lookup:
     return Lookup(db)
 
 
-def report(*args, **kwargs):
+def report(*args: Any, **kwargs: Any) -> ReportFiles:
     """Write a sweep's HTML + Markdown report; see ``tunebox.api.report``."""
     from .api import report as _report
 

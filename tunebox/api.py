@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from .build.nvrtc import NvrtcBuilder
 from .errors import DeviceUnavailable, SpaceError
@@ -80,7 +81,7 @@ def _arch(backend: Backend) -> str:
     return f"sm_{major}{minor}"
 
 
-def query(family_name: str, problem_data: dict, *, db: Path = DEFAULT_RESULTS / "winners.sqlite",
+def query(family_name: str, problem_data: dict[str, Any], *, db: Path = DEFAULT_RESULTS / "winners.sqlite",
           device: str | None = None, device_info: DeviceInfo | None = None) -> LookupResult:
     """The tuned configuration for a problem, answered from the winners database.
 

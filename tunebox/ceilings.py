@@ -8,8 +8,10 @@ both with the assumed limits that every "fraction of the limit" in the benchmark
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +64,8 @@ class Ceilings:
     matmul: Ceiling
 
 
-def measure(copy_bytes: int = COPY_BYTES, matmul_size: int = MATMUL_SIZE, target=worker.main) -> Ceilings:
+def measure(copy_bytes: int = COPY_BYTES, matmul_size: int = MATMUL_SIZE,
+            target: Callable[[Connection], None] = worker.main) -> Ceilings:
     """Measure both ceilings on this host's GPU (``target``: the worker's entry point; tests pass a
     stand-in). Raises InvalidProblem for sizes outside the ranges, DeviceUnavailable without a GPU, and
     MeasurementError when a result fails its verification."""

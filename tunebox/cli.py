@@ -7,6 +7,7 @@ import argparse
 import json
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from .errors import TuneboxError
@@ -206,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return args.run(args)
+        run: Callable[[argparse.Namespace], int] = args.run  # every subcommand sets one of the handlers above
+        return run(args)
     except TuneboxError as exc:
         print(f"tunebox: error: {exc}", file=sys.stderr)
         return 2

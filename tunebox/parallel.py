@@ -11,6 +11,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 FILL_CHUNK_BYTES = 64 << 20  # bytes per thread task of `filled`
 
@@ -27,7 +28,7 @@ def for_each_chunk(count: int, chunk: int, work: Callable[[int, int], None]) -> 
         list(pool.map(lambda start: work(start, min(start + chunk, count)), starts))
 
 
-def filled(shape: tuple[int, ...], value: object, dtype: object) -> np.ndarray:
+def filled(shape: tuple[int, ...], value: object, dtype: DTypeLike) -> np.ndarray:
     """``np.full(shape, value, dtype)`` written in slices on all cores: the first touch of a
     gigabyte array's pages dominates a one-thread fill."""
     out = np.empty(shape, dtype=dtype)

@@ -12,7 +12,7 @@ import math
 import statistics
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 
 class Status(enum.StrEnum):
@@ -152,7 +152,7 @@ class WinnerKey:
 def fastest(records: Iterable[EvalRecord]) -> EvalRecord | None:
     """The OK, timed record of the lowest median (None when there is none)."""
     timed = [r for r in records if r.status is Status.OK and r.timing is not None]
-    return min(timed, key=lambda r: r.timing.median_ms) if timed else None  # type: ignore[union-attr]
+    return min(timed, key=lambda r: cast(Timing, r.timing).median_ms) if timed else None
 
 
 def canonical_json(data: dict[str, Any]) -> str:

@@ -38,7 +38,7 @@ class NamedProblem:
 @dataclass(frozen=True)
 class SweepSpec:
     name: str
-    family: Family
+    family: Family[Any]
     space: TemplateSpaces
     problems: tuple[NamedProblem, ...]
     search: SearchSettings

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import InvalidConfig
 
@@ -112,7 +113,7 @@ def swizzled_offset(offset: int, swizzle: str) -> int:
     return offset ^ (((offset >> 7) & ((1 << bits) - 1)) << 4)
 
 
-def encode(req: TensorMapRequest):
+def encode(req: TensorMapRequest) -> Any:
     """The ``CUtensorMap`` for a valid request (needs the CUDA driver); raises InvalidConfig naming
     every broken rule otherwise."""
     broken = violations(req)
@@ -125,7 +126,7 @@ def encode(req: TensorMapRequest):
     return checked(cu.cuTensorMapEncodeTiled(*driver_arguments(req)))
 
 
-def driver_arguments(req: TensorMapRequest) -> tuple:
+def driver_arguments(req: TensorMapRequest) -> tuple[Any, ...]:
     """The arguments of ``cuTensorMapEncodeTiled`` for a request, in the driver's order (innermost
     dimension first), not validated: ``encode`` validates first; tests hand the driver requests the
     validator rejects, to check that it rejects them too."""

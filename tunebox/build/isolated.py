@@ -11,11 +11,15 @@ import logging
 import multiprocessing as mp
 import threading
 from multiprocessing.connection import Connection
-from typing import Any
+from multiprocessing.context import SpawnProcess
+from typing import TYPE_CHECKING
 
 from ..families.base import KernelSource
 from ..ipc import requests
 from ..records import Status
+
+if TYPE_CHECKING:
+    from .nvrtc import BuildResult
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +36,18 @@ class IsolatedCompiler:
         self.timeout_s = timeout_s
         self._ctx = mp.get_context("spawn")
         self._local = threading.local()
-        self._helpers: list[Any] = []
+        self._helpers: list[tuple[SpawnProcess, Connection]] = []
         self._lock = threading.Lock()
 
-    def compile(self, source: KernelSource, arch: str, options: list[str]):
+    def compile(self, source: KernelSource, arch: str, options: list[str]) -> BuildResult:
         from .nvrtc import BuildResult
 
         conn = self._connection()
         conn.send((source, arch, options))
         if conn.poll(self.timeout_s):
             try:
-                return conn.recv()
+                result: BuildResult = conn.recv()  # what ``_serve`` answers a job
+                return result
             except EOFError:
                 self._discard()
                 return BuildResult(source, arch, Status.COMPILE_ERROR, log="the compiler process died")

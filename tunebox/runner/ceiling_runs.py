@@ -6,6 +6,7 @@ timed, on random data, with the L2 cache flushed before every sample."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -13,12 +14,15 @@ from ..cuda_api import checked
 from ..records import Status
 from .protocol import CeilingsJob, Outcome
 
+if TYPE_CHECKING:
+    from .gpu_session import GpuSession
+
 MATMUL_MAX_ERROR = 1e-2  # ||C - ref|| / ||ref|| allowed for bf16 operands and output (float32 reference)
 
 Verified = tuple[Callable[[], None], str] | Outcome  # (launch, how it was checked), or why it cannot run
 
 
-def measure_ceilings(session, job: CeilingsJob) -> list[Outcome]:
+def measure_ceilings(session: GpuSession, job: CeilingsJob) -> list[Outcome]:
     """The copy's outcome, then the product's: samples (ms) and how each was verified, or why not."""
     checks = [_verified_copy(session, job.copy_bytes, job.input_seed),
               _verified_matmul(session, job.matmul_size, job.input_seed)]
@@ -27,7 +31,7 @@ def measure_ceilings(session, job: CeilingsJob) -> list[Outcome]:
     return [Outcome(Status.OK, c[1], samples_ms=next(timed)) if isinstance(c, tuple) else c for c in checks]
 
 
-def _verified_copy(session, nbytes: int, seed: int) -> Verified:
+def _verified_copy(session: GpuSession, nbytes: int, seed: int) -> Verified:
     """cuMemcpyDtoDAsync of ``nbytes`` random bytes into a poisoned buffer, compared word for word."""
     words = nbytes // 4
     source = session.upload(np.random.default_rng(seed).integers(0, 2**32, words, dtype=np.uint32))
@@ -45,7 +49,7 @@ def _verified_copy(session, nbytes: int, seed: int) -> Verified:
     return launch, "bit for bit"
 
 
-def _verified_matmul(session, size: int, seed: int) -> Verified:
+def _verified_matmul(session: GpuSession, size: int, seed: int) -> Verified:
     """torch.matmul of two random bf16 ``size`` x ``size`` matrices into a NaN-poisoned output,
     within MATMUL_MAX_ERROR of their float32 product."""
     try:

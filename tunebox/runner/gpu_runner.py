@@ -18,12 +18,12 @@ import signal
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, cast, overload
 
 from ..errors import DeviceUnavailable
 from ..records import DeviceInfo, Status
 from . import worker
-from .protocol import Outcome, failed_reply
+from .protocol import CeilingsJob, EvaluateJob, Outcome, PrepareJob, RetimeJob, failed_reply
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +62,18 @@ class GpuRunner:
             self._kill()
             raise DeviceUnavailable(f"no usable GPU: {payload}. Use --backend replay on a machine "
                                     "without a GPU.")
-        return payload
+        return cast(DeviceInfo, payload)  # the worker's ("ready", DeviceInfo)
 
-    def run(self, job: Any, timeout_s: float | None = None) -> Any:
+    @overload
+    def run(self, job: EvaluateJob | PrepareJob, timeout_s: float | None = None) -> Outcome: ...
+
+    @overload
+    def run(self, job: RetimeJob | CeilingsJob, timeout_s: float | None = None) -> list[Outcome]: ...
+
+    @overload
+    def run(self, job: object, timeout_s: float | None = None) -> Outcome | list[Outcome]: ...
+
+    def run(self, job: object, timeout_s: float | None = None) -> Outcome | list[Outcome]:
         """Send one job and wait for its reply (an Outcome or a list of them); nothing may be queued."""
         if self._queued:
             raise RuntimeError("GpuRunner.run with jobs queued: read their replies first")
@@ -80,7 +89,7 @@ class GpuRunner:
         self._queued.append((job, self.job_timeout_s if timeout_s is None else timeout_s))
         self._send(job)
 
-    def next_reply(self) -> Any:
+    def next_reply(self) -> Outcome | list[Outcome]:
         """The reply to the oldest queued job; a hang, death or sticky error replaces the worker
         and re-sends the jobs queued behind it."""
         _, timeout = self._queued[0]
@@ -88,7 +97,7 @@ class GpuRunner:
             return self._lost(f"job exceeded {timeout:.0f} s", Outcome(
                 Status.TIMEOUT, f"killed after {timeout:.0f} s without an answer", fatal=True))
         try:
-            reply = self._conn.recv()
+            reply: Outcome | list[Outcome] = self._conn.recv()  # what the worker answers a job
         except (EOFError, OSError):
             return self._lost("worker died", Outcome(
                 Status.RUNTIME_ERROR, "the GPU worker died during the job", fatal=True))
@@ -97,7 +106,7 @@ class GpuRunner:
         self._queued.popleft()
         return reply
 
-    def _lost(self, reason: str, reply: Any) -> Any:
+    def _lost(self, reason: str, reply: Outcome | list[Outcome]) -> Outcome | list[Outcome]:
         job, _ = self._queued.popleft()
         self._replace(reason=reason)
         return failed_reply(job, reply) if isinstance(reply, Outcome) else reply

@@ -11,8 +11,10 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from ..build.nvrtc import NvrtcBuilder, nvrtc_version
 from ..cuda_api import checked, load_kernel, marshal, steps_launcher
@@ -35,13 +37,13 @@ _WORD = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int"}  # compare 
 class ProblemState:
     """Device buffers of one problem: working buffers, pristine inputs and expected outputs."""
 
-    family: Family
+    family: Family[Any]
     problem: Problem
     seed: int
     host_inputs: dict[str, np.ndarray]
-    buffers: dict[str, object]  # name -> cuda.core Buffer (inputs and outputs)
-    pristine: dict[str, object]  # input name -> copy taken before any launch
-    expected: dict[str, object]  # output name -> reference bits on the device
+    buffers: dict[str, Any]  # name -> cuda.core Buffer (inputs and outputs)
+    pristine: dict[str, Any]  # input name -> copy taken before any launch
+    expected: dict[str, Any]  # output name -> reference bits on the device
     expected_host: dict[str, np.ndarray]
     tolerance: Tolerance | None = None  # None: outputs must match bit for bit
 
@@ -67,41 +69,41 @@ class GpuSession:
         self.scratch = self.device.allocate(16, stream=self.stream)
         builder = NvrtcBuilder(self.arch, cache_dir=None, workers=1)
         code = kernel_source("runtime/compare.cu")
-        self.compare = {}
+        self.compare: dict[int, Any] = {}  # word size -> bitwise compare kernel
         for size, ctype in _WORD.items():
             built = builder.build_one(KernelSource(code, f"mismatches<{ctype}>", ()))
             self.compare[size] = load_kernel(built.cubin, built.lowered_name, 0, self.device.device_id)
         builder.close()
-        self._within: dict[str, Callable] = {}  # element type -> tolerance compare kernel, compiled on first use
+        self._within: dict[str, Any] = {}  # element type -> tolerance compare kernel, compiled on first use
         self.state: ProblemState | None = None
 
     # -- memory -------------------------------------------------------------------------------
-    def upload(self, array: np.ndarray):
+    def upload(self, array: np.ndarray) -> Any:
         buf = self.device.allocate(max(array.nbytes, 1), stream=self.stream)
         self.stream.sync()
         checked(self.driver.cuMemcpyHtoD(int(buf.handle), np.ascontiguousarray(array).ctypes.data,
                                      array.nbytes))
         return buf
 
-    def device_copy(self, buf, nbytes: int):
+    def device_copy(self, buf: Any, nbytes: int) -> Any:
         """A new buffer holding the first ``nbytes`` of ``buf`` (copied on the device)."""
         copy = self.device.allocate(max(nbytes, 1), stream=self.stream)
         checked(self.driver.cuMemcpyDtoDAsync(int(copy.handle), int(buf.handle), nbytes, self.stream.handle))
         return copy
 
-    def copy_to(self, address: int, buf, nbytes: int) -> None:
+    def copy_to(self, address: int, buf: Any, nbytes: int) -> None:
         """Copy the first ``nbytes`` of ``buf`` to device ``address`` (memory another library
         allocated), in stream order."""
         checked(self.driver.cuMemcpyDtoDAsync(address, int(buf.handle), nbytes, self.stream.handle))
 
-    def download(self, buf, count: int, dtype, offset: int = 0) -> np.ndarray:
+    def download(self, buf: Any, count: int, dtype: DTypeLike, offset: int = 0) -> np.ndarray:
         out = np.empty(count, dtype=dtype)
         self.stream.sync()
         checked(self.driver.cuMemcpyDtoH(out.ctypes.data, int(buf.handle) + offset * out.itemsize,
                                      out.nbytes))
         return out
 
-    def fill(self, buf, value: int, itemsize: int, count: int) -> None:
+    def fill(self, buf: Any, value: int, itemsize: int, count: int) -> None:
         fn = self.driver.cuMemsetD32Async if itemsize == 4 else self.driver.cuMemsetD16Async
         checked(fn(int(buf.handle), value, count, self.stream.handle))
 
@@ -110,7 +112,7 @@ class GpuSession:
                                          self.stream.handle))
 
     # -- problems -----------------------------------------------------------------------------
-    def prepare(self, family_name: str, problem_data: dict, seed: int) -> ProblemState:
+    def prepare(self, family_name: str, problem_data: dict[str, Any], seed: int) -> ProblemState:
         """Make (or reuse) seeded inputs, the numpy reference, and their device copies."""
         try:  # the family's Python: an exception is a harness error, not a kernel fault
             family = get_family(family_name)
@@ -125,7 +127,9 @@ class GpuSession:
             specs = family.buffers(problem)
         except Exception as exc:
             raise HarnessError.of(exc, f"preparing {family_name} {problem_data}") from exc
-        buffers, pristine, expected_dev = {}, {}, {}
+        buffers: dict[str, Any] = {}
+        pristine: dict[str, Any] = {}
+        expected_dev: dict[str, Any] = {}
         for spec in specs:
             if spec.role == "input":
                 buffers[spec.name] = self.upload(inputs[spec.name])
@@ -186,11 +190,11 @@ class GpuSession:
         self.stream.sync()
         return "; ".join(problems)
 
-    def mismatches(self, a, b, n: int, itemsize: int) -> tuple[int, int]:
+    def mismatches(self, a: Any, b: Any, n: int, itemsize: int) -> tuple[int, int]:
         """(positions where a and b differ bit for bit, the lowest such position)."""
         return self._count(self.compare[itemsize], a, b, n)
 
-    def mismatches_within(self, a, b, n: int, element: str, tolerance: Tolerance) -> tuple[int, int]:
+    def mismatches_within(self, a: Any, b: Any, n: int, element: str, tolerance: Tolerance) -> tuple[int, int]:
         """The same, for float outputs: positions beyond ``tolerance`` of the reference ``b``."""
         if element not in self._within:
             word, bf16 = {"float32": ("unsigned int", "false"), "bfloat16": ("unsigned short", "true")}[element]
@@ -201,7 +205,7 @@ class GpuSession:
             self._within[element] = load_kernel(built.cubin, built.lowered_name, 0, self.device.device_id)
         return self._count(self._within[element], a, b, n, np.float32(tolerance.rtol), np.float32(tolerance.atol))
 
-    def _count(self, kernel, a, b, n: int, *tolerance) -> tuple[int, int]:
+    def _count(self, kernel: Any, a: Any, b: Any, n: int, *tolerance: np.float32) -> tuple[int, int]:
         from cuda.core import LaunchConfig, launch
 
         checked(self.driver.cuMemsetD32Async(int(self.scratch.handle), 0, 2, self.stream.handle))

@@ -14,16 +14,22 @@ import signal
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import HarnessError
+from ..families.base import Baseline, Tolerance
 from ..ipc import requests_read_ahead
 from ..records import Status
 from .ceiling_runs import measure_ceilings
 from .cuda_errors import classify
 from .protocol import CeilingsJob, EvaluateJob, Outcome, PrepareJob, RetimeJob, failed_reply
+
+if TYPE_CHECKING:
+    from .gpu_session import GpuSession, ProblemState
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +80,7 @@ def _import_torch() -> None:
         torch.cuda.init()
 
 
-def _handle(session, job):
+def _handle(session: GpuSession, job: object) -> Outcome | list[Outcome]:
     try:
         if isinstance(job, EvaluateJob):
             return _evaluate(session, job)
@@ -95,7 +101,7 @@ def _handle(session, job):
         return failed_reply(job, outcome)
 
 
-def _evaluate(session, job: EvaluateJob) -> Outcome:
+def _evaluate(session: GpuSession, job: EvaluateJob) -> Outcome:
     stages: dict[str, float] = {}
     t0 = time.perf_counter()
     st = session.prepare(job.family, job.problem, job.input_seed)
@@ -121,7 +127,7 @@ def _evaluate(session, job: EvaluateJob) -> Outcome:
     return Outcome(Status.OK, samples_ms=samples, metrics=metrics, stage_seconds=stages)
 
 
-def _retime(session, job: RetimeJob) -> list[Outcome]:
+def _retime(session: GpuSession, job: RetimeJob) -> list[Outcome]:
     st = session.prepare(job.family, job.problem, job.input_seed)
     launches = [session.launcher(st, v) for v in job.variants]
     baselines = _torch_baselines(session, st) if job.with_baseline else []
@@ -136,7 +142,7 @@ def _retime(session, job: RetimeJob) -> list[Outcome]:
     return outcomes
 
 
-def _torch_baselines(session, st) -> list:
+def _torch_baselines(session: GpuSession, st: ProblemState) -> list[tuple[str, Callable[[], None]] | Outcome]:
     """For each of the family's torch equivalents: (name, launch) once verified, or an Outcome saying
     why not. One Outcome when torch or the family has none."""
     try:
@@ -156,7 +162,7 @@ def _torch_baselines(session, st) -> list:
     return [_verified(st, stream, inputs, expected, b) for b in baselines]
 
 
-def _on_device(session, buffer, like: np.ndarray):
+def _on_device(session: GpuSession, buffer: Any, like: np.ndarray) -> Any:
     """A torch tensor holding the bits of the session's device ``buffer`` (shaped and typed as
     ``like``, viewed through ``_signed``), copied on the device in stream order: no gigabytes
     through the host per re-timing."""
@@ -169,7 +175,8 @@ def _on_device(session, buffer, like: np.ndarray):
     return tensor
 
 
-def _verified(st, stream, inputs, expected, baseline):
+def _verified(st: ProblemState, stream: Any, inputs: dict[str, Any], expected: dict[str, Any],
+              baseline: Baseline) -> tuple[str, Callable[[], None]] | Outcome:
     """(name, launch) of a torch baseline that reproduces the reference, else a WRONG_RESULT Outcome
     saying how far off it is."""
     import torch
@@ -192,7 +199,7 @@ def _verified(st, stream, inputs, expected, baseline):
     return baseline.name, launch
 
 
-def _disagreement(got, ref, tolerance) -> str:
+def _disagreement(got: Any, ref: Any, tolerance: Tolerance | None) -> str:
     """'' when the tensors are bit-identical or (with a family tolerance) float32 / bfloat16 bits
     within it, else how many elements are not (and, with a tolerance, the largest error)."""
     import torch
@@ -201,7 +208,7 @@ def _disagreement(got, ref, tolerance) -> str:
         wrong = int((got != ref).sum())
         return f"{wrong} of {ref.numel()} elements" if wrong else ""
 
-    def value(bits):  # float32 bits as they are; bfloat16 bits moved to the top half of a float32
+    def value(bits: Any) -> Any:  # float32 bits as they are; bfloat16 bits moved to the top half of a float32
         return bits.view(torch.float32) if bits.element_size() == 4 else (bits.to(torch.int32) << 16).view(
             torch.float32)
 

@@ -22,11 +22,14 @@ from ..cuda_api import load_kernel, marshal, steps_launcher
 from ..dtypes import element_type
 from ..errors import CompileError, InvalidProblem
 from ..families import get as get_family
-from ..families.base import KernelSource, Problem
+from ..families.base import Arg, KernelSource, LaunchGeometry, Problem
 from ..families.contract import Family
 from ..records import DeviceInfo, Status
 from ..runner.protocol import variant_of
 from .lookup import Lookup, LookupResult
+
+_Step = tuple[Any, LaunchGeometry, tuple[Arg, ...]]  # a loaded kernel, its geometry, its arguments (not marshalled)
+_Plan = tuple[LookupResult, list[_Step]]  # the lookup answer and the launches, prologue first
 
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32", "<i8": "int64", "|u1": "uint8"}  # CuPy's
 
@@ -69,7 +72,7 @@ class Launcher:
     def __init__(self, db: Path = Path("results/winners.sqlite"), cache_dir: Path | None = None) -> None:
         self._lookup = Lookup(db)
         self._cache_dir = cache_dir
-        self._plans: dict[tuple[str, Problem], tuple] = {}  # (family, problem) -> lookup answer, launches
+        self._plans: dict[tuple[str, Problem], _Plan] = {}  # (family, problem) -> lookup answer, launches
         self._builds: dict[KernelSource, BuildResult] = {}  # compiled once per source, whatever the problem
         self._bindings: dict[tuple[str, Problem, int], _Binding] = {}  # per (family, problem, stream)
         self._lock = threading.Lock()
@@ -97,7 +100,7 @@ class Launcher:
         assert self.info is not None
         return self.info
 
-    def choose(self, family: Family, problem: Problem) -> LookupResult:
+    def choose(self, family: Family[Any], problem: Problem) -> LookupResult:
         return self._lookup.lookup(family, problem, self.device_info())
 
     def __call__(self, family_name: str, arrays: dict[str, Any], stream: int | None = None,
@@ -127,10 +130,11 @@ class Launcher:
                                                           for kernel, geo, args in steps])
                 bound.pointers = pointers
             run = bound.run
+        assert run is not None  # set above on the first call: ``bound.pointers`` starts as None
         run()
         return answer
 
-    def _plan(self, family: Family, problem: Problem) -> tuple[LookupResult, list[tuple]]:
+    def _plan(self, family: Family[Any], problem: Problem) -> _Plan:
         """Everything a launch of ``problem`` needs but the caller's pointers, worked out once: the
         lookup answer and the (kernel, geometry, arguments) of each launch, prologue first."""
         answer = self.choose(family, problem)
@@ -148,7 +152,7 @@ class Launcher:
                   step.geometry, step.args) for step in variant.launches]
         return answer, steps
 
-    def _bind(self, family: Family, problem: Problem, handle: int) -> _Binding:
+    def _bind(self, family: Family[Any], problem: Problem, handle: int) -> _Binding:
         """``problem``'s binding to the stream ``handle``: its workspace buffers, allocated on first use
         and kept (launches on other streams get their own), and the last launches made there."""
         from cuda.core import Stream

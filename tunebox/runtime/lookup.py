@@ -65,7 +65,7 @@ class Lookup:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def lookup(self, family: Family, problem: Problem, device: DeviceInfo) -> LookupResult:
+    def lookup(self, family: Family[Any], problem: Problem, device: DeviceInfo) -> LookupResult:
         """The configuration for ``problem`` on ``device`` (see the module doc for the order)."""
         problem_key = problem.key()
         cache_key = (family.name, problem_key, device.name, device.compute_capability,
@@ -83,7 +83,7 @@ class Lookup:
             self._db = WinnersDB(self.db_path, read_only=True).open()
         return self._db
 
-    def _resolve(self, family: Family, problem: Problem, problem_key: str,
+    def _resolve(self, family: Family[Any], problem: Problem, problem_key: str,
                  device: DeviceInfo) -> LookupResult:
         db = self._open()
         if db is None:
@@ -120,7 +120,7 @@ class Lookup:
         return self._default(family, problem, problem_key, f"{reason} on {device.name}")
 
     @staticmethod
-    def _valid_for(family: Family, problem: Problem, winner: Winner) -> bool:
+    def _valid_for(family: Family[Any], problem: Problem, winner: Winner) -> bool:
         try:
             config = family.config(winner.config)
         except InvalidConfig:
@@ -128,7 +128,7 @@ class Lookup:
         return not family.violations(problem, config)
 
     @staticmethod
-    def _result(family: Family, problem_key: str, winner: Winner,
+    def _result(family: Family[Any], problem_key: str, winner: Winner,
                 source: Literal["exact", "nearest"], how: str) -> LookupResult:
         origin = "replayed recording" if winner.replayed else "measured"
         explanation = (f"{how} tuned on {winner.key.device_name} ({origin}, "
@@ -137,7 +137,7 @@ class Lookup:
                             winner.key.problem_key, winner.median_ms, winner.replayed, explanation)
 
     @staticmethod
-    def _default(family: Family, problem: Problem, problem_key: str, reason: str) -> LookupResult:
+    def _default(family: Family[Any], problem: Problem, problem_key: str, reason: str) -> LookupResult:
         config = family.default_config(problem).as_dict()
         return LookupResult(family.name, problem_key, config, "default", None, None, False,
                             f"family default: {reason}")

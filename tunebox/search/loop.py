@@ -35,7 +35,8 @@ from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TpeStra
 
 log = logging.getLogger(__name__)
 
-_Identity = tuple[str, LaunchIdentity]  # (binary hash, geometry, args, prologue): identical runs are timed once
+# (binary hash, (geometry, args, prologue)): identical runs are timed once; on replay (configuration JSON,)
+_Identity = tuple[str, LaunchIdentity] | tuple[str]
 
 FAILURES = {Status.COMPILE_ERROR, Status.RESOURCE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT,
             Status.WRONG_RESULT}
@@ -261,7 +262,8 @@ class Sweep:
             done: Future[BuildResult | None] = Future()
             done.set_result(None)
             return done
-        return self.builder.submit(self.family.render(problem, config))  # type: ignore[return-value]
+        # a Future[BuildResult] never yields anything but a BuildResult (``Future`` is invariant)
+        return cast("Future[BuildResult | None]", self.builder.submit(self.family.render(problem, config)))
 
     def _dispatch(self, problem: Problem, ask: Ask, config: Config, future: Future[BuildResult | None] | None,
                   seed: int, binaries: dict[_Identity, EvalRecord], queued: deque[_Queued]) -> _Queued:

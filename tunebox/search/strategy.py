@@ -98,7 +98,7 @@ class ValidTree:
         self.domains = {(t, p.name): p.choices for t, s in space.templates for p in s.params}
         self.order = {t: [p.name for p in s.params] for t, s in space.templates}
         self.root = _Node(TEMPLATE)
-        rank = {name: i for i, name in enumerate(space.names())}
+        rank: dict[Value, int] = {name: i for i, name in enumerate(space.names())}
         for config in sorted(configs, key=lambda c: rank[c[TEMPLATE]]):
             template = config[TEMPLATE]
             node = self.root.children.setdefault(template, _Node())
@@ -123,7 +123,8 @@ class ValidTree:
 
     def walk(self, config: dict[str, Value]) -> dict[str, tuple[Value, BaseDistribution]] | None:
         """The decisions that lead to ``config`` (None when it is not in the tree)."""
-        node, template, path = self.root, None, {}
+        node, template = self.root, None
+        path: dict[str, tuple[Value, BaseDistribution]] = {}
         while node.children:
             value = config.get(node.name)
             if value not in node.children:

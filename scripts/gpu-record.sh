@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On the GPU host, after a change that voids recorded results: re-records each named sweep
+# (spaces/NAME.toml, with the strategy its file states). Its evaluation log becomes the replay
+# recording results/recordings/NAME.jsonl and its finalists results/benchmarks/NAME.json (gather,
+# scatter and gather_elements together: results/benchmarks/gather.json); winners go to
+# results/winners.sqlite. Everything written is packed into $OUT/results.tgz when OUT is set (a device
+# call returns at most 8 files). Usage: bash scripts/gpu-record.sh NAME...
+set -euo pipefail
+. scripts/gpu-env.sh
+command="bash scripts/gpu-record.sh $*"
+indexed=()
+for name in "$@"; do
+  start=$(date +%s)
+  rm -rf "results/sweeps/$name"  # a fresh recording, never a resumed one (a warm machine keeps ignored files)
+  python3 -m tunebox tune "spaces/$name.toml" --backend gpu --results results --quiet
+  cp "results/sweeps/$name/evals.jsonl" "results/recordings/$name.jsonl"
+  case $name in
+    gather | scatter | gather_elements) indexed+=("spaces/$name.toml") ;;
+    *) python3 -m tunebox benchmark "spaces/$name.toml" --results results --out "results/benchmarks/$name.json" \
+         --command "$command" ;;
+  esac
+  echo "recorded $name in $(( $(date +%s) - start )) s"
+done
+if [ ${#indexed[@]} -gt 0 ]; then
+  python3 -m tunebox benchmark "${indexed[@]}" --results results --out results/benchmarks/gather.json --command "$command"
+fi
+if [ -n "${OUT:-}" ]; then
+  tar czf "$OUT/results.tgz" results/recordings results/benchmarks results/winners.sqlite results/sweeps/*/summary.json
+fi
