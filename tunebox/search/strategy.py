@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import random
-import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -137,8 +136,9 @@ class ValidTree:
 
 
 class TpeStrategy:
-    """Optuna's TPE (multivariate, grouped: conditional spaces) over the valid-configuration tree,
-    primed with the evaluations already logged. A proposal of a configuration already given is told
+    """Optuna's TPE over the valid-configuration tree, primed with the evaluations already logged.
+    Each decision is modelled on its own (univariate TPE): the multivariate, grouped sampler cost
+    about 85 ms per proposal on tile_copy's space (19/s on replay), the univariate one about 12 ms. A proposal of a configuration already given is told
     as failed (TPE ignores failed trials) and asked again; after ``patience`` such repeats in a row an
     unexplored configuration is drawn at random, so every ask gives a new configuration until none is
     left. Evaluations that failed are told as pruned: TPE counts them among the worst."""
@@ -149,9 +149,7 @@ class TpeStrategy:
         self.valid = list(valid)
         self.patience = patience
         self._random = random.Random(seed)
-        with warnings.catch_warnings():  # multivariate and group are marked experimental
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            sampler = optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True)
+        sampler = optuna.samplers.TPESampler(seed=seed)
         self.study = optuna.create_study(sampler=sampler, direction="minimize")
         self._given: set[str] = set()
         self.study.add_trials([t for t in map(self._past_trial, history) if t is not None])
