@@ -13,9 +13,10 @@
 //   gather_cols   (axis 1): out[j, k] = A[start + j, idx[k] + offset]    for j < window; out (window, K)
 // where for axis 1 valid(k) tests 0 <= idx[k] + offset < D. The dense range is always checked.
 //
-// Template parameters: E element bits type; I index type (int or long long); RPB rows (indices) per
-// block; THREADS per block, split into RPB teams of THREADS / RPB threads, one team per row, whose
-// threads stride over the row's vectors; VEC elements per vector access; CHECK bounds test.
+// Configuration (the kernels' struct Cfg, see the end of this file): E element bits type; I index
+// type (int or long long); RPB rows (indices) per block; THREADS per block, split into RPB teams of
+// THREADS / RPB threads, one team per row, whose threads stride over the row's vectors; VEC elements
+// per vector access; CHECK bounds test.
 // A row moves in VEC-element vectors when the row pitch D and both base addresses allow it, else in
 // the widest narrower vector that fits (element by element at worst): the width is chosen once per
 // launch, so every D works. Row offsets use 64-bit arithmetic: N beyond 2^31 rows and offsets beyond
@@ -269,60 +270,142 @@ __device__ __forceinline__ void scatter(const E* __restrict__ V, const I* __rest
 
 }  // namespace
 
-template <typename E, typename I, int RPB, int THREADS, int VEC, bool CHECK>
-__global__ void __launch_bounds__(THREADS)
-    gather_rows(const E* __restrict__ A, const I* __restrict__ idx, E* __restrict__ out, long long N, long long D,
-                long long K, long long offset, E pad) {
-  gather<E, I, RPB, THREADS, VEC, CHECK, false>(A, idx, nullptr, out, N, D, K, offset, pad);
+// The kernels' one template argument is the named configuration struct (rendered by
+// tunebox/families/indexed_rows.py): Cfg::E element bits type, Cfg::I index type (int or long long),
+// Cfg::RPB rows (indices) per block, Cfg::THREADS per block, Cfg::VEC elements per vector access,
+// Cfg::CHECK bounds test. Whether a mask is read is the kernel's name (the *_masked kernels).
+// Each kernel takes its arguments as one struct, Cfg::Args (rendered from the template's args, in
+// the order of the body's parameters), and hands its members to its body, whose restrict-qualified
+// pointers keep the aliasing facts of separate parameters.
+template <class Cfg>
+using Elem = typename Cfg::E;
+template <class Cfg>
+using Index = typename Cfg::I;
+
+template <class Cfg>
+__device__ __forceinline__ void gather_rows_body(const Elem<Cfg>* __restrict__ A, const Index<Cfg>* __restrict__ idx,
+                                                 Elem<Cfg>* __restrict__ out, long long N, long long D, long long K,
+                                                 long long offset, Elem<Cfg> pad) {
+  using E = Elem<Cfg>;
+  using I = Index<Cfg>;
+  gather<E, I, Cfg::RPB, Cfg::THREADS, Cfg::VEC, Cfg::CHECK, false>(A, idx, nullptr, out, N, D, K, offset, pad);
 }
 
-template <typename E, typename I, int RPB, int THREADS, int VEC, bool CHECK>
-__global__ void __launch_bounds__(THREADS)
-    gather_rows_masked(const E* __restrict__ A, const I* __restrict__ idx, const unsigned char* __restrict__ mask,
-                       E* __restrict__ out, long long N, long long D, long long K, long long offset, E pad) {
-  gather<E, I, RPB, THREADS, VEC, CHECK, true>(A, idx, mask, out, N, D, K, offset, pad);
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) gather_rows(const __grid_constant__ typename Cfg::Args a) {
+  gather_rows_body<Cfg>(a.A, a.idx, a.out, a.N, a.D, a.K, a.offset, a.pad);
 }
 
-template <typename E, typename I, int RPB, int THREADS, int VEC, bool CHECK>
-__global__ void __launch_bounds__(THREADS)
-    scatter_rows(const E* __restrict__ V, const I* __restrict__ idx, E* __restrict__ A, long long N, long long D,
-                 long long K, long long offset) {
-  scatter<E, I, RPB, THREADS, VEC, CHECK, false>(V, idx, nullptr, A, N, D, K, offset);
+template <class Cfg>
+__device__ __forceinline__ void gather_rows_masked_body(const Elem<Cfg>* __restrict__ A,
+                                                        const Index<Cfg>* __restrict__ idx,
+                                                        const unsigned char* __restrict__ mask,
+                                                        Elem<Cfg>* __restrict__ out, long long N, long long D,
+                                                        long long K, long long offset, Elem<Cfg> pad) {
+  using E = Elem<Cfg>;
+  using I = Index<Cfg>;
+  gather<E, I, Cfg::RPB, Cfg::THREADS, Cfg::VEC, Cfg::CHECK, true>(A, idx, mask, out, N, D, K, offset, pad);
 }
 
-template <typename E, typename I, int RPB, int THREADS, int VEC, bool CHECK>
-__global__ void __launch_bounds__(THREADS)
-    scatter_rows_masked(const E* __restrict__ V, const I* __restrict__ idx, const unsigned char* __restrict__ mask,
-                        E* __restrict__ A, long long N, long long D, long long K, long long offset) {
-  scatter<E, I, RPB, THREADS, VEC, CHECK, true>(V, idx, mask, A, N, D, K, offset);
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) gather_rows_masked(const __grid_constant__ typename Cfg::Args a) {
+  gather_rows_masked_body<Cfg>(a.A, a.idx, a.mask, a.out, a.N, a.D, a.K, a.offset, a.pad);
 }
 
-template <typename E, typename I, int RPB, int THREADS, int VEC, bool CHECK>
-__global__ void __launch_bounds__(THREADS)
-    gather_window(const E* __restrict__ A, const I* __restrict__ idx, E* __restrict__ out, long long N, long long D,
-                  long long K, long long offset, long long start, long long window, E pad) {
-  gather_segments<E, I, RPB, THREADS, VEC, CHECK, false>(A, idx, nullptr, out, N, D, K, offset, start, window, pad);
+template <class Cfg>
+__device__ __forceinline__ void scatter_rows_body(const Elem<Cfg>* __restrict__ V, const Index<Cfg>* __restrict__ idx,
+                                                  Elem<Cfg>* __restrict__ A, long long N, long long D, long long K,
+                                                  long long offset) {
+  using E = Elem<Cfg>;
+  using I = Index<Cfg>;
+  scatter<E, I, Cfg::RPB, Cfg::THREADS, Cfg::VEC, Cfg::CHECK, false>(V, idx, nullptr, A, N, D, K, offset);
 }
 
-template <typename E, typename I, int RPB, int THREADS, int VEC, bool CHECK>
-__global__ void __launch_bounds__(THREADS)
-    gather_window_masked(const E* __restrict__ A, const I* __restrict__ idx, const unsigned char* __restrict__ mask,
-                         E* __restrict__ out, long long N, long long D, long long K, long long offset, long long start,
-                         long long window, E pad) {
-  gather_segments<E, I, RPB, THREADS, VEC, CHECK, true>(A, idx, mask, out, N, D, K, offset, start, window, pad);
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) scatter_rows(const __grid_constant__ typename Cfg::Args a) {
+  scatter_rows_body<Cfg>(a.V, a.idx, a.A, a.N, a.D, a.K, a.offset);
 }
 
-template <typename E, typename I, int RPB, int THREADS, int VEC, bool CHECK>
-__global__ void __launch_bounds__(THREADS)
-    gather_cols(const E* __restrict__ A, const I* __restrict__ idx, E* __restrict__ out, long long N, long long D,
-                long long K, long long offset, long long start, long long window, E pad) {
-  gather_columns<E, I, RPB, THREADS, VEC, CHECK, false>(A, idx, nullptr, out, N, D, K, offset, start, window, pad);
+template <class Cfg>
+__device__ __forceinline__ void scatter_rows_masked_body(const Elem<Cfg>* __restrict__ V,
+                                                         const Index<Cfg>* __restrict__ idx,
+                                                         const unsigned char* __restrict__ mask,
+                                                         Elem<Cfg>* __restrict__ A, long long N, long long D,
+                                                         long long K, long long offset) {
+  using E = Elem<Cfg>;
+  using I = Index<Cfg>;
+  scatter<E, I, Cfg::RPB, Cfg::THREADS, Cfg::VEC, Cfg::CHECK, true>(V, idx, mask, A, N, D, K, offset);
 }
 
-template <typename E, typename I, int RPB, int THREADS, int VEC, bool CHECK>
-__global__ void __launch_bounds__(THREADS)
-    gather_cols_masked(const E* __restrict__ A, const I* __restrict__ idx, const unsigned char* __restrict__ mask,
-                       E* __restrict__ out, long long N, long long D, long long K, long long offset, long long start,
-                       long long window, E pad) {
-  gather_columns<E, I, RPB, THREADS, VEC, CHECK, true>(A, idx, mask, out, N, D, K, offset, start, window, pad);
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) scatter_rows_masked(const __grid_constant__ typename Cfg::Args a) {
+  scatter_rows_masked_body<Cfg>(a.V, a.idx, a.mask, a.A, a.N, a.D, a.K, a.offset);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void gather_window_body(const Elem<Cfg>* __restrict__ A, const Index<Cfg>* __restrict__ idx,
+                                                   Elem<Cfg>* __restrict__ out, long long N, long long D, long long K,
+                                                   long long offset, long long start, long long window,
+                                                   Elem<Cfg> pad) {
+  using E = Elem<Cfg>;
+  using I = Index<Cfg>;
+  gather_segments<E, I, Cfg::RPB, Cfg::THREADS, Cfg::VEC, Cfg::CHECK, false>(A, idx, nullptr, out, N, D, K, offset,
+                                                                             start, window, pad);
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) gather_window(const __grid_constant__ typename Cfg::Args a) {
+  gather_window_body<Cfg>(a.A, a.idx, a.out, a.N, a.D, a.K, a.offset, a.start, a.window, a.pad);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void gather_window_masked_body(const Elem<Cfg>* __restrict__ A,
+                                                          const Index<Cfg>* __restrict__ idx,
+                                                          const unsigned char* __restrict__ mask,
+                                                          Elem<Cfg>* __restrict__ out, long long N, long long D,
+                                                          long long K, long long offset, long long start,
+                                                          long long window, Elem<Cfg> pad) {
+  using E = Elem<Cfg>;
+  using I = Index<Cfg>;
+  gather_segments<E, I, Cfg::RPB, Cfg::THREADS, Cfg::VEC, Cfg::CHECK, true>(A, idx, mask, out, N, D, K, offset,
+                                                                            start, window, pad);
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) gather_window_masked(const __grid_constant__ typename Cfg::Args a) {
+  gather_window_masked_body<Cfg>(a.A, a.idx, a.mask, a.out, a.N, a.D, a.K, a.offset, a.start, a.window, a.pad);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void gather_cols_body(const Elem<Cfg>* __restrict__ A, const Index<Cfg>* __restrict__ idx,
+                                                 Elem<Cfg>* __restrict__ out, long long N, long long D, long long K,
+                                                 long long offset, long long start, long long window,
+                                                 Elem<Cfg> pad) {
+  using E = Elem<Cfg>;
+  using I = Index<Cfg>;
+  gather_columns<E, I, Cfg::RPB, Cfg::THREADS, Cfg::VEC, Cfg::CHECK, false>(A, idx, nullptr, out, N, D, K, offset,
+                                                                            start, window, pad);
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) gather_cols(const __grid_constant__ typename Cfg::Args a) {
+  gather_cols_body<Cfg>(a.A, a.idx, a.out, a.N, a.D, a.K, a.offset, a.start, a.window, a.pad);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void gather_cols_masked_body(const Elem<Cfg>* __restrict__ A,
+                                                        const Index<Cfg>* __restrict__ idx,
+                                                        const unsigned char* __restrict__ mask,
+                                                        Elem<Cfg>* __restrict__ out, long long N, long long D,
+                                                        long long K, long long offset, long long start,
+                                                        long long window, Elem<Cfg> pad) {
+  using E = Elem<Cfg>;
+  using I = Index<Cfg>;
+  gather_columns<E, I, Cfg::RPB, Cfg::THREADS, Cfg::VEC, Cfg::CHECK, true>(A, idx, mask, out, N, D, K, offset,
+                                                                           start, window, pad);
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) gather_cols_masked(const __grid_constant__ typename Cfg::Args a) {
+  gather_cols_masked_body<Cfg>(a.A, a.idx, a.mask, a.out, a.N, a.D, a.K, a.offset, a.start, a.window, a.pad);
 }

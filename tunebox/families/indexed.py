@@ -1,5 +1,6 @@
-"""What the indexed families ``gather`` and ``scatter`` share: problems, index types, seeded index
-draws, the tunable space, validity rules, launch geometry and rendering.
+"""What the indexed families ``gather`` and ``scatter`` share: problems, index types and their
+parsing (the parsing helpers serve the other families too). The seeded index draws, the reference's
+validity test and the ``rows`` template the two share are in ``indexed_rows.py``.
 
 Both move whole ROWS of a row-major ``A`` of ``rows`` x ``cols`` (N x D) elements through ``count``
 (K) indices ``idx`` (int32 or int64) plus a runtime ``offset``; entry k is *valid* when
@@ -25,7 +26,6 @@ vouched for.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,8 +35,7 @@ import numpy as np
 from ..dtypes import PADDING_MODES, element_type
 from ..errors import InvalidProblem
 from ..limits import MAX_GRID_X
-from ..params import Config, Param, Space
-from .base import Family, KernelSource, LaunchGeometry, Problem, instantiate, library_files, problem_as
+from .base import Problem
 
 
 @dataclass(frozen=True)
@@ -54,9 +53,9 @@ class IndexType:
         return int(info.min), int(info.max)
 
 
-INDEX_TYPES = {"int32": IndexType("int32", 4, np.int32, "int"),
-               "int64": IndexType("int64", 8, np.int64, "long long")}
+INDEX_TYPES = {"int32": IndexType("int32", 4, np.int32, "int"), "int64": IndexType("int64", 8, np.int64, "long long")}
 MASK_DTYPE = "uint8"  # the mask buffer: one byte per index, 0 (masked out) or 1
+MASK_CTYPE = "unsigned char"  # C++ type of the mask buffer's bytes in kernels
 MAX_ELEMENTS = 2**40  # K * D and N * D stay below this
 MAX_COUNT = MAX_GRID_X  # indices per problem: at most one grid block per index
 MAX_OFFSET = 2**62  # |offset| below this: idx + offset cannot wrap into [0, N) in the kernel
@@ -122,8 +121,15 @@ class IndexedProblem(Problem):
         return self.sentinels == 0 and self.out_of_range == 0 and not self.mask
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"dtype": self.element, "rows": self.rows, "cols": self.cols, "count": self.count,
-                             "index_dtype": self.index_dtype, "offset": self.offset, "mask": self.mask}
+        d: dict[str, Any] = {
+            "dtype": self.element,
+            "rows": self.rows,
+            "cols": self.cols,
+            "count": self.count,
+            "index_dtype": self.index_dtype,
+            "offset": self.offset,
+            "mask": self.mask,
+        }
         if self.mask:
             d["mask_rate"] = self.mask_rate
         if self.valid_promise is not None:
@@ -192,9 +198,17 @@ def parse_common(family: str, data: Mapping[str, Any]) -> dict[str, Any]:
     if "mask_rate" in data and not mask:
         raise InvalidProblem(f"{family}: mask_rate is given only with mask = true")
     mask_rate = rate(family, data, "mask_rate")
-    return {"element": data["dtype"], "rows": rows, "cols": cols, "count": count, "index_dtype": index_dtype,
-            "offset": offset, "mask": mask, "mask_rate": mask_rate,
-            "valid_promise": parse_promise(family, data, mask_rate)}
+    return {
+        "element": data["dtype"],
+        "rows": rows,
+        "cols": cols,
+        "count": count,
+        "index_dtype": index_dtype,
+        "offset": offset,
+        "mask": mask,
+        "mask_rate": mask_rate,
+        "valid_promise": parse_promise(family, data, mask_rate),
+    }
 
 
 def parse_promise(family: str, data: Mapping[str, Any], *rates: float) -> bool | None:
@@ -205,20 +219,27 @@ def parse_promise(family: str, data: Mapping[str, Any], *rates: float) -> bool |
     return promise
 
 
-def caller_problem(family: str, arrays: Mapping[str, Any], names: tuple[str, ...], options: Mapping[str, Any]
-                   ) -> dict[str, Any]:
+def caller_problem(
+    family: str, arrays: Mapping[str, Any], names: tuple[str, ...], options: Mapping[str, Any]
+) -> dict[str, Any]:
     """Problem keys shared by the indexed families on caller arrays: the index type, whether a mask
     is given, and the validity promise (``check_bounds``, default True: indices are checked)."""
     missing = [n for n in names if n not in arrays]
     if missing:
-        raise InvalidProblem(f"{family}: tunebox.launch needs the arrays {list(names)} (and 'mask' for a masked "
-                             f"{family}); missing {missing}")
+        raise InvalidProblem(
+            f"{family}: tunebox.launch needs the arrays {list(names)} (and 'mask' for a masked "
+            f"{family}); missing {missing}"
+        )
     check_bounds = options.get("check_bounds", True)
     if not isinstance(check_bounds, bool):
         raise InvalidProblem(f"{family}: check_bounds must be True or False, got {check_bounds!r}")
     rest = {k: v for k, v in options.items() if k != "check_bounds"}
-    return {"index_dtype": str(arrays[names[1]].dtype), "mask": "mask" in arrays, "valid_promise": not check_bounds,
-            **rest}
+    return {
+        "index_dtype": str(arrays[names[1]].dtype),
+        "mask": "mask" in arrays,
+        "valid_promise": not check_bounds,
+        **rest,
+    }
 
 
 def matrix_shape(family: str, name: str, array: Any, rank: int = 2) -> tuple[int, ...]:
@@ -235,122 +256,16 @@ def check_index_range(family: str, p: IndexedProblem, sentinel: bool, beyond: bo
     low_row = -1 if sentinel else 0
     high_row = p.extent if beyond else p.extent - 1
     if low_row - p.offset < lo or high_row - p.offset > hi:
-        raise InvalidProblem(f"{family}: with offset {p.offset}, rows {low_row}..{high_row} need indices outside "
-                             f"{p.index_dtype}; use index_dtype = 'int64' or a smaller offset")
-
-
-def draw_invalid(p: IndexedProblem, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Seeded, disjoint positions of the sentinel, out-of-range and masked-out entries."""
-    if p.sentinels == p.out_of_range == p.masked_out == 0:
-        empty = np.empty(0, dtype=np.int64)
-        return empty, empty, empty
-    order = rng.permutation(p.count)
-    a, b = p.sentinels, p.sentinels + p.out_of_range
-    return order[:a], order[a:b], order[b:b + p.masked_out]
-
-
-def mask_bytes(p: IndexedProblem, masked: np.ndarray) -> np.ndarray:
-    mask = np.ones(p.count, dtype=np.uint8)
-    mask[masked] = 0
-    return mask
-
-
-def to_index(p: IndexedProblem, rows: np.ndarray) -> np.ndarray:
-    """Stored indices of the given rows: row - offset, in the index type (range checked at parse)."""
-    return (rows.astype(np.int64) - p.offset).astype(index_type(p.index_dtype).numpy)
-
-
-def valid_rows(p: IndexedProblem, inputs: Mapping[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """(valid, rows): which entries are valid, and their rows (idx + offset; meaningful where valid).
-    Validity is tested without forming idx + offset, so no index can overflow."""
-    idx = inputs["idx"].astype(np.int64)
-    valid = (idx >= -p.offset) & (idx < p.extent - p.offset)
-    if p.mask:
-        valid &= inputs["mask"] != 0
-    return valid, np.where(valid, idx, -p.offset) + p.offset
+        raise InvalidProblem(
+            f"{family}: with offset {p.offset}, rows {low_row}..{high_row} need indices outside "
+            f"{p.index_dtype}; use index_dtype = 'int64' or a smaller offset"
+        )
 
 
 def signed(bits: int, itemsize: int) -> int:
     """A storage bit pattern as the signed integer of its width (torch moves bits as int16/int32)."""
     width = 8 * itemsize
     return bits - (1 << width) if bits >= 1 << (width - 1) else bits
-
-
-class IndexedFamily(Family):
-    """The shared space, rules, geometry and rendering of ``gather`` and ``scatter``."""
-
-    kernel: str  # the kernel template; "_masked" is appended for masked problems
-    problem_type: type[IndexedProblem]
-    space = Space((
-        Param("rows_per_block", (1, 2, 4, 8, 16), "indices (rows) each block moves, one team of threads per row"),
-        Param("threads", (64, 128, 256, 512), "threads per block"),
-        Param("vec_bytes", (2, 4, 8, 16), "bytes per vector access (narrower when the row pitch needs it)"),
-        Param("check_bounds", ("true", "false"), "test every index; 'false' promises all are valid"),
-    ))
-
-    @property
-    def source_files(self):  # type: ignore[override]
-        return library_files("gather/gather.cu")
-
-    @staticmethod
-    def row_vectors(p: IndexedProblem, vec_bytes: int) -> int:
-        """Vectors per row at the widest width (at most vec_bytes) dividing the row: what the kernel
-        uses on aligned buffers."""
-        width = vec_bytes // element_type(p.element).itemsize
-        while p.cols % width:
-            width //= 2
-        return p.cols // width
-
-    def default_config(self, problem: Problem) -> Config:
-        p = self._as_problem(problem)
-        vectors = self.row_vectors(p, 16)
-        per_row = next(r for r in (1, 2, 4, 8, 16) if 256 // r <= _warps(vectors))
-        return self.space.validate({"rows_per_block": per_row, "threads": 256, "vec_bytes": 16,
-                                    "check_bounds": "true"})
-
-    def violations(self, problem: Problem, config: Config) -> list[str]:
-        p = self._as_problem(problem)
-        size = element_type(p.element).itemsize
-        vec_bytes, threads, per_row = int(config["vec_bytes"]), int(config["threads"]), int(config["rows_per_block"])
-        if vec_bytes % size:
-            return [f"vec_bytes={vec_bytes} is not a multiple of the {size}-byte element"]
-        broken = []
-        team, vectors = threads // per_row, self.row_vectors(p, vec_bytes)
-        if team > _warps(vectors):
-            broken.append(f"{team} threads per row (threads / rows_per_block) exceed the row's {vectors} vectors "
-                          f"rounded up to whole warps: threads would idle")
-        if config["check_bounds"] == "false" and not p.all_valid:
-            broken.append(UNCHECKED_NEEDS_VALID)
-        return broken
-
-    def render(self, problem: Problem, config: Config) -> KernelSource:
-        p = self._as_problem(problem)
-        et = element_type(p.element)
-        targs = (et.ctype, index_type(p.index_dtype).ctype, config["rows_per_block"], config["threads"],
-                 int(config["vec_bytes"]) // et.itemsize, config["check_bounds"])
-        return instantiate("gather/gather.cu", self.kernel_name(p), targs)
-
-    def kernel_name(self, p: IndexedProblem) -> str:
-        """The kernel template that moves ``p``."""
-        return self.kernel + ("_masked" if p.mask else "")
-
-    def geometry(self, problem: Problem, config: Config) -> LaunchGeometry:
-        p = self._as_problem(problem)
-        return LaunchGeometry((math.ceil(p.count / int(config["rows_per_block"])), 1, 1),
-                              (int(config["threads"]), 1, 1), 0)
-
-    def index_bytes(self, p: IndexedProblem) -> int:
-        """Bytes of the index (and mask) buffers, each read once."""
-        return p.count * (index_type(p.index_dtype).itemsize + (1 if p.mask else 0))
-
-    def distance(self, a: Problem, b: Problem) -> float | None:
-        pa, pb = self._as_problem(a), self._as_problem(b)
-        if (pa.element, pa.index_dtype, pa.mask) != (pb.element, pb.index_dtype, pb.mask):
-            return None
-        return sum(abs(math.log2(x / y)) for x, y in ((pa.rows, pb.rows), (pa.cols, pb.cols), (pa.count, pb.count)))
-
-    def _as_problem(self, problem: Problem) -> Any:
-        return problem_as(self.name, problem, self.problem_type)
 
 
 def _warps(n: int) -> int:

@@ -17,9 +17,11 @@ def arr(*shape: int, dtype: str = "bfloat16") -> SimpleNamespace:
     return SimpleNamespace(shape=shape, dtype=dtype)
 
 
-UNCHECKED = {"gather": {"rows_per_block": 4, "threads": 64, "vec_bytes": 16, "check_bounds": "false"},
-             "scatter": {"rows_per_block": 4, "threads": 64, "vec_bytes": 16, "check_bounds": "false"},
-             "gather_elements": {"threads": 64, "elems_per_thread": 4, "check_bounds": "false"}}
+UNCHECKED = {"gather": {"template": "rows", "rows_per_block": 4, "threads": 64, "vec_bytes": 16,
+                        "check_bounds": "false"},
+             "scatter": {"template": "rows", "rows_per_block": 4, "threads": 64, "vec_bytes": 16,
+                         "check_bounds": "false"},
+             "gather_elements": {"template": "elements", "threads": 64, "elems_per_thread": 4, "check_bounds": "false"}}
 CASES = {
     "gather": {"A": arr(1000, 64), "idx": arr(500, dtype="int64"), "out": arr(500, 64)},
     "scatter": {"V": arr(500, 64), "idx": arr(500, dtype="int32"), "A": arr(1000, 64)},

@@ -12,18 +12,20 @@ from pathlib import Path
 import family_checks
 import numpy as np
 import pytest
-from indexed_reference import compile_matrix, reference_of
+from indexed_reference import arg_members, assert_rows_variant, compile_matrix, reference_of
 
 from tunebox.dtypes import PADDING_MODES, element_type
 from tunebox.errors import InvalidProblem
 from tunebox.families import get
 from tunebox.families.base import BufferArg, BufferSpec, ScalarArg
-from tunebox.families.gather import Gather, GatherProblem
+from tunebox.families.gather import FAMILY, GatherProblem, GatherRows, RowsConfig
 from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.sweep_spec import load_sweep
 
-G = Gather()
+G = FAMILY
+ROWS = G.templates["rows"]
+assert isinstance(ROWS, GatherRows)
 DTYPES = ("float32", "float16", "bfloat16")
 INDEX_DTYPES = ("int32", "int64")
 NAN32 = 0x7FC00000
@@ -35,7 +37,7 @@ def problem(dtype: str = "float32", rows: int = 4, cols: int = 4, count: int = 2
 
 
 def config(**values) -> Config:
-    base = {"rows_per_block": 4, "threads": 64, "vec_bytes": 16, "check_bounds": "true"}
+    base = {"template": "rows", "rows_per_block": 4, "threads": 64, "vec_bytes": 16, "check_bounds": "true"}
     return G.config({**base, **values})
 
 
@@ -123,12 +125,20 @@ def test_reference_matches_definition_on_random_problems() -> None:
         mode = PADDING_MODES[int(rng.integers(len(PADDING_MODES)))]
         mask = bool(rng.integers(2))
         rates = rng.dirichlet([1, 1, 1, 1])[:3] * 0.9
-        p = problem(DTYPES[int(rng.integers(3))], rows=int(rng.integers(1, 9)), cols=int(rng.integers(1, 9)),
-                    count=int(rng.integers(1, 20)), index_dtype=INDEX_DTYPES[int(rng.integers(2))],
-                    offset=int(rng.integers(-5, 6)), mask=mask, padding=mode,
-                    sentinel_rate=float(rates[0]), oob_rate=float(rates[1]),
-                    **({"mask_rate": float(rates[2])} if mask else {}),
-                    **({"pad_value": 1.5} if mode == "value" else {}))
+        p = problem(
+            DTYPES[int(rng.integers(3))],
+            rows=int(rng.integers(1, 9)),
+            cols=int(rng.integers(1, 9)),
+            count=int(rng.integers(1, 20)),
+            index_dtype=INDEX_DTYPES[int(rng.integers(2))],
+            offset=int(rng.integers(-5, 6)),
+            mask=mask,
+            padding=mode,
+            sentinel_rate=float(rates[0]),
+            oob_rate=float(rates[1]),
+            **({"mask_rate": float(rates[2])} if mask else {}),
+            **({"pad_value": 1.5} if mode == "value" else {}),
+        )
         inputs = G.make_inputs(p, rng)
         got = G.reference(p, inputs)["out"]
         np.testing.assert_array_equal(got, _naive(p, inputs), err_msg=str(p))
@@ -187,8 +197,7 @@ def test_reference_sentinels_on_both_axes() -> None:
     got = ref(problem(count=3, dense_offset=1, window=3, padding="nan"), A, [-1, 2, 5])
     np.testing.assert_array_equal(got, [[NAN32] * 3, [10, 11, 12], [NAN32] * 3])
     got = ref(problem(count=3, axis=1, padding="nan"), A, [-1, 1, 4])
-    np.testing.assert_array_equal(got, [[NAN32, 2, NAN32], [NAN32, 6, NAN32], [NAN32, 10, NAN32],
-                                        [NAN32, 14, NAN32]])
+    np.testing.assert_array_equal(got, [[NAN32, 2, NAN32], [NAN32, 6, NAN32], [NAN32, 10, NAN32], [NAN32, 14, NAN32]])
     got = ref(problem(count=2, axis=1, offset=2, window=2), A, [-3, -1])  # column -1 (sentinel) and column 1
     np.testing.assert_array_equal(got, [[0, 2], [0, 6]])
 
@@ -223,12 +232,23 @@ def test_reference_matches_warp_rule_on_random_problems() -> None:
         rates = rng.dirichlet([1, 1, 1, 1])[:3] * 0.9
         rows, cols = int(rng.integers(1, 9)), int(rng.integers(1, 9))
         dense = cols if axis == 0 else rows
-        p = problem(DTYPES[int(rng.integers(3))], rows=rows, cols=cols, count=int(rng.integers(1, 12)), axis=axis,
-                    window=int(rng.integers(1, 2 * dense + 3)), dense_offset=int(rng.integers(-dense - 2, dense + 3)),
-                    index_dtype=INDEX_DTYPES[int(rng.integers(2))], offset=int(rng.integers(-5, 6)), mask=mask,
-                    padding=mode, sentinel_rate=float(rates[0]), oob_rate=float(rates[1]),
-                    **({"mask_rate": float(rates[2])} if mask else {}),
-                    **({"pad_value": 1.5} if mode == "value" else {}))
+        p = problem(
+            DTYPES[int(rng.integers(3))],
+            rows=rows,
+            cols=cols,
+            count=int(rng.integers(1, 12)),
+            axis=axis,
+            window=int(rng.integers(1, 2 * dense + 3)),
+            dense_offset=int(rng.integers(-dense - 2, dense + 3)),
+            index_dtype=INDEX_DTYPES[int(rng.integers(2))],
+            offset=int(rng.integers(-5, 6)),
+            mask=mask,
+            padding=mode,
+            sentinel_rate=float(rates[0]),
+            oob_rate=float(rates[1]),
+            **({"mask_rate": float(rates[2])} if mask else {}),
+            **({"pad_value": 1.5} if mode == "value" else {}),
+        )
         inputs = G.make_inputs(p, rng)
         got = G.reference(p, inputs)["out"]
         np.testing.assert_array_equal(got, _warp(p, inputs), err_msg=str(p))
@@ -246,8 +266,18 @@ def _rows(p: GatherProblem, inputs: dict[str, np.ndarray]) -> np.ndarray:
 
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
 def test_make_inputs_has_exact_fractions(index_dtype: str) -> None:
-    p = problem("bfloat16", rows=1000, cols=3, count=2000, index_dtype=index_dtype, offset=-7, mask=True,
-                mask_rate=0.25, sentinel_rate=0.05, oob_rate=0.1)
+    p = problem(
+        "bfloat16",
+        rows=1000,
+        cols=3,
+        count=2000,
+        index_dtype=index_dtype,
+        offset=-7,
+        mask=True,
+        mask_rate=0.25,
+        sentinel_rate=0.05,
+        oob_rate=0.1,
+    )
     inputs = G.make_inputs(p, np.random.default_rng(5))
     assert set(inputs) == {"A", "idx", "mask"}
     assert inputs["A"].shape == (1000, 3) and inputs["A"].dtype == np.uint16
@@ -297,8 +327,11 @@ def test_make_inputs_all_sentinel_and_all_out_of_range() -> None:
 def test_rates_summing_to_one_leave_no_valid_entry(count: int) -> None:
     """Cumulative rounding: halves of an odd K (round-half-even would leave one entry valid) and
     thirds still cover every entry."""
-    for rates in ({"sentinel_rate": 0.5, "oob_rate": 0.5}, {"sentinel_rate": 0.5, "mask": True, "mask_rate": 0.5},
-                  {"sentinel_rate": 1 / 3, "oob_rate": 1 / 3, "mask": True, "mask_rate": 1 / 3}):
+    for rates in (
+        {"sentinel_rate": 0.5, "oob_rate": 0.5},
+        {"sentinel_rate": 0.5, "mask": True, "mask_rate": 0.5},
+        {"sentinel_rate": 1 / 3, "oob_rate": 1 / 3, "mask": True, "mask_rate": 1 / 3},
+    ):
         p = problem(rows=11, cols=3, count=count, **rates)
         assert p.valid_entries == 0 and p.sentinels + p.out_of_range + p.masked_out == count
 
@@ -320,8 +353,20 @@ def test_make_inputs_int32_index_near_its_limit() -> None:
 
 def test_make_inputs_axis_1_draws_columns() -> None:
     """axis 1 indexes columns: valid indices in [0, D), out-of-range ones in [D, 2D), sentinels -1."""
-    p = problem("float16", rows=1000, cols=37, count=3000, axis=1, offset=-4, sentinel_rate=0.1, oob_rate=0.2,
-                mask=True, mask_rate=0.1, window=9, dense_offset=-3)
+    p = problem(
+        "float16",
+        rows=1000,
+        cols=37,
+        count=3000,
+        axis=1,
+        offset=-4,
+        sentinel_rate=0.1,
+        oob_rate=0.2,
+        mask=True,
+        mask_rate=0.1,
+        window=9,
+        dense_offset=-3,
+    )
     inputs = G.make_inputs(p, np.random.default_rng(6))
     assert inputs["A"].shape == (1000, 37)
     cols = _rows(p, inputs)
@@ -339,22 +384,51 @@ def test_parse_problem_defaults_and_round_trip() -> None:
     p = G.parse_problem({"dtype": "bfloat16", "rows": 100, "cols": 73, "count": 51})
     assert p == GatherProblem("bfloat16", 100, 73, 51)
     assert (p.index_dtype, p.offset, p.mask, p.mask_rate, p.sentinel_rate, p.oob_rate, p.padding) == (
-        "int32", 0, False, 0.0, 0.0, 0.0, "zero")
+        "int32",
+        0,
+        False,
+        0.0,
+        0.0,
+        0.0,
+        "zero",
+    )
     assert G.parse_problem(p.to_dict()) == p and p.dtype == "bfloat16"
-    q = problem("float16", rows=9, cols=3, count=4, index_dtype="int64", offset=-3, mask=True, mask_rate=0.5,
-                sentinel_rate=0.25, oob_rate=0, padding="value", pad_value=2)
+    q = problem(
+        "float16",
+        rows=9,
+        cols=3,
+        count=4,
+        index_dtype="int64",
+        offset=-3,
+        mask=True,
+        mask_rate=0.5,
+        sentinel_rate=0.25,
+        oob_rate=0,
+        padding="value",
+        pad_value=2,
+    )
     assert type(q.pad_value) is float and type(q.oob_rate) is float
     assert G.parse_problem(q.to_dict()) == q and q.key() == G.parse_problem(q.to_dict()).key()
     assert p.key() != q.key()
-    assert get("gather") is get("gather") and isinstance(get("gather"), Gather)
+    assert get("gather") is FAMILY
 
 
 def test_parse_problem_new_keys_round_trip() -> None:
     """axis, window and dense_offset appear in to_dict (and so in the problem key) only when they
     differ from the whole-row default: every existing problem keeps its key and meaning."""
     p = problem("bfloat16", rows=100, cols=73, count=51)
-    assert set(p.to_dict()) == {"dtype", "rows", "cols", "count", "index_dtype", "offset", "mask", "sentinel_rate",
-                                "oob_rate", "padding"}
+    assert set(p.to_dict()) == {
+        "dtype",
+        "rows",
+        "cols",
+        "count",
+        "index_dtype",
+        "offset",
+        "mask",
+        "sentinel_rate",
+        "oob_rate",
+        "padding",
+    }
     assert (p.axis, p.window, p.dense_offset, p.span, p.whole_rows) == (0, None, 0, 73, True)
     assert problem("bfloat16", rows=100, cols=73, count=51, axis=0, window=73, dense_offset=0) == p
     w = problem("float32", rows=9, cols=8, count=5, dense_offset=-3, window=6, index_dtype="int64", sentinel_rate=0.2)
@@ -369,50 +443,54 @@ def test_parse_problem_new_keys_round_trip() -> None:
     assert problem(dense_offset=2**62 - 1).dense_offset == 2**62 - 1
 
 
-@pytest.mark.parametrize(("data", "fragment"), [
-    ({"src": [1, 1]}, "src"),
-    ({"axis": 2}, "axis"),
-    ({"axis": True}, "axis"),
-    ({"axis": "1"}, "axis"),
-    ({"axis": -1}, "axis"),
-    ({"window": 0}, "window"),
-    ({"window": 2.0}, "window"),
-    ({"window": True}, "window"),
-    ({"window": 2**38, "count": 4}, "too many"),
-    ({"dense_offset": 1.0}, "dense_offset"),
-    ({"dense_offset": False}, "dense_offset"),
-    ({"dense_offset": -(2**62)}, "dense_offset"),
-    ({"axis": 1, "cols": 4, "offset": -(2**31) + 3}, "int64"),  # column 3 would be stored as 2^31
-    ({"dtype": "int32"}, "int32"),
-    ({"rows": 0}, "rows"),
-    ({"cols": -1}, "cols"),
-    ({"count": 2.0}, "count"),
-    ({"count": True}, "count"),
-    ({"rows": 2**21, "cols": 2**19}, "too many"),
-    ({"count": 2**21, "cols": 2**19}, "too many"),
-    ({"count": 2**31, "cols": 1}, "count"),
-    ({"index_dtype": "uint32"}, "index_dtype"),
-    ({"index_dtype": 32}, "index_dtype"),
-    ({"offset": 1.0}, "offset"),
-    ({"offset": True}, "offset"),
-    ({"offset": 2**62}, "offset"),
-    ({"mask": 1}, "mask"),
-    ({"mask_rate": 0.5}, "mask_rate"),
-    ({"mask": True, "mask_rate": 1.5}, "mask_rate"),
-    ({"mask": True, "mask_rate": "0.5"}, "mask_rate"),
-    ({"sentinel_rate": -0.1}, "sentinel_rate"),
-    ({"sentinel_rate": True}, "sentinel_rate"),
-    ({"oob_rate": 2}, "oob_rate"),
-    ({"sentinel_rate": 0.5, "oob_rate": 0.6}, "exceed 1"),
-    ({"sentinel_rate": 0.5, "mask": True, "mask_rate": 0.6}, "exceed 1"),
-    ({"padding": "ZERO"}, "padding"),
-    ({"pad_value": 1.0}, "pad_value"),
-    ({"padding": "value", "pad_value": "1"}, "pad_value"),
-    ({"padding": "value", "pad_value": 10**400}, "pad_value"),
-    ({"offset": 2**31, "sentinel_rate": 0.5}, "int64"),  # row -1 would be stored as -1 - 2^31
-    ({"offset": -(2**31) + 3}, "int64"),  # row N - 1 = 3 would be stored as 2^31
-    ({"offset": -(2**31) + 4, "oob_rate": 0.5}, "int64"),  # out-of-range row N = 4 would be stored as 2^31
-], ids=repr)
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"src": [1, 1]}, "src"),
+        ({"axis": 2}, "axis"),
+        ({"axis": True}, "axis"),
+        ({"axis": "1"}, "axis"),
+        ({"axis": -1}, "axis"),
+        ({"window": 0}, "window"),
+        ({"window": 2.0}, "window"),
+        ({"window": True}, "window"),
+        ({"window": 2**38, "count": 4}, "too many"),
+        ({"dense_offset": 1.0}, "dense_offset"),
+        ({"dense_offset": False}, "dense_offset"),
+        ({"dense_offset": -(2**62)}, "dense_offset"),
+        ({"axis": 1, "cols": 4, "offset": -(2**31) + 3}, "int64"),  # column 3 would be stored as 2^31
+        ({"dtype": "int32"}, "int32"),
+        ({"rows": 0}, "rows"),
+        ({"cols": -1}, "cols"),
+        ({"count": 2.0}, "count"),
+        ({"count": True}, "count"),
+        ({"rows": 2**21, "cols": 2**19}, "too many"),
+        ({"count": 2**21, "cols": 2**19}, "too many"),
+        ({"count": 2**31, "cols": 1}, "count"),
+        ({"index_dtype": "uint32"}, "index_dtype"),
+        ({"index_dtype": 32}, "index_dtype"),
+        ({"offset": 1.0}, "offset"),
+        ({"offset": True}, "offset"),
+        ({"offset": 2**62}, "offset"),
+        ({"mask": 1}, "mask"),
+        ({"mask_rate": 0.5}, "mask_rate"),
+        ({"mask": True, "mask_rate": 1.5}, "mask_rate"),
+        ({"mask": True, "mask_rate": "0.5"}, "mask_rate"),
+        ({"sentinel_rate": -0.1}, "sentinel_rate"),
+        ({"sentinel_rate": True}, "sentinel_rate"),
+        ({"oob_rate": 2}, "oob_rate"),
+        ({"sentinel_rate": 0.5, "oob_rate": 0.6}, "exceed 1"),
+        ({"sentinel_rate": 0.5, "mask": True, "mask_rate": 0.6}, "exceed 1"),
+        ({"padding": "ZERO"}, "padding"),
+        ({"pad_value": 1.0}, "pad_value"),
+        ({"padding": "value", "pad_value": "1"}, "pad_value"),
+        ({"padding": "value", "pad_value": 10**400}, "pad_value"),
+        ({"offset": 2**31, "sentinel_rate": 0.5}, "int64"),  # row -1 would be stored as -1 - 2^31
+        ({"offset": -(2**31) + 3}, "int64"),  # row N - 1 = 3 would be stored as 2^31
+        ({"offset": -(2**31) + 4, "oob_rate": 0.5}, "int64"),  # out-of-range row N = 4 would be stored as 2^31
+    ],
+    ids=repr,
+)
 def test_parse_problem_errors(data: dict, fragment: str) -> None:
     base = {"dtype": "float32", "rows": 4, "cols": 4, "count": 4}
     with pytest.raises(InvalidProblem, match=fragment) as info:
@@ -481,13 +559,13 @@ SPARSE = problem("bfloat16", rows=1024, cols=512, count=4096, dense_offset=64, w
 def test_rule_window_vectors() -> None:
     """A window moves in vectors dividing D, the window and dense_offset: 256 bf16 from 64 in 16-byte
     vectors is 32 vectors (one warp per row); an odd dense_offset moves element by element."""
-    assert G.row_vectors(SPARSE, 16) == 32 and G.row_vectors(SPARSE, 4) == 128
+    assert ROWS.row_vectors(SPARSE, 16) == 32 and ROWS.row_vectors(SPARSE, 4) == 128
     assert_rule(SPARSE, config(threads=128, rows_per_block=4), config(threads=128, rows_per_block=2), "idle")
     odd = problem("bfloat16", rows=1024, cols=512, count=4096, dense_offset=3, window=256)
-    assert G.row_vectors(odd, 16) == 256
+    assert ROWS.row_vectors(odd, 16) == 256
     assert G.violations(odd, config(threads=256, rows_per_block=1)) == []
-    assert G.row_vectors(problem("float32", rows=4, cols=64, count=4, dense_offset=-2, window=64), 16) == 32
-    assert G.row_vectors(problem("float32", rows=4, cols=64, count=4, dense_offset=-4, window=12), 16) == 3
+    assert ROWS.row_vectors(problem("float32", rows=4, cols=64, count=4, dense_offset=-2, window=64), 16) == 32
+    assert ROWS.row_vectors(problem("float32", rows=4, cols=64, count=4, dense_offset=-4, window=12), 16) == 3
 
 
 def test_rules_axis_1() -> None:
@@ -499,8 +577,12 @@ def test_rules_axis_1() -> None:
     tiny = problem("float16", rows=10, cols=3, count=1, axis=1, window=1)  # 64 threads are always allowed
     assert_rule(tiny, config(threads=64, rows_per_block=1), config(threads=128, rows_per_block=1), "idle")
     bad = problem("float16", rows=10, cols=3, count=100, axis=1, sentinel_rate=0.1)
-    assert_rule(bad, config(threads=64, rows_per_block=8), config(threads=64, rows_per_block=8, check_bounds="false"),
-                "check_bounds='false'")
+    assert_rule(
+        bad,
+        config(threads=64, rows_per_block=8),
+        config(threads=64, rows_per_block=8, check_bounds="false"),
+        "check_bounds='false'",
+    )
     assert G.violations(p, config(threads=256, rows_per_block=8, check_bounds="false")) == []
     assert G.violations(p, config(vec_bytes=2)) == ["vec_bytes=2 is not a multiple of the 4-byte element"]
     # 2^20 entries in tiles of 64 and 2^19 rows in strips of 1: 2^33 blocks, capped to a multiple of the
@@ -518,8 +600,11 @@ def test_violations_reports_every_broken_rule() -> None:
 # ---------------------------------------------------------------------------------------------
 # default_config, geometry, buffers, args, work, distance
 
-VARIETY = [(d, r, c, k) for d in DTYPES for (r, c, k) in [(1, 1, 1), (1001, 73, 999), (2**20, 512, 2**20),
-                                                          (7, 2**20, 3), (10, 64, 1), (3, 2, 10**6)]]
+VARIETY = [
+    (d, r, c, k)
+    for d in DTYPES
+    for (r, c, k) in [(1, 1, 1), (1001, 73, 999), (2**20, 512, 2**20), (7, 2**20, 3), (10, 64, 1), (3, 2, 10**6)]
+]
 
 
 @pytest.mark.parametrize(("dtype", "rows", "cols", "count"), VARIETY)
@@ -532,11 +617,35 @@ def test_default_config_is_valid(dtype: str, rows: int, cols: int, count: int) -
 @pytest.mark.parametrize(("dtype", "rows", "cols", "count"), VARIETY)
 def test_default_config_is_valid_on_new_forms(dtype: str, rows: int, cols: int, count: int) -> None:
     whole = {} if rows * count < 2**40 else {"window": 1000}  # the default window N, where it fits
-    for extra in ({"axis": 1, **whole}, {"dense_offset": 3, "window": 7},
-                  {"axis": 1, "window": 1, "dense_offset": -5, "mask": True, "sentinel_rate": 0.5},
-                  {"dense_offset": -64, "window": 1024, "oob_rate": 0.25}):
+    for extra in (
+        {"axis": 1, **whole},
+        {"dense_offset": 3, "window": 7},
+        {"axis": 1, "window": 1, "dense_offset": -5, "mask": True, "sentinel_rate": 0.5},
+        {"dense_offset": -64, "window": 1024, "oob_rate": 0.25},
+    ):
         p = problem(dtype, rows=rows, cols=cols, count=count, **extra)
         assert G.violations(p, G.default_config(p)) == [], (p, G.default_config(p).label())
+
+
+def test_one_template_rows_keeps_the_old_space_and_defaults() -> None:
+    """One template, ``rows``, holding the four parameters of the old flat space (same domains), and
+    the old default configurations."""
+    assert G.space.names() == ("rows",) and G.space.size() == 5 * 4 * 4 * 2
+    assert [p.name for p in G.space.template("rows").params] == [
+        "rows_per_block",
+        "threads",
+        "vec_bytes",
+        "check_bounds",
+    ]
+    template, typed = G.typed(config(threads=128))
+    assert template is ROWS and typed == RowsConfig(rows_per_block=4, threads=128, vec_bytes=16, check_bounds="true")
+    assert G.template_config("rows", typed) == config(threads=128)
+    assert G.default_config(CLEAN) == config(rows_per_block=4, threads=256)  # 64 vectors a row: 64 threads each
+    assert G.default_config(ODD) == config(rows_per_block=4, threads=256)  # 73 vectors: 96 threads at most
+    columns = problem("float32", rows=1000, cols=300, count=1000, axis=1, window=8)
+    assert G.default_config(columns) == config(rows_per_block=1, threads=256)
+    many = problem("float16", rows=4096, cols=300, count=2**16, axis=1)  # 32 tiles of entries, 4096 rows
+    assert G.default_config(many) == config(rows_per_block=16, threads=256)
 
 
 def test_geometry_buffers_args_new_forms() -> None:
@@ -544,18 +653,29 @@ def test_geometry_buffers_args_new_forms() -> None:
     cfg = config(rows_per_block=8, threads=256, vec_bytes=8)
     assert G.geometry(w, cfg).grid == (125, 1, 1)
     assert G.buffers(w)[-1] == BufferSpec("out", (999, 40), "float16", "output")
-    assert G.args(w, cfg)[4:] == tuple(ScalarArg("i64", v) for v in (1001, 73, 999, 0, -5, 40)) + (
-        ScalarArg("u16", 0x7E00),)
-    assert G.render(w, cfg).name_expression == "gather_window_masked<unsigned short, int, 8, 256, 4, true>"
-    c = problem("float32", rows=1001, cols=73, count=999, axis=1, window=17, dense_offset=3, offset=-2,
-                index_dtype="int64")
+    assert G.args(w, cfg)[4:] == tuple(
+        ScalarArg("i64", v, name)
+        for name, v in (("N", 1001), ("D", 73), ("K", 999), ("offset", 0), ("start", -5), ("window", 40))
+    ) + (ScalarArg("u16", 0x7E00, "pad"),)
+    assert_rows_variant(G.render(w, cfg), "gather_window_masked", "unsigned short", "int", 8, 256, 4, True)
+    c = problem(
+        "float32", rows=1001, cols=73, count=999, axis=1, window=17, dense_offset=3, offset=-2, index_dtype="int64"
+    )
     cfg = config(rows_per_block=4, threads=64, vec_bytes=8)
     geo = G.geometry(c, cfg)  # 999 entries in tiles of 64 x 2, 17 rows in strips of 4
     assert (geo.grid, geo.block, geo.shared_bytes) == ((8 * 5, 1, 1), (64, 1, 1), 0)
     assert G.buffers(c)[-1] == BufferSpec("out", (17, 999), "float32", "output")
-    assert G.args(c, cfg) == (BufferArg("A"), BufferArg("idx"), BufferArg("out"),
-                              *(ScalarArg("i64", v) for v in (1001, 73, 999, -2, 3, 17)), ScalarArg("u32", 0))
-    assert G.render(c, cfg).name_expression == "gather_cols<unsigned int, long long, 4, 64, 2, true>"
+    assert G.args(c, cfg) == (
+        BufferArg("A", "const unsigned int"),
+        BufferArg("idx", "const long long"),
+        BufferArg("out", "unsigned int"),
+        *(
+            ScalarArg("i64", v, name)
+            for name, v in (("N", 1001), ("D", 73), ("K", 999), ("offset", -2), ("start", 3), ("window", 17))
+        ),
+        ScalarArg("u32", 0, "pad"),
+    )
+    assert_rows_variant(G.render(c, cfg), "gather_cols", "unsigned int", "long long", 4, 64, 2, True)
     for q in (w, c):
         inputs = G.make_inputs(q, np.random.default_rng(0))
         outputs = G.reference(q, inputs)
@@ -568,20 +688,33 @@ def test_geometry_buffers_args() -> None:
     cfg = config(rows_per_block=8, threads=256, vec_bytes=8)
     geo = G.geometry(p, cfg)
     assert (geo.grid, geo.block, geo.shared_bytes) == ((125, 1, 1), (256, 1, 1), 0)
-    assert G.buffers(p) == (BufferSpec("A", (1001, 73), "bfloat16", "input"),
-                            BufferSpec("idx", (999,), "int64", "input"),
-                            BufferSpec("out", (999, 73), "bfloat16", "output"))
-    assert G.args(p, cfg) == (BufferArg("A"), BufferArg("idx"), BufferArg("out"), ScalarArg("i64", 1001),
-                              ScalarArg("i64", 73), ScalarArg("i64", 999), ScalarArg("i64", -5),
-                              ScalarArg("u16", 0x8000))
+    assert G.buffers(p) == (
+        BufferSpec("A", (1001, 73), "bfloat16", "input"),
+        BufferSpec("idx", (999,), "int64", "input"),
+        BufferSpec("out", (999, 73), "bfloat16", "output"),
+    )
+    assert G.args(p, cfg) == (
+        BufferArg("A", "const unsigned short"),
+        BufferArg("idx", "const long long"),
+        BufferArg("out", "unsigned short"),
+        ScalarArg("i64", 1001, "N"),
+        ScalarArg("i64", 73, "D"),
+        ScalarArg("i64", 999, "K"),
+        ScalarArg("i64", -5, "offset"),
+        ScalarArg("u16", 0x8000, "pad"),
+    )
     m = problem("float32", rows=10, cols=4, count=3, mask=True, padding="nan")
     assert [b.name for b in G.buffers(m)] == ["A", "idx", "mask", "out"]
     assert G.buffers(m)[2] == BufferSpec("mask", (3,), "uint8", "input")
-    assert G.args(m, cfg)[:4] == (BufferArg("A"), BufferArg("idx"), BufferArg("mask"), BufferArg("out"))
-    assert G.args(m, cfg)[-1] == ScalarArg("u32", NAN32)
-    source = G.render(m, cfg)
-    assert source.name_expression == "gather_rows_masked<unsigned int, int, 8, 256, 2, true>"
-    assert G.render(p, cfg).name_expression == "gather_rows<unsigned short, long long, 8, 256, 4, true>"
+    assert G.args(m, cfg)[:4] == (
+        BufferArg("A", "const unsigned int"),
+        BufferArg("idx", "const int"),
+        BufferArg("mask", "const unsigned char"),
+        BufferArg("out", "unsigned int"),
+    )
+    assert G.args(m, cfg)[-1] == ScalarArg("u32", NAN32, "pad")
+    assert_rows_variant(G.render(m, cfg), "gather_rows_masked", "unsigned int", "int", 8, 256, 2, True)
+    assert_rows_variant(G.render(p, cfg), "gather_rows", "unsigned short", "long long", 8, 256, 4, True)
     # the buffers the worker creates are the ones make_inputs and reference fill
     inputs = G.make_inputs(m, np.random.default_rng(0))
     outputs = G.reference(m, inputs)
@@ -590,11 +723,56 @@ def test_geometry_buffers_args() -> None:
         assert array.shape == spec.shape and array.dtype.name in (spec.dtype, element_type(m.element).storage.__name__)
 
 
+@pytest.mark.parametrize(
+    "form, data, members",
+    [
+        (
+            "gather_rows",
+            {"dtype": "bfloat16", "index_dtype": "int64"},
+            ["const unsigned short* A", "const long long* idx", "unsigned short* out"],
+        ),
+        (
+            "gather_rows_masked",
+            {"mask": True},
+            ["const unsigned int* A", "const int* idx", "const unsigned char* mask", "unsigned int* out"],
+        ),
+        (
+            "gather_window_masked",
+            {"dtype": "float16", "dense_offset": -1, "window": 2, "mask": True},
+            ["const unsigned short* A", "const int* idx", "const unsigned char* mask", "unsigned short* out"],
+        ),
+        ("gather_cols", {"axis": 1, "window": 3}, ["const unsigned int* A", "const int* idx", "unsigned int* out"]),
+    ],
+)
+def test_the_kernel_takes_its_arguments_as_one_named_struct(form, data, members) -> None:
+    """The ``rows`` template's kernels take ``Cfg::Args``: the buffers typed by the element and index
+    types, then the 64-bit extents and offsets (and the sparse view's start and window), then the
+    padding's bits as an element, in the old parameter order (the layout is asserted in the source, so
+    the compiles below prove it)."""
+    p = problem(**data)
+    source = G.render(p, config(vec_bytes=4))
+    assert source.name_expression == f"{form}<Cfg>"
+    pad = "unsigned short" if element_type(p.element).itemsize == 2 else "unsigned int"
+    dense = [] if p.whole_rows else ["long long start", "long long window"]
+    scalars = ["long long N", "long long D", "long long K", "long long offset", *dense, f"{pad} pad"]
+    assert arg_members(source) == members + scalars
+    assert "using Args = Args_t;" in source.code
+
+
 def test_work() -> None:
     p = problem("bfloat16", rows=1000, cols=512, count=2000)
     assert G.work(p).bytes_moved == 2000 * 512 * 2 * 2 + 2000 * 4 and G.work(p).flops == 0
-    s = problem("bfloat16", rows=1000, cols=512, count=2000, sentinel_rate=0.05, oob_rate=0.05, index_dtype="int64",
-                mask=True, mask_rate=0.1)
+    s = problem(
+        "bfloat16",
+        rows=1000,
+        cols=512,
+        count=2000,
+        sentinel_rate=0.05,
+        oob_rate=0.05,
+        index_dtype="int64",
+        mask=True,
+        mask_rate=0.1,
+    )
     assert s.valid_entries == 1600
     assert G.work(s).bytes_moved == (2000 + 1600) * 512 * 2 + 2000 * (8 + 1)
 
@@ -628,31 +806,29 @@ def test_distance() -> None:
     a = problem("float32", rows=1024, cols=64, count=4096)
     assert G.distance(a, a) == 0
     assert G.distance(a, problem("float32", rows=1024, cols=64, count=4096, sentinel_rate=0.5, offset=3)) == 0
-    for other in (problem("float16", rows=1024, cols=64, count=4096),
-                  problem("float32", rows=1024, cols=64, count=4096, index_dtype="int64"),
-                  problem("float32", rows=1024, cols=64, count=4096, mask=True)):
+    for other in (
+        problem("float16", rows=1024, cols=64, count=4096),
+        problem("float32", rows=1024, cols=64, count=4096, index_dtype="int64"),
+        problem("float32", rows=1024, cols=64, count=4096, mask=True),
+    ):
         assert G.distance(a, other) is None
     b = problem("float32", rows=2048, cols=128, count=1024)
     assert G.distance(a, b) == pytest.approx(1 + 1 + 2) == G.distance(b, a)
-
-
-def test_problem_type_is_checked() -> None:
-    from tunebox.families.scatter import Scatter
-
-    s = Scatter().parse_problem({"dtype": "float32", "rows": 4, "cols": 4, "count": 4})
-    with pytest.raises(TypeError, match="GatherProblem"):
-        G.buffers(s)
 
 
 def test_shipped_sweep_loads() -> None:
     spec = load_sweep(REPO / "spaces" / "gather.toml")
     assert spec.family.name == "gather" and spec.search.strategy == "tpe" and spec.search.trials == 40
     assert spec.search.finalists == 3 and spec.space.size() < G.space.size()
-    assert {n.name for n in spec.problems} == {"gather_bf16_1M_x512", "gather_bf16_1M_x512_sentinel5",
-                                               "gather_f32_1M_x64_int64", "gather_bf16_1M_x512_sparse_view_64_256"}
+    assert {n.name for n in spec.problems} == {
+        "gather_bf16_1M_x512",
+        "gather_bf16_1M_x512_sentinel5",
+        "gather_f32_1M_x64_int64",
+        "gather_bf16_1M_x512_sparse_view_64_256",
+    }
     sparse = next(n.problem for n in spec.problems if n.name.endswith("sparse_view_64_256"))
     assert (sparse.axis, sparse.dense_offset, sparse.window, sparse.out_shape) == (0, 64, 256, (2**20, 256))
-    assert G.render(sparse, G.default_config(sparse)).name_expression.startswith("gather_window<")
+    assert G.render(sparse, G.default_config(sparse)).name_expression == "gather_window<Cfg>"
     for named in spec.problems:
         assert named.problem.count == named.problem.rows == 2**20
         assert sum(1 for c in spec.space if not G.violations(named.problem, c)) >= 40
@@ -666,21 +842,49 @@ def test_torch_baseline_matches_reference() -> None:
     torch = pytest.importorskip("torch")
     from tunebox.runner.worker import _signed
 
-    cases = [problem("bfloat16", rows=50, cols=6, count=40), problem("float32", rows=50, cols=3, count=40, offset=4),
-             problem("float16", rows=50, cols=5, count=40, index_dtype="int64", sentinel_rate=0.25, oob_rate=0.25,
-                     mask=True, mask_rate=0.25, padding="value", pad_value=-2.0, offset=-3),
-             problem("bfloat16", rows=50, cols=16, count=40, dense_offset=4, window=8),
-             problem("float32", rows=50, cols=7, count=40, dense_offset=-3, window=12, sentinel_rate=0.25,
-                     padding="nan"),
-             problem("float32", rows=50, cols=7, count=40, dense_offset=9, window=2, mask=True),
-             problem("bfloat16", rows=30, cols=50, count=40, axis=1, sentinel_rate=0.25, padding="neg_inf"),
-             problem("float16", rows=50, cols=9, count=40, axis=1, dense_offset=45, window=10, mask=True,
-                     mask_rate=0.25, oob_rate=0.25, index_dtype="int64", padding="value", pad_value=-2.0, offset=2),
-             problem("float32", rows=6, cols=5, count=8, axis=1, dense_offset=-4, window=3)]
+    cases = [
+        problem("bfloat16", rows=50, cols=6, count=40),
+        problem("float32", rows=50, cols=3, count=40, offset=4),
+        problem(
+            "float16",
+            rows=50,
+            cols=5,
+            count=40,
+            index_dtype="int64",
+            sentinel_rate=0.25,
+            oob_rate=0.25,
+            mask=True,
+            mask_rate=0.25,
+            padding="value",
+            pad_value=-2.0,
+            offset=-3,
+        ),
+        problem("bfloat16", rows=50, cols=16, count=40, dense_offset=4, window=8),
+        problem("float32", rows=50, cols=7, count=40, dense_offset=-3, window=12, sentinel_rate=0.25, padding="nan"),
+        problem("float32", rows=50, cols=7, count=40, dense_offset=9, window=2, mask=True),
+        problem("bfloat16", rows=30, cols=50, count=40, axis=1, sentinel_rate=0.25, padding="neg_inf"),
+        problem(
+            "float16",
+            rows=50,
+            cols=9,
+            count=40,
+            axis=1,
+            dense_offset=45,
+            window=10,
+            mask=True,
+            mask_rate=0.25,
+            oob_rate=0.25,
+            index_dtype="int64",
+            padding="value",
+            pad_value=-2.0,
+            offset=2,
+        ),
+        problem("float32", rows=6, cols=5, count=8, axis=1, dense_offset=-4, window=3),
+    ]
     for p in cases:
         inputs = G.make_inputs(p, np.random.default_rng(0))
         tensors = {k: torch.from_numpy(_signed(v)) for k, v in inputs.items()}
-        got = G.torch_baseline(p).run(tensors)["out"]
+        got = G.torch_baselines(p)[0].run(tensors)["out"]
         want = torch.from_numpy(_signed(G.reference(p, inputs)["out"]))
         assert torch.equal(got.contiguous().view(want.dtype), want), p
 
@@ -698,13 +902,15 @@ NEW = [(form, d, i, c, v) for form in ("window", "cols") for d, i, c, v in MATRI
 NEW_MASKED = [("window", "float16", "int64", 8), ("cols", "bfloat16", "int32", 16), ("cols", "float32", "int64", 4)]
 
 
-def _pick(dtype: str, index_dtype: str, check: str, vec_bytes: int, mask: bool = False,
-          form: str = "rows") -> tuple[GatherProblem, Config]:
+def _pick(
+    dtype: str, index_dtype: str, check: str, vec_bytes: int, mask: bool = False, form: str = "rows"
+) -> tuple[GatherProblem, Config]:
     """A seeded choice among the valid configs of that kind, on an odd problem (D = 37) when bounds are
     checked."""
     extra = {"mask": True, "mask_rate": 0.5} if mask else {}
-    p = problem(dtype, rows=1001, cols=37 if check == "true" else 64, count=999, index_dtype=index_dtype, **extra,
-                **FORMS[form])
+    p = problem(
+        dtype, rows=1001, cols=37 if check == "true" else 64, count=999, index_dtype=index_dtype, **extra, **FORMS[form]
+    )
     sub = G.space.restrict({"vec_bytes": [vec_bytes], "check_bounds": [check]})
     candidates = [c for c in sub if not G.violations(p, c)]
     assert candidates, (dtype, index_dtype, check, vec_bytes)
@@ -721,15 +927,21 @@ def test_matrix_covers_every_kind() -> None:
 
 @pytest.fixture(scope="module")
 def compiled(tmp_path_factory: pytest.TempPathFactory):
-    picks = ([_pick(*m) for m in MATRIX] + [_pick(d, i, "true", v, mask=True) for d, i, v in MASKED]
-             + [_pick(d, i, c, v, form=f) for f, d, i, c, v in NEW]
-             + [_pick(d, i, "true", v, mask=True, form=f) for f, d, i, v in NEW_MASKED])
+    picks = (
+        [_pick(*m) for m in MATRIX]
+        + [_pick(d, i, "true", v, mask=True) for d, i, v in MASKED]
+        + [_pick(d, i, c, v, form=f) for f, d, i, c, v in NEW]
+        + [_pick(d, i, "true", v, mask=True, form=f) for f, d, i, v in NEW_MASKED]
+    )
     return family_checks.compile_cases(G, picks, cache_dir=tmp_path_factory.mktemp("nvrtc"), workers=4)
 
 
-IDS = ([f"{d}-{i}-check_{c}-v{v}" for d, i, c, v in MATRIX] + [f"{d}-{i}-masked-v{v}" for d, i, v in MASKED]
-       + [f"{f}-{d}-{i}-check_{c}-v{v}" for f, d, i, c, v in NEW]
-       + [f"{f}-{d}-{i}-masked-v{v}" for f, d, i, v in NEW_MASKED])
+IDS = (
+    [f"{d}-{i}-check_{c}-v{v}" for d, i, c, v in MATRIX]
+    + [f"{d}-{i}-masked-v{v}" for d, i, v in MASKED]
+    + [f"{f}-{d}-{i}-check_{c}-v{v}" for f, d, i, c, v in NEW]
+    + [f"{f}-{d}-{i}-masked-v{v}" for f, d, i, v in NEW_MASKED]
+)
 
 
 def test_new_forms_cover_every_kind() -> None:
@@ -745,9 +957,25 @@ def test_variant_compiles(compiled, index: int) -> None:
     assert result.status is Status.OK, result.log
     assert result.cubin.startswith(b"\x7fELF") and result.registers > 0
     assert result.spill_bytes == 0, (cfg.label(), result.log)
-    kernel = G.kernel_name(p)
-    assert kernel.startswith({"rows": "gather_rows", "window": "gather_window", "cols": "gather_cols"}[
-        "rows" if p.whole_rows else "window" if p.axis == 0 else "cols"]) and kernel.endswith("_masked") == p.mask
+    kernel = ROWS.kernel_name(p)
+    assert (
+        kernel.startswith(
+            {"rows": "gather_rows", "window": "gather_window", "cols": "gather_cols"}[
+                "rows" if p.whole_rows else "window" if p.axis == 0 else "cols"
+            ]
+        )
+        and kernel.endswith("_masked") == p.mask
+    )
     assert result.lowered_name.startswith("_Z") and kernel in result.lowered_name
-    assert result.source.name_expression.startswith(f"{kernel}<{element_type(p.element).ctype}, ")
-    assert result.source.name_expression.endswith(f", {cfg['check_bounds']}>")
+    et, typed = element_type(p.element), G.typed(cfg)[1]
+    assert isinstance(typed, RowsConfig)
+    assert_rows_variant(
+        result.source,
+        kernel,
+        et.ctype,
+        "int" if p.index_dtype == "int32" else "long long",
+        typed.rows_per_block,
+        typed.threads,
+        typed.vec_bytes // et.itemsize,
+        typed.check_bounds == "true",
+    )

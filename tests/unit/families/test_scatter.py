@@ -10,18 +10,20 @@ from pathlib import Path
 import family_checks
 import numpy as np
 import pytest
-from indexed_reference import compile_matrix, reference_of
+from indexed_reference import arg_members, assert_rows_variant, compile_matrix, reference_of
 
 from tunebox.dtypes import ELEMENT_TYPES, element_type
 from tunebox.errors import InvalidConfig, InvalidProblem
 from tunebox.families import get
 from tunebox.families.base import BufferArg, BufferSpec, ScalarArg
-from tunebox.families.scatter import Scatter, ScatterProblem
+from tunebox.families.scatter import FAMILY, RowsConfig, ScatterProblem, ScatterRows
 from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.sweep_spec import load_sweep
 
-S = Scatter()
+S = FAMILY
+ROWS = S.templates["rows"]
+assert isinstance(ROWS, ScatterRows)
 DTYPES = ("float32", "float16", "bfloat16")
 INDEX_DTYPES = ("int32", "int64")
 REPO = Path(__file__).resolve().parents[3]
@@ -33,7 +35,7 @@ def problem(dtype: str = "float32", rows: int = 4, cols: int = 3, count: int = 2
 
 
 def config(**values) -> Config:
-    base = {"rows_per_block": 4, "threads": 64, "vec_bytes": 16, "check_bounds": "true"}
+    base = {"template": "rows", "rows_per_block": 4, "threads": 64, "vec_bytes": 16, "check_bounds": "true"}
     return S.config({**base, **values})
 
 
@@ -86,9 +88,16 @@ def test_reference_matches_definition_on_random_problems() -> None:
     for _ in range(200):
         mask = bool(rng.integers(2))
         rows = int(rng.integers(1, 12))
-        p = problem(DTYPES[int(rng.integers(3))], rows=rows, cols=int(rng.integers(1, 6)),
-                    count=int(rng.integers(1, rows + 1)), index_dtype=INDEX_DTYPES[int(rng.integers(2))],
-                    offset=int(rng.integers(-5, 6)), mask=mask, **({"mask_rate": float(rng.random())} if mask else {}))
+        p = problem(
+            DTYPES[int(rng.integers(3))],
+            rows=rows,
+            cols=int(rng.integers(1, 6)),
+            count=int(rng.integers(1, rows + 1)),
+            index_dtype=INDEX_DTYPES[int(rng.integers(2))],
+            offset=int(rng.integers(-5, 6)),
+            mask=mask,
+            **({"mask_rate": float(rng.random())} if mask else {}),
+        )
         inputs = S.make_inputs(p, rng)
         want = np.full((p.rows, p.cols), element_type(p.element).poison, dtype=inputs["V"].dtype)
         for k in range(p.count):
@@ -105,8 +114,7 @@ def test_reference_matches_definition_on_random_problems() -> None:
 
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
 def test_make_inputs_unique_targets_and_exact_mask(index_dtype: str) -> None:
-    p = problem("bfloat16", rows=3000, cols=5, count=2000, index_dtype=index_dtype, offset=11, mask=True,
-                mask_rate=0.3)
+    p = problem("bfloat16", rows=3000, cols=5, count=2000, index_dtype=index_dtype, offset=11, mask=True, mask_rate=0.3)
     inputs = S.make_inputs(p, np.random.default_rng(8))
     assert set(inputs) == {"V", "idx", "mask"}
     assert inputs["V"].shape == (2000, 5) and inputs["V"].dtype == np.uint16
@@ -149,28 +157,32 @@ def test_parse_problem_defaults_and_round_trip() -> None:
     assert S.parse_problem(p.to_dict()) == p
     q = problem("bfloat16", rows=10, cols=3, count=4, index_dtype="int64", offset=-(2**40), mask=True, mask_rate=1)
     assert S.parse_problem(q.to_dict()) == q and q.key() != p.key() and type(q.mask_rate) is float
-    assert get("scatter") is get("scatter") and isinstance(get("scatter"), Scatter)
+    assert get("scatter") is FAMILY
 
 
-@pytest.mark.parametrize(("data", "fragment"), [
-    ({"sentinel_rate": 0.1}, "sentinel_rate"),  # gather only
-    ({"oob_rate": 0.1}, "oob_rate"),
-    ({"padding": "nan"}, "padding"),
-    ({"pad_value": 1.0}, "pad_value"),
-    ({"count": 5}, "unique"),
-    ({"rows": 0}, "rows"),
-    ({"cols": 2.5}, "cols"),
-    ({"dtype": "float64"}, "float64"),
-    ({"index_dtype": "int16"}, "index_dtype"),
-    ({"offset": "1"}, "offset"),
-    ({"offset": -(2**62)}, "offset"),
-    ({"mask": "yes"}, "mask"),
-    ({"mask_rate": 0.0}, "mask_rate"),
-    ({"mask": True, "mask_rate": -0.5}, "mask_rate"),
-    ({"offset": -(2**31) + 3}, "int64"),  # row 3 would be stored as 2^31
-    ({"rows": 2**31 + 1, "count": 1}, "int64"),
-    ({"rows": 2**31 + 1, "count": 1, "offset": -1}, "int64"),
-], ids=repr)
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"sentinel_rate": 0.1}, "sentinel_rate"),  # gather only
+        ({"oob_rate": 0.1}, "oob_rate"),
+        ({"padding": "nan"}, "padding"),
+        ({"pad_value": 1.0}, "pad_value"),
+        ({"count": 5}, "unique"),
+        ({"rows": 0}, "rows"),
+        ({"cols": 2.5}, "cols"),
+        ({"dtype": "float64"}, "float64"),
+        ({"index_dtype": "int16"}, "index_dtype"),
+        ({"offset": "1"}, "offset"),
+        ({"offset": -(2**62)}, "offset"),
+        ({"mask": "yes"}, "mask"),
+        ({"mask_rate": 0.0}, "mask_rate"),
+        ({"mask": True, "mask_rate": -0.5}, "mask_rate"),
+        ({"offset": -(2**31) + 3}, "int64"),  # row 3 would be stored as 2^31
+        ({"rows": 2**31 + 1, "count": 1}, "int64"),
+        ({"rows": 2**31 + 1, "count": 1, "offset": -1}, "int64"),
+    ],
+    ids=repr,
+)
 def test_parse_problem_errors(data: dict, fragment: str) -> None:
     base = {"dtype": "float32", "rows": 4, "cols": 4, "count": 4}
     with pytest.raises(InvalidProblem, match=fragment):
@@ -204,6 +216,17 @@ def test_default_config_is_valid(dtype: str, rows: int, cols: int, count: int) -
         assert S.violations(p, S.default_config(p)) == []
 
 
+def test_one_template_rows_keeps_the_old_space_and_defaults() -> None:
+    """One template, ``rows`` (the one gather has), holding the four parameters of the old flat space,
+    and the old default configurations."""
+    assert S.space.names() == ("rows",) and S.space.size() == 5 * 4 * 4 * 2
+    assert S.space == get("gather").space
+    template, typed = S.typed(config(vec_bytes=8))
+    assert template is ROWS and typed == RowsConfig(rows_per_block=4, threads=64, vec_bytes=8, check_bounds="true")
+    assert S.default_config(problem("bfloat16", rows=4096, cols=512, count=4096)) == config(threads=256)
+    assert S.default_config(problem("float32", rows=10, cols=3, count=10)) == config(threads=256, rows_per_block=8)
+
+
 # ---------------------------------------------------------------------------------------------
 # geometry, buffers, args, work, distance, sweep
 
@@ -212,20 +235,60 @@ def test_geometry_buffers_args() -> None:
     p = problem("float16", rows=1001, cols=37, count=999, index_dtype="int64", offset=7)
     cfg = config(rows_per_block=2, threads=128, vec_bytes=4)
     assert S.geometry(p, cfg).grid == (500, 1, 1) and S.geometry(p, cfg).block == (128, 1, 1)
-    assert S.buffers(p) == (BufferSpec("V", (999, 37), "float16", "input"), BufferSpec("idx", (999,), "int64", "input"),
-                            BufferSpec("A", (1001, 37), "float16", "output"))
-    assert S.args(p, cfg) == (BufferArg("V"), BufferArg("idx"), BufferArg("A"), ScalarArg("i64", 1001),
-                              ScalarArg("i64", 37), ScalarArg("i64", 999), ScalarArg("i64", 7))
-    assert S.render(p, cfg).name_expression == "scatter_rows<unsigned short, long long, 2, 128, 2, true>"
+    assert S.buffers(p) == (
+        BufferSpec("V", (999, 37), "float16", "input"),
+        BufferSpec("idx", (999,), "int64", "input"),
+        BufferSpec("A", (1001, 37), "float16", "output"),
+    )
+    assert S.args(p, cfg) == (
+        BufferArg("V", "const unsigned short"),
+        BufferArg("idx", "const long long"),
+        BufferArg("A", "unsigned short"),
+        ScalarArg("i64", 1001, "N"),
+        ScalarArg("i64", 37, "D"),
+        ScalarArg("i64", 999, "K"),
+        ScalarArg("i64", 7, "offset"),
+    )
+    assert_rows_variant(S.render(p, cfg), "scatter_rows", "unsigned short", "long long", 2, 128, 2, True)
     m = problem(mask=True)
     assert [b.name for b in S.buffers(m)] == ["V", "idx", "mask", "A"]
-    assert S.args(m, cfg)[:4] == (BufferArg("V"), BufferArg("idx"), BufferArg("mask"), BufferArg("A"))
-    assert S.render(m, cfg).name_expression.startswith("scatter_rows_masked<unsigned int, int, 2, 128, 1, true>")
+    assert S.args(m, cfg)[:4] == (
+        BufferArg("V", "const unsigned int"),
+        BufferArg("idx", "const int"),
+        BufferArg("mask", "const unsigned char"),
+        BufferArg("A", "unsigned int"),
+    )
+    assert_rows_variant(S.render(m, cfg), "scatter_rows_masked", "unsigned int", "int", 2, 128, 1, True)
     inputs = S.make_inputs(m, np.random.default_rng(0))
     outputs = S.reference(m, inputs)
     for spec in S.buffers(m):
         array = inputs[spec.name] if spec.role == "input" else outputs[spec.name]
         assert array.shape == spec.shape
+
+
+@pytest.mark.parametrize(
+    "data, buffers",
+    [
+        ({"dtype": "float16", "index_dtype": "int64"}, ["const unsigned short* V", "const long long* idx"]),
+        ({"mask": True}, ["const unsigned int* V", "const int* idx", "const unsigned char* mask"]),
+    ],
+)
+def test_the_kernel_takes_its_arguments_as_one_named_struct(data, buffers) -> None:
+    """The ``rows`` template's kernels take ``Cfg::Args``: V, idx, (mask,) A typed by the element and
+    index types, then the 64-bit extents and offset, in the old parameter order (the layout is asserted
+    in the source, so the compiles below prove it)."""
+    p = problem(**data)
+    source = S.render(p, config(vec_bytes=4))
+    element = "unsigned short" if element_type(p.element).itemsize == 2 else "unsigned int"
+    assert arg_members(source) == [
+        *buffers,
+        f"{element}* A",
+        "long long N",
+        "long long D",
+        "long long K",
+        "long long offset",
+    ]
+    assert "using Args = Args_t;" in source.code
 
 
 def test_work_and_distance() -> None:
@@ -245,7 +308,8 @@ def test_shipped_sweep_loads() -> None:
     assert {n.name: (n.problem.mask, n.problem.mask_rate, n.problem.index_dtype) for n in spec.problems} == {
         "scatter_bf16_1M_x512_permutation": (False, 0.0, "int32"),
         "scatter_bf16_1M_x512_masked50": (True, 0.5, "int32"),
-        "scatter_f32_1M_x64_int64": (False, 0.0, "int64")}
+        "scatter_f32_1M_x64_int64": (False, 0.0, "int64"),
+    }
     for named in spec.problems:
         assert sum(1 for c in spec.space if not S.violations(named.problem, c)) >= 40
 
@@ -254,11 +318,14 @@ def test_torch_baseline_matches_reference() -> None:
     torch = pytest.importorskip("torch")
     from tunebox.runner.worker import _signed
 
-    for p in (problem("bfloat16", rows=50, cols=6, count=40), problem("float32", rows=50, cols=3, count=20, offset=-4),
-              problem("float16", rows=50, cols=5, count=40, index_dtype="int64", mask=True, mask_rate=0.5, offset=9)):
+    for p in (
+        problem("bfloat16", rows=50, cols=6, count=40),
+        problem("float32", rows=50, cols=3, count=20, offset=-4),
+        problem("float16", rows=50, cols=5, count=40, index_dtype="int64", mask=True, mask_rate=0.5, offset=9),
+    ):
         inputs = S.make_inputs(p, np.random.default_rng(0))
         tensors = {k: torch.from_numpy(_signed(v)) for k, v in inputs.items()}
-        baseline = S.torch_baseline(p)
+        (baseline,) = S.torch_baselines(p)
         want = torch.from_numpy(_signed(S.reference(p, inputs)["A"]))
         for _ in range(2):  # the second call (a timed one) leaves the same output
             got = baseline.run(tensors)["A"]
@@ -269,8 +336,11 @@ def test_torch_baseline_matches_reference() -> None:
 # compilation under NVRTC (no GPU)
 
 
-CASES = [*((*case, False) for case in compile_matrix(DTYPES, INDEX_DTYPES, shift=1)),
-         ("float16", "int64", "true", 16, True), ("float32", "int32", "true", 4, True)]
+CASES = [
+    *((*case, False) for case in compile_matrix(DTYPES, INDEX_DTYPES, shift=1)),
+    ("float16", "int64", "true", 16, True),
+    ("float32", "int32", "true", 4, True),
+]
 
 
 @pytest.fixture(scope="module")
@@ -291,8 +361,9 @@ def test_cases_cover_every_kind() -> None:
         assert {(c[1], c[2]) for c in rows} == {(i, k) for i in INDEX_DTYPES for k in ("true", "false")}
 
 
-@pytest.mark.parametrize("index", range(len(CASES)), ids=[f"{d}-{i}-check_{c}-v{v}{'-masked' if m else ''}"
-                                                          for d, i, c, v, m in CASES])
+@pytest.mark.parametrize(
+    "index", range(len(CASES)), ids=[f"{d}-{i}-check_{c}-v{v}{'-masked' if m else ''}" for d, i, c, v, m in CASES]
+)
 def test_variant_compiles(compiled, index: int) -> None:
     (p, cfg), result = compiled[index]
     assert S.violations(p, cfg) == []
@@ -301,4 +372,16 @@ def test_variant_compiles(compiled, index: int) -> None:
     assert result.spill_bytes == 0, (cfg.label(), result.log)
     kernel = "scatter_rows_masked" if p.mask else "scatter_rows"
     assert kernel in result.lowered_name
-    assert result.source.name_expression.startswith(f"{kernel}<{element_type(p.element).ctype}, ")
+    assert kernel == ROWS.kernel_name(p)
+    et, typed = element_type(p.element), S.typed(cfg)[1]
+    assert isinstance(typed, RowsConfig)
+    assert_rows_variant(
+        result.source,
+        kernel,
+        et.ctype,
+        "int" if p.index_dtype == "int32" else "long long",
+        typed.rows_per_block,
+        typed.threads,
+        typed.vec_bytes // et.itemsize,
+        typed.check_bounds == "true",
+    )
