@@ -3,31 +3,40 @@
 //   D[m, n] = epilogue(alpha * sum_k A[m, k] * B[k, n])   for m < M, n < N, k < K
 //
 // A (M x lda) and B (K x ldb) are bfloat16 bits, the sum is float32, D (M x ldd) is bfloat16 or
-// float32; epilogue is the identity or ReLU. Elements of D at n >= N (up to ldd) are never written;
-// elements of A at k >= K and of B at n >= N are never read. Two kernels:
+// float32 (O = Cfg::O); epilogue is the identity or ReLU (Cfg::RELU). Elements of D at n >= N (up to
+// ldd) are never written; elements of A at k >= K and of B at n >= N are never read. Each kernel takes
+// its configuration as one struct, `template <class Cfg>`, read by name (Cfg::BM, ...; the templates
+// of tunebox/families/gemm/ render it), and its arguments as one struct passed by value,
+// `const __grid_constant__ typename Cfg::Args a` (pad_rows: `Cfg::pad_rows_args`; the templates'
+// `args` name the members, tunebox/families/kernel_args.py renders the struct). Each kernel is a thin
+// wrapper handing the members to its body (`<kernel>_body`, with the old parameter list, restrict
+// qualifiers included); tensor maps go to the body by reference, so TMA reads them in the kernel's
+// parameter space (never a copy: ptxas reports no stack frame). Two kernels:
 //
-// `gemm`, the bounded mma.sync path. Block (bm, bn) computes the BM x BN tile of D at (bm * BM,
-// bn * BN) with WM x WN warps, each owning a (BM / WM) x (BN / WN) warp tile of 16 x 8 MMA tiles
-// (m16n8k16), over K in steps of BK through STAGES shared-memory buffers filled by cp.async. The
-// shared tiles keep the fragment loads of a warp off each other's banks in one of two ways (SWIZZLE):
-// rows padded by 8 elements (16 bytes; SWIZZLE = 0), or unpadded rows whose 16-byte chunks are
-// permuted within each 128-byte line by the TMA swizzle pattern of SWIZZLE = 32, 64 or 128 bytes
-// (tb::swizzled_offset; which one avoids conflicts depends on the tile widths). A 16-byte chunk (8 elements) of A or B moves by one cp.async when it lies inside the matrix and is
-// 16-byte aligned; otherwise element by element with zeros outside (the bounded copy's mixed path).
-// BOUNDS = false promises full tiles (M % BM = N % BN = K % BK = 0) and 16-byte aligned rows: every
-// chunk is a cp.async, no test.
+// `gemm`, the bounded mma.sync path (template mma). Block (bm, bn) computes the BM x BN tile of D
+// at (bm * BM, bn * BN) with WM x WN warps (Cfg::WARPS_M x Cfg::WARPS_N), each owning a (BM / WM) x
+// (BN / WN) warp tile of 16 x 8 MMA tiles (m16n8k16), over K in steps of BK through STAGES
+// shared-memory buffers filled by cp.async. The shared tiles keep the fragment loads of a warp off
+// each other's banks in one of two ways (SWIZZLE): rows padded by 8 elements (16 bytes;
+// SWIZZLE = 0), or unpadded rows whose 16-byte chunks are permuted within each 128-byte line by the
+// TMA swizzle pattern of SWIZZLE = 32, 64 or 128 bytes (tb::swizzled_offset; which one avoids conflicts
+// depends on the tile widths). A 16-byte chunk (8 elements) of A or B moves by one cp.async when it
+// lies inside the matrix and is 16-byte aligned; otherwise element by element with zeros outside
+// (the bounded copy's mixed path). BOUNDS = false promises full tiles
+// (M % BM = N % BN = K % BK = 0) and 16-byte aligned rows: every chunk is a cp.async, no test.
 //
-// `gemm_wgmma`, the Hopper path (sm_90a): one producer warpgroup whose first thread streams K in
-// steps of 64 through STAGES shared-memory buffers with TMA (A as one BM x 64 box, B as BN / 64
-// boxes of 64 x 64, all with the 128-byte swizzle; the tensor maps' bounds zero-fill past M, N and
-// K), and CONSUMERS warpgroups that each multiply BM / CONSUMERS rows of the tile by all BN columns
-// with wgmma m64nBNk16 (A K-major, B N-major, straight from the swizzled buffers), keeping one
-// stage's products in flight while the next stage's are issued. Buffers cycle through a full and an
-// empty mbarrier each; a buffer is released once the products reading it are done. A block may take
-// several tiles in turn (the grid is smaller than the tile count), overlapping one tile's epilogue
-// with the next one's loads. The tensor maps need 16-byte aligned rows; the padded path first copies
-// A and/or B into workspace rows of ceil(cols / 8) * 8 elements with `pad_rows` (one launch).
-// BOUNDS = false promises full tiles of D (M % BM = N % BN = 0): the epilogue stores without tests.
+// `gemm_wgmma`, the Hopper path (sm_90a; templates wgmma and padded): one producer warpgroup whose
+// first thread streams K in steps of 64 through STAGES shared-memory buffers with TMA (A as one
+// BM x 64 box, B as BN / 64 boxes of 64 x 64, all with the 128-byte swizzle; the tensor maps' bounds
+// zero-fill past M, N and K), and CONSUMERS warpgroups that each multiply BM / CONSUMERS rows of
+// the tile by all BN columns with wgmma m64nBNk16 (A K-major, B N-major, straight from the swizzled
+// buffers), keeping one stage's products in flight while the next stage's are issued. Buffers cycle
+// through a full and an empty mbarrier each; a buffer is released once the products reading it are
+// done. A block may take several tiles in turn (the grid is smaller than the tile count),
+// overlapping one tile's epilogue with the next one's loads. The tensor maps need 16-byte aligned
+// rows; the template padded first copies A and/or B into workspace rows of ceil(cols / 8) * 8
+// elements with `pad_rows` (one launch). BOUNDS = false promises full tiles of D
+// (M % BM = N % BN = 0): the epilogue stores without tests.
 #include "tunebox/async_copy.cuh"
 #include "tunebox/tma.cuh"
 
@@ -249,16 +258,22 @@ struct Wgmma<256> {
 
 }  // namespace
 
-template <typename O, int BM, int BN, int BK, int WM, int WN, int STAGES, int SWIZZLE, bool BOUNDS, bool RELU>
-__global__ void __launch_bounds__(WM * WN * 32)
-    gemm(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B, O* __restrict__ D, long long M,
-         long long N, long long K, long long lda, long long ldb, long long ldd, float alpha) {
+// The dynamic shared memory (Cfg::SHARED_BYTES) holds STAGES buffers of an A and a B tile.
+template <class Cfg>
+__device__ __forceinline__ void gemm_body(const unsigned short* __restrict__ A, const unsigned short* __restrict__ B,
+                                          typename Cfg::O* __restrict__ D, long long M, long long N, long long K,
+                                          long long lda, long long ldb, long long ldd, float alpha) {
+  using O = typename Cfg::O;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, WM = Cfg::WARPS_M, WN = Cfg::WARPS_N;
+  constexpr int STAGES = Cfg::STAGES, SWIZZLE = Cfg::SWIZZLE;
+  constexpr bool BOUNDS = Cfg::BOUNDS, RELU = Cfg::RELU;
   constexpr int THREADS = WM * WN * 32;
   constexpr int WTM = BM / WM, WTN = BN / WN;  // warp tile
   constexpr int MT = WTM / 16, NT = WTN / 8;   // MMA tiles per warp
   constexpr int A_ELEMENTS = BM * pitch<BK, SWIZZLE>();
   constexpr int STAGE = A_ELEMENTS + BK * pitch<BN, SWIZZLE>();
   static_assert(WTM % 16 == 0 && WTN % 8 == 0 && BK % 16 == 0, "warp tiles of whole MMA tiles");
+  static_assert(STAGES * STAGE * sizeof(u16) <= Cfg::SHARED_BYTES, "the stages fit in the dynamic shared memory");
   extern __shared__ __align__(16) u16 smem[];
 
   const i64 m0 = (i64)blockIdx.y * BM, n0 = (i64)blockIdx.x * BN;
@@ -328,19 +343,30 @@ __global__ void __launch_bounds__(WM * WN * 32)
                                     acc[i][j][2 * h], acc[i][j][2 * h + 1], alpha, paired);
 }
 
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::WARPS_M * Cfg::WARPS_N * 32) gemm(const __grid_constant__ typename Cfg::Args a) {
+  gemm_body<Cfg>(a.A, a.B, a.D, a.M, a.N, a.K, a.lda, a.ldb, a.ldd, a.alpha);
+}
+
 // One block computes the tiles blockIdx.x, blockIdx.x + gridDim.x, ... of D (row-major tile order,
 // tiles of N fastest): with more than one tile per block the producer streams the next tile's K steps
 // through the ring while the consumers store the previous tile, so pipeline fill and epilogue overlap
 // with products. The ring's mbarrier phases run on over the block's tiles (`step` counts K steps).
-template <typename O, int BM, int BN, int CONSUMERS, int STAGES, bool BOUNDS, bool RELU>
-__global__ void __launch_bounds__(128 * (CONSUMERS + 1))
-    gemm_wgmma(const __grid_constant__ tb::TensorMap a_map, const __grid_constant__ tb::TensorMap b_map,
-               O* __restrict__ D, long long M, long long N, long long K, long long ldd, float alpha) {
+// The dynamic shared memory (Cfg::SHARED_BYTES) holds STAGES stages plus up to 1024 bytes of alignment.
+// The tensor maps are references to the kernel's __grid_constant__ parameter: TMA reads them there.
+template <class Cfg>
+__device__ __forceinline__ void gemm_wgmma_body(const tb::TensorMap& a_map, const tb::TensorMap& b_map,
+                                                typename Cfg::O* __restrict__ D, long long M, long long N,
+                                                long long K, long long ldd, float alpha) {
+  using O = typename Cfg::O;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, CONSUMERS = Cfg::CONSUMERS, STAGES = Cfg::STAGES;
+  constexpr bool BOUNDS = Cfg::BOUNDS, RELU = Cfg::RELU;
   constexpr int MT = BM / 64 / CONSUMERS;             // m64 tiles per consumer warpgroup
   constexpr int A_BYTES = BM * WG_BK * 2;             // one BM x 64 box
   constexpr int B_BOX = WG_BK * 64 * 2;               // one 64 x 64 box of B (8 KiB)
   constexpr int STAGE = A_BYTES + (BN / 64) * B_BOX;  // multiple of 1024
   static_assert(BM % (64 * CONSUMERS) == 0 && BN % 64 == 0 && BN <= 256, "whole wgmma tiles");
+  static_assert(STAGES * STAGE + 1024 <= Cfg::SHARED_BYTES, "the stages and their alignment fit in shared memory");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   __shared__ __align__(8) u64 full[STAGES], empty[STAGES];
   unsigned char* smem = smem_raw + ((1024 - (shared_address(smem_raw) & 1023)) & 1023);  // swizzle period
@@ -429,23 +455,33 @@ __global__ void __launch_bounds__(128 * (CONSUMERS + 1))
   }
 }
 
+template <class Cfg>
+__global__ void __launch_bounds__(128 * (Cfg::CONSUMERS + 1))
+    gemm_wgmma(const __grid_constant__ typename Cfg::Args a) {
+  gemm_wgmma_body<Cfg>(a.a_map, a.b_map, a.D, a.M, a.N, a.K, a.ldd, a.alpha);
+}
+
 // Copies the rows x cols matrix `src` (leading dimension ld_src) into `dst` with rows of ld_dst
 // elements (a multiple of 8, >= cols); dst's columns cols .. ld_dst - 1 get zeros. Two such copies
 // (A's and B's) share one launch: blockIdx.z picks the copy (gridDim.z = 1 runs only the first). A
-// block of 256 threads moves 2048 elements of a row per step: coalesced 2-byte loads (rows of src
-// need not be aligned) into shared memory, then one 16-byte store per thread.
+// block of Cfg::PAD_THREADS (256) threads moves Cfg::PAD_SPAN = 8 x PAD_THREADS (2048) elements of a
+// row per step: coalesced 2-byte loads (rows of src need not be aligned) into shared memory, then one
+// 16-byte store per thread.
 struct PadCopy {
   const unsigned short* src;
   unsigned short* dst;
   long long rows, cols, ld_src, ld_dst;
 };
 
-__global__ void __launch_bounds__(256)
-    pad_rows(const unsigned short* __restrict__ src0, unsigned short* __restrict__ dst0, long long rows0,
-             long long cols0, long long ld_src0, long long ld_dst0, const unsigned short* __restrict__ src1,
-             unsigned short* __restrict__ dst1, long long rows1, long long cols1, long long ld_src1,
-             long long ld_dst1) {
-  constexpr int THREADS = 256, SPAN = 8 * THREADS;
+template <class Cfg>
+__device__ __forceinline__ void pad_rows_body(const unsigned short* __restrict__ src0,
+                                              unsigned short* __restrict__ dst0, long long rows0, long long cols0,
+                                              long long ld_src0, long long ld_dst0,
+                                              const unsigned short* __restrict__ src1,
+                                              unsigned short* __restrict__ dst1, long long rows1, long long cols1,
+                                              long long ld_src1, long long ld_dst1) {
+  constexpr int THREADS = Cfg::PAD_THREADS, SPAN = 8 * THREADS;
+  static_assert(SPAN == Cfg::PAD_SPAN, "one 16-byte store per thread covers the span");
   __shared__ __align__(16) unsigned short row[SPAN];
   const PadCopy copy = blockIdx.z == 0 ? PadCopy{src0, dst0, rows0, cols0, ld_src0, ld_dst0}
                                        : PadCopy{src1, dst1, rows1, cols1, ld_src1, ld_dst1};
@@ -453,7 +489,7 @@ __global__ void __launch_bounds__(256)
     for (long long c0 = (long long)blockIdx.x * SPAN; c0 < copy.ld_dst; c0 += (long long)gridDim.x * SPAN) {
 #pragma unroll
       for (int e = threadIdx.x; e < SPAN; e += THREADS)
-        row[e] = c0 + e < copy.cols ? copy.src[r * copy.ld_src + c0 + e] : 0;
+        row[e] = c0 + e < copy.cols ? __ldg(copy.src + r * copy.ld_src + c0 + e) : 0;  // read-only path, as before
       __syncthreads();
       const long long c = c0 + 8 * threadIdx.x;
       if (c < copy.ld_dst)
@@ -461,5 +497,24 @@ __global__ void __launch_bounds__(256)
             *reinterpret_cast<const uint4*>(row + 8 * threadIdx.x);
       __syncthreads();
     }
+  }
+}
+
+// The argument struct names each copy's buffers after them: A and A_padded when A is copied
+// (Cfg::PAD_A), B and B_padded when B is (Cfg::PAD_B); a copy's sizes carry its index (rows0 ...
+// ld_dst0 for the first, rows1 ... ld_dst1 for the second). One copy is passed as both (gridDim.z = 1:
+// the second is never read).
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::PAD_THREADS) pad_rows(const __grid_constant__ typename Cfg::pad_rows_args a) {
+  static_assert(Cfg::PAD_A || Cfg::PAD_B, "pad_rows copies A, B or both");
+  if constexpr (Cfg::PAD_A && Cfg::PAD_B) {
+    pad_rows_body<Cfg>(a.A, a.A_padded, a.rows0, a.cols0, a.ld_src0, a.ld_dst0, a.B, a.B_padded, a.rows1, a.cols1,
+                       a.ld_src1, a.ld_dst1);
+  } else if constexpr (Cfg::PAD_A) {
+    pad_rows_body<Cfg>(a.A, a.A_padded, a.rows0, a.cols0, a.ld_src0, a.ld_dst0, a.A, a.A_padded, a.rows0, a.cols0,
+                       a.ld_src0, a.ld_dst0);
+  } else {
+    pad_rows_body<Cfg>(a.B, a.B_padded, a.rows0, a.cols0, a.ld_src0, a.ld_dst0, a.B, a.B_padded, a.rows0, a.cols0,
+                       a.ld_src0, a.ld_dst0);
   }
 }

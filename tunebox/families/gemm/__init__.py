@@ -1,0 +1,56 @@
+"""Family ``gemm``: bounded bfloat16 GEMM on tensor cores (Tylo's boundary-tile GEMM; issue 5).
+
+``D[:M, :N] = epilogue(alpha * A[:M, :K] @ B[:K, :N])`` with A and B bfloat16, float32 accumulation,
+D bfloat16 or float32 and epilogue the identity or ReLU. A, B and D are row-major with leading
+dimensions ``lda >= K``, ``ldb >= N``, ``ldd >= N`` (any value: rows need not be 16-byte aligned);
+D's elements between N and ``ldd`` are never written (the reference keeps them poison), A's past K
+and B's past N are never read (the seeded inputs fill them with data, so a read would show).
+
+Three templates (the paths), all in ``kernels/gemm/gemm.cu``:
+
+- ``mma``: mma.sync m16n8k16 fed by a cp.async pipeline of 1-4 stages, 16-byte chunks where a
+  chunk is inside and aligned and zero-filled element copies otherwise (the seed's mixed path);
+  ``bounds = "false"`` promises full tiles and aligned rows. ``swizzle`` picks the shared tiles'
+  layout: "none" pads every row by 16 bytes, "32B" / "64B" / "128B" keep rows unpadded and permute
+  their 16-byte chunks with that TMA swizzle pattern. No Hopper-only instruction (cp.async and
+  mma.sync are sm_80 features), though only the H200 has run it.
+- ``wgmma``: Hopper (sm_90a): TMA loads with the 128-byte swizzle (the layout its wgmma descriptors
+  read) into a 2-4 stage mbarrier ring, a producer warpgroup and 1-2 consumer warpgroups issuing
+  wgmma m64nBNk16 (K steps of 64). The tensor maps zero-fill past M, N and K, so any shape works;
+  rows must be 16-byte aligned (``lda``, ``ldb`` multiples of 8). A block computes
+  ``tiles_per_block`` tiles in turn, so one tile's epilogue overlaps the next one's loads (the grid
+  shrinks by that factor).
+- ``padded``: for unaligned rows, one ``pad_rows`` launch first copies A and/or B into workspace with
+  rows of ``ceil(cols / 8) * 8`` elements, then the wgmma kernel runs on the copies; the copies are
+  timed with the product (the seed's compact-versus-padded comparison).
+
+Verification is within a tolerance (``GemmOperation.tolerance``): the float64 reference, rounded to
+D's type, may differ by ``atol + rtol * |want|`` with ``rtol = 1e-2`` and ``atol = 1e-2 * sqrt(K / 64)
+* mean|A| * mean|B|`` (the semantics' bf16 tolerance for unit-scale inputs, scaled to these inputs);
+NaN never passes.
+
+Problem keys: ``M``, ``N``, ``K`` (positive), ``lda`` (K), ``ldb`` (N), ``ldd`` (N), ``out_dtype``
+("bfloat16" or "float32", default "bfloat16"), ``alpha`` (1.0), ``relu`` (false). Buffers: inputs
+``A`` (M, lda) and ``B`` (K, ldb) bfloat16; output ``D`` (M, ldd); workspace ``A_padded`` /
+``B_padded`` when ``lda`` / ``ldb`` is not a multiple of 8.
+"""
+
+from ..contract import Family
+from .mma import MmaConfig, MmaTemplate
+from .operation import GemmOperation, GemmProblem
+from .padded import PaddedTemplate
+from .tma_wgmma import WgmmaConfig
+from .wgmma import WgmmaTemplate
+
+FAMILY = Family(GemmOperation(), (MmaTemplate(), WgmmaTemplate(), PaddedTemplate()))
+
+__all__ = [
+    "FAMILY",
+    "GemmOperation",
+    "GemmProblem",
+    "MmaConfig",
+    "MmaTemplate",
+    "PaddedTemplate",
+    "WgmmaConfig",
+    "WgmmaTemplate",
+]

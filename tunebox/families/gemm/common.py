@@ -1,0 +1,56 @@
+"""What every gemm template shares: the tunable fields they have in common (the same domains and
+docs in each template's configuration), the output members of the configuration struct, the element
+types of the argument structs' pointers, and the rules on shared memory and full tiles."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...dtypes import element_type
+from ...limits import MAX_SHARED_BYTES
+from ..base import CType
+from ..contract import choice
+from .operation import GemmProblem
+
+MAX_ACCUMULATORS = 128  # float32 accumulators per thread (Tylo's register limit)
+
+
+def tile_rows() -> Any:
+    return choice(32, 64, 128, 256, doc="block tile rows of D")
+
+
+def tile_columns() -> Any:
+    return choice(32, 64, 128, 256, doc="block tile columns of D")
+
+
+def pipeline_stages() -> Any:
+    return choice(1, 2, 3, 4, doc="shared-memory buffers in the cp.async pipeline")
+
+
+def bounds_choice() -> Any:
+    return choice("true", "false", doc="'false' promises full tiles (and, for mma, 16-byte aligned rows)")
+
+
+def output_members(p: GemmProblem) -> dict[str, int | bool | CType]:
+    """The configuration struct's members that the problem fixes: D's element type and the epilogue."""
+    return {"O": CType(output_ctype(p)), "RELU": p.relu}
+
+
+def input_ctype(p: GemmProblem) -> str:
+    """The C++ type of A's and B's elements (bfloat16 bits): the kernels' ``const unsigned short*``."""
+    return element_type(p.dtype).ctype
+
+
+def output_ctype(p: GemmProblem) -> str:
+    """The C++ type of D's elements (``Cfg::O``)."""
+    return element_type(p.out_dtype).ctype
+
+
+def common_violations(p: GemmProblem, bm: int, bn: int, bounds: str, shared_bytes: int) -> list[str]:
+    """The rules of every template: the stages fit in shared memory; bounds='false' needs full tiles."""
+    broken = []
+    if shared_bytes > MAX_SHARED_BYTES:
+        broken.append(f"{shared_bytes} bytes of shared memory exceed {MAX_SHARED_BYTES}")
+    if bounds == "false" and (p.M % bm or p.N % bn):
+        broken.append(f"bounds='false' needs full tiles of D: M % BM = N % BN = 0 ({p.M} % {bm}, {p.N} % {bn})")
+    return broken
