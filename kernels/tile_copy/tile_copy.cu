@@ -4,14 +4,18 @@
 //   transposed:     dst[i][j] = src[oy + j][ox + i]
 // Destination elements whose source lies outside src take the padding bits `pad`.
 //
-// Two kernels here (the TMA transport is in tile_copy_tma.cu):
-//   tile_copy           transport "vector": ld/st vectors, in registers or staged through shared memory;
-//   tile_copy_cp_async  transport "cp_async": the source blocks of a block's tiles stream into a ring of
+// Two kernels here (the TMA template is in tile_copy_tma.cu):
+//   tile_copy           template "vector": ld/st vectors, in registers or staged through shared memory;
+//   tile_copy_cp_async  template "cp_async": the source blocks of a block's tiles stream into a ring of
 //                       STAGES shared buffers by cp.async, STAGES - 1 tiles ahead of the stores.
-// Template parameters: E element bits type; BM x BN destination tile; THREADS per block; VEC
-// elements per vector access; BOUNDS (tb::Bounds); STAGING 0 (registers only, not transposed) or a
-// tb::Staging layout (through shared memory); TPB tiles per block; STAGES shared buffers (cp_async);
-// TRANSPOSE.
+// Each takes the configuration struct Cfg (tunebox/families/tile_copy/staged.py renders it): T element
+// bits type; BM x BN destination tile; THREADS per block; VEC elements per vector access; BOUNDS
+// (tb::Bounds); STAGING 0 (registers only, not transposed) or a tb::Staging layout (through shared
+// memory); TPB tiles per block; STAGES shared buffers (cp_async only); TRANSPOSE; SHARED_BYTES the
+// dynamic shared memory the launch gives, which the staged layout must fit. Each kernel takes its
+// arguments as the one struct Cfg::Args (staged.py's args describe it): src, dst, Ms, Ns, Md, Nd, oy,
+// ox, pad, tiles_n (destination tiles per row), n_tiles; a thin wrapper hands them to the kernel's
+// body, whose __restrict__ pointers keep the aliasing facts.
 #include "tunebox/async_copy.cuh"
 
 namespace {
@@ -182,13 +186,18 @@ constexpr int staged_pitch() {
 
 }  // namespace
 
-template <typename E, int BM, int BN, int THREADS, int VEC, int BOUNDS, int STAGING, int TPB,
-          bool TRANSPOSE>
-__global__ void __launch_bounds__(THREADS)
-    tile_copy(const E* __restrict__ src, E* __restrict__ dst, long long Ms, long long Ns,
-              long long Md, long long Nd, long long oy, long long ox, E pad, long long tiles_n,
-              long long n_tiles) {
-  constexpr bool STAGED = STAGING != 0;
+template <class Cfg>
+__device__ __forceinline__ void tile_copy_body(const typename Cfg::T* __restrict__ src,
+                                               typename Cfg::T* __restrict__ dst, long long Ms, long long Ns,
+                                               long long Md, long long Nd, long long oy, long long ox,
+                                               typename Cfg::T pad, long long tiles_n, long long n_tiles) {
+  using E = typename Cfg::T;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, THREADS = Cfg::THREADS, VEC = Cfg::VEC, BOUNDS = Cfg::BOUNDS;
+  constexpr int STAGING = Cfg::STAGING, TPB = Cfg::TPB;
+  constexpr bool TRANSPOSE = Cfg::TRANSPOSE, STAGED = STAGING != 0;
+  constexpr int H = TRANSPOSE ? BN : BM, W = TRANSPOSE ? BM : BN;  // the staged source block
+  static_assert(!STAGED || H * staged_pitch<E, W, STAGING>() * (int)sizeof(E) <= Cfg::SHARED_BYTES,
+                "the staged source block fits in the dynamic shared memory of the launch");
   extern __shared__ __align__(16) unsigned char smem[];
   E* stage = reinterpret_cast<E*>(smem);
 #pragma unroll 1
@@ -212,14 +221,24 @@ __global__ void __launch_bounds__(THREADS)
   }
 }
 
-template <typename E, int BM, int BN, int THREADS, int VEC, int BOUNDS, int STAGING, int TPB, int STAGES,
-          bool TRANSPOSE>
-__global__ void __launch_bounds__(THREADS)
-    tile_copy_cp_async(const E* __restrict__ src, E* __restrict__ dst, long long Ms, long long Ns, long long Md,
-                       long long Nd, long long oy, long long ox, E pad, long long tiles_n, long long n_tiles) {
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) tile_copy(const __grid_constant__ typename Cfg::Args a) {
+  tile_copy_body<Cfg>(a.src, a.dst, a.Ms, a.Ns, a.Md, a.Nd, a.oy, a.ox, a.pad, a.tiles_n, a.n_tiles);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void tile_copy_cp_async_body(const typename Cfg::T* __restrict__ src,
+                                                        typename Cfg::T* __restrict__ dst, long long Ms, long long Ns,
+                                                        long long Md, long long Nd, long long oy, long long ox,
+                                                        typename Cfg::T pad, long long tiles_n, long long n_tiles) {
+  using E = typename Cfg::T;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, THREADS = Cfg::THREADS, VEC = Cfg::VEC, BOUNDS = Cfg::BOUNDS;
+  constexpr int STAGING = Cfg::STAGING, TPB = Cfg::TPB, STAGES = Cfg::STAGES;
+  constexpr bool TRANSPOSE = Cfg::TRANSPOSE;
   static_assert(STAGING != 0 && STAGES >= 1, "a ring of shared buffers");
   constexpr int H = TRANSPOSE ? BN : BM, W = TRANSPOSE ? BM : BN;
   constexpr int STAGE_BYTES = (H * staged_pitch<E, W, STAGING>() * (int)sizeof(E) + 15) / 16 * 16;  // one buffer
+  static_assert(STAGES * STAGE_BYTES <= Cfg::SHARED_BYTES, "the ring fits in the dynamic shared memory of the launch");
   extern __shared__ __align__(16) unsigned char smem[];
   const i64 first = (i64)blockIdx.x * TPB;
   const int count = (int)(n_tiles - first < TPB ? n_tiles - first : TPB);
@@ -254,4 +273,9 @@ __global__ void __launch_bounds__(THREADS)
     });
     __syncthreads();  // the next iteration refills this buffer
   }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) tile_copy_cp_async(const __grid_constant__ typename Cfg::Args a) {
+  tile_copy_cp_async_body<Cfg>(a.src, a.dst, a.Ms, a.Ns, a.Md, a.Nd, a.oy, a.ox, a.pad, a.tiles_n, a.n_tiles);
 }

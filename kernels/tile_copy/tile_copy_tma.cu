@@ -1,4 +1,4 @@
-// Family tile_copy, transport "tma" (sm_90+): the semantics of tile_copy.cu, moved by the Tensor Memory
+// Family tile_copy, template "tma" (sm_90+): the semantics of tile_copy.cu, moved by the Tensor Memory
 // Accelerator.
 //
 // A block copies a run of TPB destination tiles. Thread 0 streams their source blocks (H x W: BN x BM
@@ -14,10 +14,18 @@
 // lies outside src by `pad` (the padding modes TMA cannot fill), and writes them into one of two
 // output buffers (BN / OUT_BOX boxes of BM x OUT_BOX, swizzled alike) that thread 0 then stores.
 //
-// Dynamic shared memory (tunebox/families/tile_copy.py _tma_layout mirrors it): the swizzle period
-// (alignment), STAGES input buffers, the output buffers, and one 8-byte mbarrier per stage.
+// The configuration struct Cfg (tunebox/families/tile_copy/tma.py renders it): T element bits type;
+// BM x BN destination tile; THREADS per block; VEC elements per vector access; TPB tiles per block;
+// STAGES input buffers; SPAN, BOX, OUT_BOX, DIRECT as above; TRANSPOSE; SHARED_BYTES the dynamic
+// shared memory the launch gives. The kernel takes its arguments as the one struct Cfg::Args (tma.py's
+// args describe it): src_map, dst_map (the tensor maps, used where they lie in the parameter), Ms, Ns,
+// oy, ox, pad, tiles_n (destination tiles per row), n_tiles.
+//
+// Dynamic shared memory (tunebox/families/tile_copy/tma.py _tma_layout computes SHARED_BYTES; the
+// kernel asserts its layout fits): the swizzle period (alignment), STAGES input buffers, the output
+// buffers, and one 8-byte mbarrier per stage.
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#error "transport tma needs sm_90 or newer (TMA); pick another transport on this device"
+#error "template tma needs sm_90 or newer (TMA); pick another template on this device"
 #endif
 #include "tunebox/tma.cuh"
 
@@ -79,17 +87,23 @@ __device__ __forceinline__ void store_tile(const TensorMap* dst_map, const unsig
 
 }  // namespace
 
-template <typename E, int BM, int BN, int THREADS, int VEC, int TPB, int STAGES, int SPAN, int BOX, int OUT_BOX,
-          bool DIRECT, bool TRANSPOSE>
-__global__ void __launch_bounds__(THREADS)
-    tile_copy_tma(const __grid_constant__ tb::TensorMap src_map, const __grid_constant__ tb::TensorMap dst_map,
-                  long long Ms, long long Ns, long long oy, long long ox, E pad, long long tiles_n,
-                  long long n_tiles) {
+// The maps are references into the kernel's __grid_constant__ parameter: the bulk copies take their
+// parameter-space addresses (a copy into a local would need a stack frame).
+template <class Cfg>
+__device__ __forceinline__ void tile_copy_tma_body(const tb::TensorMap& src_map, const tb::TensorMap& dst_map,
+                                                   long long Ms, long long Ns, long long oy, long long ox,
+                                                   typename Cfg::T pad, long long tiles_n, long long n_tiles) {
+  using E = typename Cfg::T;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, THREADS = Cfg::THREADS, VEC = Cfg::VEC, TPB = Cfg::TPB;
+  constexpr int STAGES = Cfg::STAGES, SPAN = Cfg::SPAN, BOX = Cfg::BOX, OUT_BOX = Cfg::OUT_BOX;
+  constexpr bool DIRECT = Cfg::DIRECT, TRANSPOSE = Cfg::TRANSPOSE;
   constexpr int H = TRANSPOSE ? BN : BM, W = TRANSPOSE ? BM : BN, PERIOD = swizzle_period(SPAN);
   constexpr int IN_BOX = boxes_bytes<E>(1, H, BOX, PERIOD), IN_BYTES = (W / BOX) * IN_BOX;
   constexpr int OUT_BUFFERS = DIRECT ? 0 : (TPB > 1 ? 2 : 1);
   constexpr int OUT_BYTES = boxes_bytes<E>(BN / OUT_BOX, BM, OUT_BOX, PERIOD);
   static_assert(!DIRECT || (!TRANSPOSE && BOX == OUT_BOX), "a direct copy stores the loaded boxes");
+  static_assert(PERIOD + STAGES * IN_BYTES + OUT_BUFFERS * OUT_BYTES + STAGES * (int)sizeof(u64) <= Cfg::SHARED_BYTES,
+                "the layout (alignment slack, buffers, mbarriers) fits in the dynamic shared memory of the launch");
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* base = align_shared<PERIOD>(smem_raw);
   u64* full = reinterpret_cast<u64*>(base + STAGES * IN_BYTES + OUT_BUFFERS * OUT_BYTES);
@@ -144,4 +158,9 @@ __global__ void __launch_bounds__(THREADS)
     }
   }
   if (threadIdx.x == 0) bulk_wait_group<0>();  // stores complete before the block's shared memory goes
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) tile_copy_tma(const __grid_constant__ typename Cfg::Args a) {
+  tile_copy_tma_body<Cfg>(a.src_map, a.dst_map, a.Ms, a.Ns, a.oy, a.ox, a.pad, a.tiles_n, a.n_tiles);
 }

@@ -3,7 +3,7 @@
 Importing this package is light: pandas and matplotlib load only when a report is built.
 """
 
-from .data import ReportInputs
+from .data import ReportInputs, results_frame
 from .render import ReportFiles, build_report
 
-__all__ = ["ReportFiles", "ReportInputs", "build_report"]
+__all__ = ["ReportFiles", "ReportInputs", "build_report", "results_frame"]

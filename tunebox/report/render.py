@@ -1,7 +1,8 @@
 """Render a report: PNG plots (matplotlib, Agg), a self-contained HTML page and a Markdown page.
 
 The HTML embeds every plot as a base64 data URI, so the page still works when moved on its own; the
-Markdown references the PNGs by relative path. All text from records is escaped.
+Markdown references the PNGs by relative path. All text from records is escaped. Both pages end with
+the list of files the report wrote.
 """
 
 from __future__ import annotations
@@ -11,21 +12,37 @@ import html
 import logging
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..records import Status
-from .data import NO_VALID, ReportInputs, evaluations_frame, history_frame, status_frame, winners_frame
+from .data import (
+    BASELINE,
+    NO_VALID,
+    RETIMED,
+    SCREENED,
+    ReportInputs,
+    counts,
+    evaluations_frame,
+    history_frame,
+    outcomes_frame,
+    status_frame,
+    winners_frame,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 log = logging.getLogger(__name__)
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _NO_SPEEDUP = "No speed-up plot: no default variant or library baseline was timed successfully."
+_NOT_LOGGED = ("Configurations that break a validity rule are never proposed, compiled or logged, so they are not "
+               "counted here; `tunebox space` on the sweep file counts the valid configurations of each problem.")
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:.92em}
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
@@ -41,6 +58,11 @@ class ReportFiles:
     markdown: Path
     images: tuple[Path, ...]
 
+    @property
+    def all(self) -> tuple[Path, ...]:
+        """Every file written: the HTML page, the Markdown page, then the PNG plots."""
+        return (self.html, self.markdown, *self.images)
+
 
 @dataclass(frozen=True)
 class _Table:
@@ -49,8 +71,34 @@ class _Table:
     rows: tuple[tuple[str, ...], ...]
 
 
+@dataclass(frozen=True)
+class _Section:
+    title: str
+    text: tuple[str, ...] = ()  # paragraphs before the table
+    table: _Table | None = None
+
+
+@dataclass(frozen=True)
+class _Column:
+    header: str
+    numeric: bool
+    cell: Callable[[Mapping[str, Any]], str]
+
+
+def _table(columns: list[_Column], rows: list[dict[str, Any]]) -> _Table:
+    return _Table(tuple(c.header for c in columns), tuple(c.numeric for c in columns),
+                  tuple(tuple(c.cell(r) for c in columns) for r in rows))
+
+
 def _fmt(value: float, spec: str, suffix: str = "") -> str:
     return "—" if math.isnan(value) else f"{value:{spec}}{suffix}"
+
+
+def _pct(value: float) -> str:
+    """A fraction as a percentage: one decimal, two significant digits below 1%."""
+    if math.isnan(value):
+        return "—"
+    return f"{value:.1%}" if abs(value) >= 0.01 or value == 0 else f"{value * 100:.2g}%"
 
 
 def _short(text: str, limit: int) -> str:
@@ -58,26 +106,58 @@ def _short(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _winners_table(winners: pd.DataFrame) -> _Table:
-    headers = ("Problem", "Best config", "Median (ms)", "GB/s", "% of copy limit", "× vs default",
-               "× vs baseline", "Baseline", "Variants", "OK", "Failed")
-    rows = []
-    for w in winners.to_dict("records"):
-        rows.append((w["name"], w["config"], _fmt(w["median_ms"], ".4g"), _fmt(w["bandwidth_gbps"], ",.0f"),
-                     _fmt(w["copy_fraction"], ".1%"), _fmt(w["speedup_vs_default"], ".2f", "×"),
-                     _fmt(w["speedup_vs_baseline"], ".2f", "×"), w["baseline"] or "—", str(w["variants"]),
-                     str(w[Status.OK.value]), str(w["variants"] - w[Status.OK.value])))
-    numeric = (False, False, True, True, True, True, True, False, True, True, True)
-    return _Table(headers, numeric, tuple(rows))
+def _winners_table(winners: pd.DataFrame, arithmetic: bool, templates: bool) -> _Table:
+    columns = [_Column("Problem", False, lambda w: str(w["name"]))]
+    if templates:
+        columns.append(_Column("Template", False, lambda w: str(w["template"]) or "—"))
+    columns += [_Column("Best config", False, lambda w: str(w["config"])),
+                _Column("Median (ms)", True, lambda w: _fmt(w["median_ms"], ".4g"))]
+    if arithmetic:
+        columns += [_Column("TFLOP/s", True, lambda w: _fmt(w["tflops"], ".4g")),
+                    _Column("% of bf16 peak", True, lambda w: _pct(w["peak_fraction"])),
+                    _Column("FLOP/byte", True, lambda w: _fmt(w["intensity"], ",.0f"))]
+    else:
+        columns += [_Column("GB/s", True, lambda w: _fmt(w["bandwidth_gbps"], ",.0f")),
+                    _Column("% of copy limit", True, lambda w: _pct(w["copy_fraction"]))]
+    columns += [_Column("× vs default", True, lambda w: _fmt(w["speedup_vs_default"], ".2f", "×")),
+                _Column("× vs baseline", True, lambda w: _fmt(w["speedup_vs_baseline"], ".2f", "×")),
+                _Column("Baseline", False, lambda w: str(w["baseline"]) or "—"),
+                _Column("Variants", True, lambda w: str(w["variants"])),
+                _Column("OK", True, lambda w: str(w[Status.OK.value])),
+                _Column("Failed", True, lambda w: str(w["variants"] - w[Status.OK.value]))]
+    return _table(columns, winners.to_dict("records"))
 
 
-def _status_table(status: pd.DataFrame) -> _Table:
-    rows = tuple((s["name"], s["status"], str(s["count"]), _short(s["example"], 160) or "—")
-                 for s in status.to_dict("records"))
-    return _Table(("Problem", "Status", "Count", "Example message"), (False, False, True, False), rows)
+def _count_of(column: str) -> Callable[[Mapping[str, Any]], str]:
+    return lambda row: str(row[column])
 
 
-def _headline(events: pd.DataFrame) -> str:
+def _outcomes_table(outcomes: pd.DataFrame) -> _Table:
+    columns = [_Column("Status", False, lambda r: str(r["status"]))]
+    titles = {SCREENED: "Screened variants", RETIMED: "Finalist re-timings", BASELINE: "Library baselines"}
+    for kind in outcomes.columns[1:-1]:
+        columns.append(_Column(titles.get(kind, kind.capitalize()), True, _count_of(kind)))
+    columns.append(_Column("Total", True, lambda r: str(r["total"])))
+    return _table(columns, outcomes.to_dict("records"))
+
+
+def _failures_section(status: pd.DataFrame, total: int) -> _Section:
+    if status.empty:
+        return _Section("What failed and why", (f"Nothing failed: all {total} evaluation(s) ended ok.", _NOT_LOGGED))
+    failed = int(status["count"].sum())
+    columns = [_Column("Problem", False, lambda s: str(s["name"])),
+               _Column("Kind", False, lambda s: str(s["kind"])),
+               _Column("Status", False, lambda s: str(s["status"])),
+               _Column("Count", True, lambda s: str(s["count"])),
+               _Column("Example", False, lambda s: _short(str(s["example_config"]), 80) or "—"),
+               _Column("Example message", False, lambda s: _short(str(s["example"]), 240) or "—")]
+    statuses = ", ".join(dict.fromkeys(status["status"]))
+    text = (f"{failed} of {total} evaluation(s) did not end ok ({statuses}): every one is counted below, "
+            "per problem, kind of record and status, with the first one's configuration and message.", _NOT_LOGGED)
+    return _Section("What failed and why", text, _table(columns, status.to_dict("records")))
+
+
+def _headline(events: pd.DataFrame, tally: dict[str, int], inputs: ReportInputs) -> tuple[str, ...]:
     devices = sorted(d for d in events["device"].unique() if d)
     device = " and ".join(devices) if devices else "an unrecorded device"
     replayed, total = int(events["replayed"].sum()), len(events)
@@ -87,9 +167,20 @@ def _headline(events: pd.DataFrame) -> str:
         source = "all measurements were taken live"
     else:
         source = f"{replayed} of {total} measurements were replayed from a recording, the rest taken live"
-    variants = events[events["baseline"] == ""]
-    return (f"Device: {device}; {source}. {events['problem_key'].nunique()} problem(s), "
-            f"{len(variants)} variant(s) evaluated, {total - len(variants)} library baseline timing(s).")
+    others = {RETIMED: "finalist re-timing(s)", BASELINE: "library baseline timing(s)"}
+    extra = [f"{tally.get(kind, 0)} {words}" for kind, words in others.items()]
+    extra += [f"{n} {kind} record(s)" for kind, n in tally.items() if kind not in (*others, "problems", "variants")]
+    counted = (f"{tally['problems']} problem(s), {tally['variants']} variant(s) evaluated, "
+               f"{', '.join(extra)}; {total} evaluation(s) in all.")
+    if inputs.arithmetic:
+        basis = (f"Rates in TFLOP/s (the problem's floating-point operations per median time) against the dense "
+                 f"bf16 tensor-core peak of {inputs.tensor_peak_tflops:,.0f} TFLOP/s. The roofline places every "
+                 f"variant at its arithmetic intensity (FLOP per byte moved) under both ceilings: the copy limit "
+                 f"({inputs.copy_limit_gbps:,.0f} GB/s) and the bf16 tensor peak.")
+    else:
+        basis = (f"Bandwidth in GB/s (bytes read + written per median time) against the device copy limit of "
+                 f"{inputs.copy_limit_gbps:,.0f} GB/s.")
+    return f"Device: {device}; {source}.", counted, basis
 
 
 def _figure(width: float, height: float) -> Figure:
@@ -110,9 +201,13 @@ def _plot_history(history: pd.DataFrame, path: Path) -> Path:
     from matplotlib.ticker import MaxNLocator
 
     groups = list(history.groupby("problem_key", sort=False))
-    ncols = min(3, len(groups))
-    nrows = math.ceil(len(groups) / ncols)
+    ncols = max(1, min(3, len(groups)))
+    nrows = max(1, math.ceil(len(groups) / ncols))
     fig = _figure(4.5 * ncols, 3.2 * nrows)
+    if not groups:
+        ax = fig.add_subplot()
+        ax.text(0.5, 0.5, "no screened variant", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
     for i, (_, group) in enumerate(groups):
         ax = fig.add_subplot(nrows, ncols, i + 1)
         ax.set_title(_short(group["name"].iloc[0], 45), fontsize=9)
@@ -151,6 +246,62 @@ def _plot_bandwidth(winners: pd.DataFrame, limit_gbps: float, path: Path) -> Pat
     ax.set_xlabel("achieved bandwidth of the winner (GB/s, read + write)")
     ax.set_title("Winner bandwidth vs device copy limit")
     ax.legend(loc="lower right", fontsize=8)
+    return _save(fig, path)
+
+
+def _roof(ax: Axes, low: float, high: float, limit_gbps: float, peak_tflops: float) -> None:
+    """Both ceilings over [low, high] FLOP/byte: the copy limit (a slope) and the bf16 peak (flat)."""
+    import numpy as np
+
+    x = np.geomspace(low, high, 256)
+    memory = x * limit_gbps / 1e3  # GB/s x FLOP/byte = GFLOP/s
+    ax.plot(x, memory, "--", color="tab:red", linewidth=1,
+            label=f"copy limit {limit_gbps:,.0f} GB/s × intensity")
+    ax.axhline(peak_tflops, linestyle="--", color="tab:purple", linewidth=1,
+               label=f"bf16 tensor peak {peak_tflops:,.0f} TFLOP/s")
+    ax.plot(x, np.minimum(memory, peak_tflops), color="black", linewidth=2, alpha=0.35,
+            label="attainable (lower of both)")
+
+
+def _plot_roofline(events: pd.DataFrame, winners: pd.DataFrame, limit_gbps: float, peak_tflops: float,
+                   path: Path) -> Path:
+    """Every OK variant, baseline and winner at its arithmetic intensity (log-log) under both ceilings."""
+    from matplotlib import colormaps
+
+    timed = events[(events["status"] == Status.OK.value) & events["tflops"].notna() & events["intensity"].notna()]
+    ridge = peak_tflops * 1e3 / limit_gbps  # FLOP/byte where the two ceilings meet
+    spots = [ridge, *events["intensity"].dropna()]
+    low, high = min(spots) / 4, max(spots) * 4
+    fig = _figure(9, 6)
+    ax = fig.add_subplot()
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    _roof(ax, low, high, limit_gbps, peak_tflops)
+    colors = colormaps["tab10"]
+    for i, (key, group) in enumerate(timed.groupby("problem_key", sort=False)):
+        color = colors(i % 10)
+        variants = group[group["kind"] != BASELINE]
+        ax.plot(variants["intensity"], variants["tflops"], "o", color=color, markersize=3, alpha=0.35,
+                label=_short(str(group["name"].iloc[0]), 40))
+        baselines = group[group["kind"] == BASELINE]
+        ax.plot(baselines["intensity"], baselines["tflops"], "x", color=color, markersize=7)
+        win = winners[(winners["problem_key"] == key) & winners["tflops"].notna()]
+        for w in win.to_dict("records"):
+            ax.plot([w["intensity"]], [w["tflops"]], "*", color=color, markersize=13, markeredgecolor="black")
+            ax.annotate(_pct(w["peak_fraction"]), (w["intensity"], w["tflops"]), textcoords="offset points",
+                        xytext=(8, -4), fontsize=8)
+    if timed.empty:
+        ax.text(0.5, 0.5, "no timed variant", ha="center", va="center", transform=ax.transAxes)
+    ax.plot([], [], "*", color="grey", markersize=11, markeredgecolor="black", label="winner (% of bf16 peak)")
+    ax.plot([], [], "x", color="grey", markersize=7, label="library baseline")
+    ax.set_xlim(low, high)
+    top = max([peak_tflops, *timed["tflops"]])
+    ax.set_ylim(min([limit_gbps * low / 1e3, *timed["tflops"]]) / 2, top * 2)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
+    ax.set_ylabel("achieved rate (TFLOP/s)")
+    ax.set_title("Roofline: every variant against the copy limit and the bf16 tensor peak")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower right")
     return _save(fig, path)
 
 
@@ -198,38 +349,68 @@ def _md_table(table: _Table) -> str:
     return "\n".join(lines)
 
 
-def _write_html(path: Path, title: str, headline: str, tables: list[tuple[str, _Table]],
+def _html_section(section: _Section) -> str:
+    parts = [f"<h2>{html.escape(section.title)}</h2>"]
+    parts += [f"<p>{html.escape(text)}</p>" for text in section.text]
+    if section.table is not None:
+        parts.append(_html_table(section.table))
+    return "\n".join(parts)
+
+
+def _md_section(section: _Section) -> str:
+    parts = [f"## {_md_cell(section.title)}", *(_md_cell(text) for text in section.text)]
+    if section.table is not None:
+        parts.append(_md_table(section.table))
+    return "\n\n".join(parts)
+
+
+def _file_notes(files: ReportFiles, images: list[tuple[Path, str]]) -> list[tuple[str, str]]:
+    notes = [(files.html.name, "this report as one self-contained page (plots embedded)"),
+             (files.markdown.name, "this report in Markdown (plots linked)")]
+    return notes + [(image.name, caption) for image, caption in images]
+
+
+def _write_html(files: ReportFiles, title: str, headline: tuple[str, ...], sections: list[_Section],
                 images: list[tuple[Path, str]], note: str) -> None:
     figures = "\n".join(
         f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,'
         f'{base64.b64encode(image.read_bytes()).decode("ascii")}"><figcaption>{html.escape(caption)}'
         f"</figcaption></figure>" for image, caption in images)
-    sections = "\n".join(f"<h2>{html.escape(name)}</h2>\n{_html_table(table)}" for name, table in tables)
+    body = "\n".join(_html_section(section) for section in sections)
     note_html = f'<p class="note">{html.escape(note)}</p>\n' if note else ""
-    path.write_text(
+    head = "\n".join(f'<p class="headline">{html.escape(text)}</p>' for text in headline)
+    listed = "\n".join(f"<li><code>{html.escape(name)}</code>: {html.escape(what)}</li>"
+                       for name, what in _file_notes(files, images))
+    files.html.write_text(
         f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html.escape(title)}</title>\n<style>\n{_CSS}\n</style>\n</head>\n<body>\n"
-        f'<h1>{html.escape(title)}</h1>\n<p class="headline">{html.escape(headline)}</p>\n'
-        f"{sections}\n<h2>Plots</h2>\n{figures}\n{note_html}</body>\n</html>\n", encoding="utf-8")
+        f"<h1>{html.escape(title)}</h1>\n{head}\n{body}\n<h2>Plots</h2>\n{figures}\n{note_html}"
+        f"<h2>Files written</h2>\n<p>In the report directory:</p>\n<ul>\n{listed}\n</ul>\n</body>\n</html>\n",
+        encoding="utf-8")
 
 
-def _write_markdown(path: Path, title: str, headline: str, tables: list[tuple[str, _Table]],
+def _write_markdown(files: ReportFiles, title: str, headline: tuple[str, ...], sections: list[_Section],
                     images: list[tuple[Path, str]], note: str) -> None:
-    parts = [f"# {_md_cell(title)}", _md_cell(headline)]
-    parts += [f"## {name}\n\n{_md_table(table)}" for name, table in tables]
+    parts = [f"# {_md_cell(title)}", *(_md_cell(text) for text in headline)]
+    parts += [_md_section(section) for section in sections]
     parts.append("## Plots\n\n" + "\n\n".join(f"![{caption}]({image.name})" for image, caption in images))
     if note:
         parts.append(f"_{note}_")
-    path.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
+    parts.append("## Files written\n\nIn the report directory:\n\n" + "\n".join(
+        f"- `{name}`: {_md_cell(what)}" for name, what in _file_notes(files, images)))
+    files.markdown.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
 
 
 def build_report(inputs: ReportInputs, out_dir: Path, title: str) -> ReportFiles:
-    """Write ``<family>.html``, ``<family>.md`` and ``<family>_{history,bandwidth,speedup}.png``.
+    """Write ``<family>.html``, ``<family>.md`` and the PNG plots ``<family>_history.png``, then
+    ``<family>_roofline.png`` (arithmetic families: TFLOP/s against the copy limit and the bf16 peak)
+    or ``<family>_bandwidth.png`` (data movement: GB/s against the copy limit), then
+    ``<family>_speedup.png``.
 
-    The speed-up plot is left out (and a stale one removed) when no problem has a timed default
-    variant or library baseline. Raises ValueError when there are no evaluations or the family name
-    is not a safe file name.
+    The speed-up plot is left out when no problem has a timed default variant or library baseline;
+    a plot this report does not write is removed if a stale one is there. Raises ValueError when there
+    are no evaluations or the family name is not a safe file name.
     """
     if not _SAFE_NAME.fullmatch(inputs.family):
         raise ValueError(f"family name {inputs.family!r} is not usable as a file name")
@@ -237,20 +418,31 @@ def build_report(inputs: ReportInputs, out_dir: Path, title: str) -> ReportFiles
     winners = winners_frame(inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = inputs.family
-    images = [(_plot_history(history_frame(inputs), out_dir / f"{stem}_history.png"), "Optimization history"),
-              (_plot_bandwidth(winners, inputs.copy_limit_gbps, out_dir / f"{stem}_bandwidth.png"),
-               "Achieved bandwidth of each winner vs the device copy limit")]
+    arithmetic = inputs.arithmetic
+    rate_plot = (out_dir / f"{stem}_roofline.png", out_dir / f"{stem}_bandwidth.png")
+    images = [(_plot_history(history_frame(inputs), out_dir / f"{stem}_history.png"), "Optimization history")]
+    if arithmetic:
+        images.append((_plot_roofline(events, winners, inputs.copy_limit_gbps, inputs.tensor_peak_tflops,
+                                      rate_plot[0]),
+                       "Roofline: every variant at its arithmetic intensity (FLOP/byte) against the copy limit "
+                       "and the bf16 tensor peak"))
+    else:
+        images.append((_plot_bandwidth(winners, inputs.copy_limit_gbps, rate_plot[1]),
+                       "Achieved bandwidth of each winner vs the device copy limit"))
+    rate_plot[1 if arithmetic else 0].unlink(missing_ok=True)
     speedup = _plot_speedup(winners, out_dir / f"{stem}_speedup.png")
     if speedup is None:
         (out_dir / f"{stem}_speedup.png").unlink(missing_ok=True)
     else:
         images.append((speedup, "Speed-up of each winner vs the default variant and the library baseline"))
     note = "" if speedup else _NO_SPEEDUP
-    tables = [("Winners", _winners_table(winners)),
-              ("What failed and why", _status_table(status_frame(inputs)))]
-    headline = _headline(events)
+    templates = bool((events["template"] != "").any())
+    sections = [_Section("Winners", table=_winners_table(winners, arithmetic, templates)),
+                _Section("Outcomes by status", table=_outcomes_table(outcomes_frame(inputs))),
+                _failures_section(status_frame(inputs), len(events))]
+    headline = _headline(events, counts(inputs), inputs)
     files = ReportFiles(out_dir / f"{stem}.html", out_dir / f"{stem}.md", tuple(p for p, _ in images))
-    _write_html(files.html, title, headline, tables, images, note)
-    _write_markdown(files.markdown, title, headline, tables, images, note)
-    log.info("wrote %s report for %d problem(s) to %s", stem, len(winners), out_dir)
+    _write_html(files, title, headline, sections, images, note)
+    _write_markdown(files, title, headline, sections, images, note)
+    log.info("wrote %s report for %d problem(s): %s", stem, len(winners), ", ".join(str(p) for p in files.all))
     return files

@@ -1,15 +1,18 @@
-"""tile_copy without a GPU: numpy reference, problem parsing, validity rules, work, distance, and
-NVRTC compilation (to CUBIN, sm_90) of a spread of valid variants, with the on-disk build cache."""
+"""tile_copy without a GPU: numpy reference, problem parsing, the three templates and their
+parameters, validity rules, work, distance, and NVRTC compilation (to CUBIN, sm_90) of a spread of
+valid variants, with the on-disk build cache."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import itertools
 import json
 import math
 import os
 import random
+import re
 import threading
 from functools import partial
 from pathlib import Path
@@ -20,14 +23,22 @@ import pytest
 
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import PADDING_MODES, element_type, padding_bits
-from tunebox.errors import InvalidProblem
+from tunebox.errors import InvalidConfig, InvalidProblem
 from tunebox.families.base import BufferArg, BufferSpec, KernelSource, ScalarArg, TensorMapArg
-from tunebox.families.tile_copy import MAX_REGISTER_BYTES, MAX_SHARED_BYTES, TileCopy, TileCopyProblem
+from tunebox.families.tile_copy import (
+    FAMILY,
+    MAX_REGISTER_BYTES,
+    MAX_SHARED_BYTES,
+    CpAsyncConfig,
+    TileCopyProblem,
+    TmaConfig,
+    VectorConfig,
+)
 from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.tma import SWIZZLE_BYTES, TensorMapRequest
 
-TC = TileCopy()
+TC = FAMILY
 DTYPES = ("float32", "float16", "bfloat16")
 BOUNDS = ("checked", "split", "unchecked")
 STAGED = ("plain", "padded", "swizzled")
@@ -39,9 +50,34 @@ def problem(dtype: str = "float32", src=(3, 4), dst=(3, 4), **extra) -> TileCopy
 
 
 def config(**values) -> Config:
-    base = {"BM": 8, "BN": 256, "threads": 256, "vec_bytes": 16, "bounds": "checked", "staging": "none",
-            "tiles_per_block": 1, "transport": "vector", "swizzle": "none", "stages": 1}
+    """A configuration of the vector template (the default's values unless given)."""
+    base = {
+        "template": "vector",
+        "BM": 8,
+        "BN": 256,
+        "threads": 256,
+        "vec_bytes": 16,
+        "bounds": "checked",
+        "staging": "none",
+        "tiles_per_block": 1,
+    }
     return TC.config({**base, **values})
+
+
+def members(source: KernelSource) -> dict[str, str]:
+    """The members of the configuration struct a rendered source instantiates its kernel with."""
+    struct = source.code[source.code.rindex("struct Cfg {") :]
+    found = dict(re.findall(r"static constexpr (?:int|bool) (\w+) = (-?\w+);", struct))
+    found["T"] = re.search(r"using T = ([\w ]+);", struct).group(1)
+    return found
+
+
+def arg_members(source: KernelSource) -> list[str]:
+    """The members of the argument struct ``Args_t`` a rendered variant's kernel takes, in order, as
+    declared ("type name")."""
+    found = re.search(r"struct Args_t \{\n(.*?)\n\};", source.code, re.S)
+    assert found, "the rendered source defines no struct Args_t"
+    return [line.strip().rstrip(";") for line in found.group(1).splitlines()]
 
 
 def arange_src(dtype: str, shape: tuple[int, int], start: int = 1) -> np.ndarray:
@@ -162,8 +198,9 @@ def test_reference_matches_definition_on_random_problems() -> None:
         origin = [int(v) for v in rng.integers(-10, 10, 2)]
         mode = PADDING_MODES[int(rng.integers(len(PADDING_MODES)))]
         extra = {"pad_value": 1.5} if mode == "value" else {}
-        p = problem(dtype, src=src_shape, dst=dst_shape, origin=origin, transpose=bool(rng.integers(2)),
-                    padding=mode, **extra)
+        p = problem(
+            dtype, src=src_shape, dst=dst_shape, origin=origin, transpose=bool(rng.integers(2)), padding=mode, **extra
+        )
         src = TC.make_inputs(p, rng)["src"]
         assert src.shape == p.src and src.dtype == element_type(dtype).storage
         got = ref(p, src)
@@ -187,34 +224,38 @@ def test_parse_problem_defaults_and_round_trip() -> None:
     assert p.key() != q.key()
 
 
-@pytest.mark.parametrize(("data", "fragment"), [
-    ({"stride": [1, 1]}, "stride"),
-    ({"dtype": "float64"}, "float64"),
-    ({"dtype": None}, "dtype"),
-    ({"src": [4.0, 4]}, "src"),
-    ({"src": [4, "4"]}, "src"),
-    ({"src": [4, 4, 4]}, "src"),
-    ({"src": 16}, "src"),
-    ({"dst": [True, 4]}, "dst"),
-    ({"src": [0, 4]}, "src"),
-    ({"dst": [4, 0]}, "dst"),
-    ({"dst": [-4, 4]}, "dst"),
-    ({"src": [2**31, 4]}, "src"),
-    ({"origin": [True, 0]}, "origin"),
-    ({"origin": [0, False]}, "origin"),
-    ({"origin": [0.0, 0]}, "origin"),
-    ({"origin": [-(2**31), 0]}, "origin"),
-    ({"transpose": 1}, "transpose"),
-    ({"transpose": "true"}, "transpose"),
-    ({"padding": "undetermined"}, "padding"),
-    ({"padding": "ZERO"}, "padding"),
-    ({"pad_value": 1.0}, "pad_value"),
-    ({"padding": "zero", "pad_value": 0.0}, "pad_value"),
-    ({"padding": "value", "pad_value": "1"}, "pad_value"),
-    ({"padding": "value", "pad_value": True}, "pad_value"),
-    ({"src": [2**20, 2**20]}, "too many"),
-    ({"dst": [2**21, 2**20]}, "too many"),
-], ids=repr)
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"stride": [1, 1]}, "stride"),
+        ({"dtype": "float64"}, "float64"),
+        ({"dtype": None}, "dtype"),
+        ({"src": [4.0, 4]}, "src"),
+        ({"src": [4, "4"]}, "src"),
+        ({"src": [4, 4, 4]}, "src"),
+        ({"src": 16}, "src"),
+        ({"dst": [True, 4]}, "dst"),
+        ({"src": [0, 4]}, "src"),
+        ({"dst": [4, 0]}, "dst"),
+        ({"dst": [-4, 4]}, "dst"),
+        ({"src": [2**31, 4]}, "src"),
+        ({"origin": [True, 0]}, "origin"),
+        ({"origin": [0, False]}, "origin"),
+        ({"origin": [0.0, 0]}, "origin"),
+        ({"origin": [-(2**31), 0]}, "origin"),
+        ({"transpose": 1}, "transpose"),
+        ({"transpose": "true"}, "transpose"),
+        ({"padding": "undetermined"}, "padding"),
+        ({"padding": "ZERO"}, "padding"),
+        ({"pad_value": 1.0}, "pad_value"),
+        ({"padding": "zero", "pad_value": 0.0}, "pad_value"),
+        ({"padding": "value", "pad_value": "1"}, "pad_value"),
+        ({"padding": "value", "pad_value": True}, "pad_value"),
+        ({"src": [2**20, 2**20]}, "too many"),
+        ({"dst": [2**21, 2**20]}, "too many"),
+    ],
+    ids=repr,
+)
 def test_parse_problem_errors(data: dict, fragment: str) -> None:
     base = {"dtype": "float32", "src": [4, 4], "dst": [4, 4]}
     with pytest.raises(InvalidProblem, match=fragment):
@@ -225,8 +266,7 @@ def test_parse_problem_huge_pad_value() -> None:
     """tomllib reads integers of any size; one past float range must be an InvalidProblem, not an
     OverflowError from float()."""
     with pytest.raises(InvalidProblem, match="pad_value"):
-        TC.parse_problem({"dtype": "float32", "src": [4, 4], "dst": [4, 4], "padding": "value",
-                          "pad_value": 10**400})
+        TC.parse_problem({"dtype": "float32", "src": [4, 4], "dst": [4, 4], "padding": "value", "pad_value": 10**400})
 
 
 def test_parse_problem_missing_keys() -> None:
@@ -270,16 +310,21 @@ def test_rule_vector_divides_tile() -> None:
 
 
 def test_rule_vectors_split_evenly_over_threads() -> None:
-    assert_rule(ODD, config(BM=2, BN=128, threads=64, vec_bytes=4),
-                config(BM=1, BN=128, threads=256, vec_bytes=4), "threads")
+    assert_rule(
+        ODD, config(BM=2, BN=128, threads=64, vec_bytes=4), config(BM=1, BN=128, threads=256, vec_bytes=4), "threads"
+    )
     # 8 * 8 / 4 = 16 vectors < 64 threads
     assert "threads" in TC.violations(ODD, config(BM=8, BN=8, threads=64, vec_bytes=16))[0]
 
 
 def test_rule_staging() -> None:
     t = problem("float32", src=(65, 73), dst=(32, 64), transpose=True)
-    assert_rule(t, config(BM=32, BN=32, staging="padded", vec_bytes=4),
-                config(BM=32, BN=32, staging="none", vec_bytes=4), "staging")
+    assert_rule(
+        t,
+        config(BM=32, BN=32, staging="padded", vec_bytes=4),
+        config(BM=32, BN=32, staging="none", vec_bytes=4),
+        "staging",
+    )
     for layout in STAGED:
         assert TC.violations(t, config(BM=32, BN=32, staging=layout, vec_bytes=4)) == []
     # a plain copy may take the register path or (since the aligned-window change) a staged one
@@ -298,8 +343,10 @@ def test_rule_shared_memory_limit() -> None:
     # swizzled needs no padding: 512 * 128 * 2 bytes of float16 fit
     t16 = problem("float16", src=(65, 73), dst=(32, 64), transpose=True)
     assert TC.violations(t16, config(BM=128, BN=512, threads=1024, vec_bytes=16, staging="swizzled")) == []
-    assert TC.geometry(t16, config(BM=128, BN=512, threads=1024, vec_bytes=4, staging="padded")).shared_bytes \
+    assert (
+        TC.geometry(t16, config(BM=128, BN=512, threads=1024, vec_bytes=4, staging="padded")).shared_bytes
         == 512 * (128 + 2) * 2
+    )
     assert TC.geometry(ODD, config()).shared_bytes == 0
 
 
@@ -312,8 +359,12 @@ def test_rule_register_bytes_per_thread() -> None:
     # a float16 tile of the same shape needs half the bytes
     assert TC.violations(problem("float16", src=(65, 73), dst=(64, 32)), bad) == []
     # __launch_bounds__(1024) leaves 64 registers a thread: the budget shrinks to 96 bytes
-    assert_rule(ODD, config(BM=16, BN=1024, threads=1024, vec_bytes=16),
-                config(BM=32, BN=1024, threads=1024, vec_bytes=16), "at 1024 threads")
+    assert_rule(
+        ODD,
+        config(BM=16, BN=1024, threads=1024, vec_bytes=16),
+        config(BM=32, BN=1024, threads=1024, vec_bytes=16),
+        "at 1024 threads",
+    )
 
 
 def test_rule_unchecked() -> None:
@@ -337,8 +388,9 @@ def test_rule_unchecked() -> None:
     assert TC.violations(problem(src=(512, 2048), dst=(256, 1024), origin=[8, 4]), cfg) == []
     tcfg = config(BM=32, BN=64, threads=256, vec_bytes=8, staging="swizzled", bounds="unchecked")
     assert TC.violations(FULL_T, tcfg) == []
-    assert "unchecked" in TC.violations(problem(src=(1024, 256), dst=(256, 1024), transpose=True,
-                                                origin=[0, 1]), tcfg)[0]
+    assert (
+        "unchecked" in TC.violations(problem(src=(1024, 256), dst=(256, 1024), transpose=True, origin=[0, 1]), tcfg)[0]
+    )
     assert "unchecked" in TC.violations(problem(src=(1024, 250), dst=(250, 1024), transpose=True), tcfg)[0]
 
 
@@ -356,10 +408,15 @@ VARIETY = [
     {"dtype": d, "src": s, "dst": t, "origin": o, "transpose": tr}
     for d in DTYPES
     for (s, t, o, tr) in [
-        ([1, 1], [1, 1], [0, 0], False), ([1, 1], [1, 1], [0, 0], True), ([65, 73], [64, 32], [64, 64], False),
-        ([65, 73], [32, 64], [64, 64], True), ([3, 1000001], [7, 999999], [-5, 3], False),
-        ([12345, 6789], [6789, 12345], [0, 0], True), ([16384, 16384], [16384, 16384], [0, 0], False),
-        ([7, 9], [13, 11], [-2, -3], True)]
+        ([1, 1], [1, 1], [0, 0], False),
+        ([1, 1], [1, 1], [0, 0], True),
+        ([65, 73], [64, 32], [64, 64], False),
+        ([65, 73], [32, 64], [64, 64], True),
+        ([3, 1000001], [7, 999999], [-5, 3], False),
+        ([12345, 6789], [6789, 12345], [0, 0], True),
+        ([16384, 16384], [16384, 16384], [0, 0], False),
+        ([7, 9], [13, 11], [-2, -3], True),
+    ]
 ]
 
 
@@ -368,6 +425,7 @@ def test_default_config_is_valid(data: dict) -> None:
     p = TC.parse_problem(data)
     cfg = TC.default_config(p)
     assert TC.violations(p, cfg) == []
+    assert cfg["template"] == "vector"
     assert (cfg["staging"] != "none") or not p.transpose
 
 
@@ -377,15 +435,27 @@ def test_geometry_buffers_args() -> None:
     geo = TC.geometry(p, cfg)
     assert geo.block == (64, 1, 1) and geo.shared_bytes == 0
     assert geo.grid == (16 * 2 // 4, 1, 1)
-    assert TC.buffers(p) == (BufferSpec("src", (65, 73), "bfloat16", "input"),
-                             BufferSpec("dst", (64, 32), "bfloat16", "output"))
+    assert TC.buffers(p) == (
+        BufferSpec("src", (65, 73), "bfloat16", "input"),
+        BufferSpec("dst", (64, 32), "bfloat16", "output"),
+    )
     assert TC.args(p, cfg) == (
-        BufferArg("src"), BufferArg("dst"), ScalarArg("i64", 65), ScalarArg("i64", 73), ScalarArg("i64", 64),
-        ScalarArg("i64", 32), ScalarArg("i64", 64), ScalarArg("i64", -3), ScalarArg("u16", 0x8000),
-        ScalarArg("i64", 2), ScalarArg("i64", 32))
+        BufferArg("src", "const unsigned short"),
+        BufferArg("dst", "unsigned short"),
+        ScalarArg("i64", 65, "Ms"),
+        ScalarArg("i64", 73, "Ns"),
+        ScalarArg("i64", 64, "Md"),
+        ScalarArg("i64", 32, "Nd"),
+        ScalarArg("i64", 64, "oy"),
+        ScalarArg("i64", -3, "ox"),
+        ScalarArg("u16", 0x8000, "pad"),
+        ScalarArg("i64", 2, "tiles_n"),
+        ScalarArg("i64", 32, "n_tiles"),
+    )
     # ceil division of partial tiles and tiles per block
-    g = TC.geometry(problem(src=(65, 73), dst=(65, 33)), config(BM=8, BN=16, threads=64, vec_bytes=4,
-                                                               tiles_per_block=2))
+    g = TC.geometry(
+        problem(src=(65, 73), dst=(65, 33)), config(BM=8, BN=16, threads=64, vec_bytes=4, tiles_per_block=2)
+    )
     assert g.grid == ((9 * 3 + 1) // 2, 1, 1)
 
 
@@ -441,7 +511,7 @@ def _odd(dtype: str, transpose: bool) -> TileCopyProblem:
     return problem(dtype, src=(65, 73), dst=(64, 32), origin=[64, 64])
 
 
-VECTOR = {"transport": ["vector"], "swizzle": ["none"], "stages": [1]}
+VECTOR = {"template": ["vector"]}
 
 
 def _matrix() -> list[tuple[str, bool, str, int, str]]:
@@ -469,8 +539,13 @@ def _pick(dtype: str, transpose: bool, layout: str, vec_bytes: int, bounds: str)
     p = _full(dtype, transpose) if bounds == "unchecked" else _odd(dtype, transpose)
     size = element_type(dtype).itemsize
     sub = TC.space.restrict({"staging": [layout], "vec_bytes": [vec_bytes], "bounds": [bounds], **VECTOR})
-    candidates = [c for c in sub if c["threads"] <= 256 and c["BM"] * c["BN"] * size // c["vec_bytes"]
-                  <= 4 * c["threads"] and not TC.violations(p, c)]
+    candidates = [
+        c
+        for c in sub
+        if c["threads"] <= 256
+        and c["BM"] * c["BN"] * size // c["vec_bytes"] <= 4 * c["threads"]
+        and not TC.violations(p, c)
+    ]
     assert candidates, (dtype, transpose, layout, vec_bytes, bounds)
     return p, random.Random(f"{dtype}/{transpose}/{layout}/{vec_bytes}/{bounds}").choice(candidates)
 
@@ -509,34 +584,46 @@ def _assert_built(result, p: TileCopyProblem, cfg: Config) -> None:
     assert result.registers > 0
     assert result.spill_bytes == 0, (cfg.label(), result.log)
     assert result.lowered_name.startswith("_Z") and "tile_copy" in result.lowered_name
-    assert result.source.name_expression.startswith("tile_copy<" + element_type(p.element).ctype + ", ")
-    assert result.source.name_expression.endswith(", " + str(p.transpose).lower() + ">")
+    assert result.source.name_expression == "tile_copy<Cfg>"
+    named = members(result.source)
+    assert (named["T"], named["TRANSPOSE"]) == (element_type(p.element).ctype, str(p.transpose).lower())
+    assert int(named["SHARED_BYTES"]) == TC.geometry(p, cfg).shared_bytes
 
 
-@pytest.mark.parametrize("index", range(len(MATRIX)),
-                         ids=[f"{d}-{'T' if t else 'N'}-{s}-v{v}-{b}" for d, t, s, v, b in MATRIX])
+@pytest.mark.parametrize(
+    "index", range(len(MATRIX)), ids=[f"{d}-{'T' if t else 'N'}-{s}-v{v}-{b}" for d, t, s, v, b in MATRIX]
+)
 def test_variant_compiles(compiled, index: int) -> None:
     p, cfg, result = compiled[index]
     dtype, transpose, layout, vec_bytes, bounds = MATRIX[index]
     assert (cfg["staging"], cfg["vec_bytes"], cfg["bounds"], p.element, p.transpose) == (
-        layout, vec_bytes, bounds, dtype, transpose)
+        layout,
+        vec_bytes,
+        bounds,
+        dtype,
+        transpose,
+    )
     assert TC.violations(p, cfg) == []
     _assert_built(result, p, cfg)
 
 
 def test_defaults_compile(compiled) -> None:
-    for p, cfg, result in compiled[len(MATRIX):]:
+    for p, cfg, result in compiled[len(MATRIX) :]:
         assert cfg == TC.default_config(p)
         _assert_built(result, p, cfg)
 
 
 EXPECTED_PAD = {
-    "float32": {"zero": 0, "neg_zero": 0x80000000, "nan": 0x7FC00000, "pos_inf": 0x7F800000,
-                "neg_inf": 0xFF800000, "value": 0xC0500000},
-    "bfloat16": {"zero": 0, "neg_zero": 0x8000, "nan": 0x7FC0, "pos_inf": 0x7F80, "neg_inf": 0xFF80,
-                 "value": 0xC050},
-    "float16": {"zero": 0, "neg_zero": 0x8000, "nan": 0x7E00, "pos_inf": 0x7C00, "neg_inf": 0xFC00,
-                "value": 0xC280},
+    "float32": {
+        "zero": 0,
+        "neg_zero": 0x80000000,
+        "nan": 0x7FC00000,
+        "pos_inf": 0x7F800000,
+        "neg_inf": 0xFF800000,
+        "value": 0xC0500000,
+    },
+    "bfloat16": {"zero": 0, "neg_zero": 0x8000, "nan": 0x7FC0, "pos_inf": 0x7F80, "neg_inf": 0xFF80, "value": 0xC050},
+    "float16": {"zero": 0, "neg_zero": 0x8000, "nan": 0x7E00, "pos_inf": 0x7C00, "neg_inf": 0xFC00, "value": 0xC280},
 }
 
 
@@ -550,15 +637,16 @@ def test_every_padding_mode_renders_and_compiles(compiled, dtype: str, transpose
     pad_type = "u32" if element_type(dtype).itemsize == 4 else "u16"
     for mode in PADDING_MODES:
         extra = {"pad_value": -3.25} if mode == "value" else {}
-        p = problem(dtype, src=base.src, dst=base.dst, origin=list(base.origin), transpose=transpose,
-                    padding=mode, **extra)
+        p = problem(
+            dtype, src=base.src, dst=base.dst, origin=list(base.origin), transpose=transpose, padding=mode, **extra
+        )
         cfg = TC.default_config(p)
         source = TC.render(p, cfg)
         assert source in built
         _assert_built(built[source], p, cfg)
         args = TC.args(p, cfg)
         pads = [a for a in args if isinstance(a, ScalarArg) and a.ctype in ("u16", "u32")]
-        assert pads == [ScalarArg(pad_type, EXPECTED_PAD[dtype][mode])]
+        assert pads == [ScalarArg(pad_type, EXPECTED_PAD[dtype][mode], "pad")]
         assert pads[0].value == padding_bits(element_type(dtype), mode, -3.25) == p.pad_bits
 
 
@@ -606,7 +694,11 @@ def test_cache_hit_returns_identical_cubin(tmp_path: Path) -> None:
         assert hit.cache_hit and hit.status is Status.OK
         assert hit.cubin == a.cubin and hit.binary_hash == a.binary_hash
         assert (hit.lowered_name, hit.registers, hit.spill_bytes, hit.log) == (
-            a.lowered_name, a.registers, a.spill_bytes, a.log)
+            a.lowered_name,
+            a.registers,
+            a.spill_bytes,
+            a.log,
+        )
     # another arch is another key
     other = NvrtcBuilder("sm_80", cache_dir=tmp_path, workers=1)
     other.close()
@@ -702,41 +794,80 @@ def test_staged_tile_with_little_work_does_not_spill(builder: NvrtcBuilder) -> N
 
 def test_rule_grid_limit() -> None:
     huge = problem("float16", src=(2**20, 2**19), dst=(2**20, 2**19))  # 2^39 elements
-    assert_rule(huge, config(BM=8, BN=1024, threads=256, vec_bytes=16), config(BM=1, BN=64, threads=64,
-                                                                                 vec_bytes=2), "grid limit")
+    assert_rule(
+        huge,
+        config(BM=8, BN=1024, threads=256, vec_bytes=16),
+        config(BM=1, BN=64, threads=64, vec_bytes=2),
+        "grid limit",
+    )
 
 
 # ---------------------------------------------------------------------------------------------
-# transports cp_async and tma: validity rules, layout, arguments, compilation
+# templates cp_async and tma: validity rules, layout, arguments, compilation
 
 ALIGNED = problem("float32", src=(200, 256), dst=(190, 136), origin=[-5, 8])  # 16-byte rows and origin column
 ALIGNED_T = problem("float32", src=(260, 96), dst=(88, 264), origin=[-3, -16], transpose=True)
 
 
 def cp_async(**values) -> Config:
-    base = {"BM": 8, "BN": 64, "threads": 128, "vec_bytes": 16, "staging": "plain", "tiles_per_block": 4,
-            "transport": "cp_async", "stages": 2}
-    return config(**{**base, **values})
+    base = {
+        "template": "cp_async",
+        "BM": 8,
+        "BN": 64,
+        "threads": 128,
+        "vec_bytes": 16,
+        "bounds": "checked",
+        "staging": "plain",
+        "tiles_per_block": 4,
+        "stages": 2,
+    }
+    return TC.config({**base, **values})
 
 
 def tma(**values) -> Config:
-    base = {"BM": 8, "BN": 64, "threads": 128, "vec_bytes": 16, "tiles_per_block": 4, "transport": "tma",
-            "swizzle": "128B", "stages": 2}
-    return config(**{**base, **values})
+    base = {
+        "template": "tma",
+        "BM": 8,
+        "BN": 64,
+        "threads": 128,
+        "vec_bytes": 16,
+        "tiles_per_block": 4,
+        "swizzle": "128B",
+        "stages": 2,
+    }
+    return TC.config({**base, **values})
 
 
-def test_rule_swizzle_is_tma_only() -> None:
-    assert_rule(ALIGNED, tma(swizzle="64B"), cp_async(swizzle="64B"), "swizzle is the layout of TMA boxes")
-    assert_rule(ALIGNED, config(), config(swizzle="32B"), "transport 'vector' takes swizzle='none'")
-
-
-def test_rule_vector_moves_one_tile_at_a_time() -> None:
-    assert_rule(ALIGNED, config(tiles_per_block=4), config(tiles_per_block=4, stages=2), "stages=1")
+def test_templates_and_their_parameters() -> None:
+    """The old transports, in order, each with only the parameters its kernel reads: the vector
+    template moves one tile at a time (no stages), swizzle is the layout of TMA boxes, and tma clips
+    and fills in hardware with its own layout (no bounds, no staging)."""
+    tile = ["BM", "BN", "threads", "vec_bytes", "tiles_per_block"]
+    assert [(name, [p.name for p in space.params]) for name, space in TC.space.templates] == [
+        ("vector", [*tile, "bounds", "staging"]),
+        ("cp_async", [*tile, "bounds", "staging", "stages"]),
+        ("tma", [*tile, "swizzle", "stages"]),
+    ]
+    for name, typed in (("vector", VectorConfig), ("cp_async", CpAsyncConfig), ("tma", TmaConfig)):
+        template, cfg = TC.typed({"vector": config, "cp_async": cp_async, "tma": tma}[name]())
+        assert template.name == name and type(cfg) is typed
+    for build, extra in (
+        (config, {"stages": 2}),
+        (config, {"swizzle": "32B"}),
+        (cp_async, {"swizzle": "64B"}),
+        (tma, {"staging": "plain"}),
+        (tma, {"bounds": "split"}),
+    ):
+        with pytest.raises(InvalidConfig):
+            build(**extra)
+    with pytest.raises(InvalidConfig, match="template"):
+        TC.config({k: v for k, v in config().items if k != "template"})
 
 
 def test_rule_stages_within_tiles_per_block() -> None:
-    assert_rule(ALIGNED, cp_async(stages=4, tiles_per_block=4), cp_async(stages=4, tiles_per_block=2),
-                "exceeds tiles_per_block")
+    assert_rule(
+        ALIGNED, cp_async(stages=4, tiles_per_block=4), cp_async(stages=4, tiles_per_block=2), "exceeds tiles_per_block"
+    )
     assert_rule(ALIGNED, tma(stages=1, tiles_per_block=1), tma(stages=2, tiles_per_block=1), "exceeds tiles_per_block")
 
 
@@ -748,8 +879,12 @@ def test_rule_cp_async_vector_sizes() -> None:
     bf16 = problem("bfloat16", src=(65, 73), dst=(64, 32))
     assert_rule(bf16, cp_async(vec_bytes=4), cp_async(vec_bytes=2), "cp.async moves 4, 8 or 16 bytes")
     for layout in ("padded", "swizzled"):
-        assert_rule(bf16, cp_async(staging=layout, vec_bytes=4), cp_async(staging=layout, vec_bytes=8),
-                    "keeps only 4-byte words together")
+        assert_rule(
+            bf16,
+            cp_async(staging=layout, vec_bytes=4),
+            cp_async(staging=layout, vec_bytes=8),
+            "keeps only 4-byte words together",
+        )
     assert TC.violations(bf16, cp_async(staging="plain", vec_bytes=8)) == []
 
 
@@ -766,18 +901,17 @@ def test_rule_cp_async_shared_memory() -> None:
     assert TC.violations(ODD, row) == []
 
 
-def test_rule_tma_settings_of_its_own() -> None:
-    assert_rule(ALIGNED, tma(), tma(staging="plain"), "staging='none', bounds='checked'")
-    assert_rule(ALIGNED, tma(), tma(bounds="split"), "staging='none', bounds='checked'")
-
-
 def test_rule_tma_whole_boxes() -> None:
     # 128-byte swizzle: float32 boxes of 32 columns; float16 of 64
     assert_rule(ALIGNED, tma(BN=32, threads=64), tma(BM=16, BN=16, threads=64), "whole boxes")
     h = problem("float16", src=(200, 256), dst=(190, 136), origin=[-5, 8])
     assert_rule(h, tma(BN=64, threads=64), tma(BM=16, BN=32, threads=64), "whole boxes")
-    assert_rule(ALIGNED_T, tma(BM=32, BN=32, threads=64, swizzle="64B"), tma(BM=8, BN=32, threads=64, swizzle="64B"),
-                "whole boxes")
+    assert_rule(
+        ALIGNED_T,
+        tma(BM=32, BN=32, threads=64, swizzle="64B"),
+        tma(BM=8, BN=32, threads=64, swizzle="64B"),
+        "whole boxes",
+    )
 
 
 def test_rule_tma_origin_column_is_a_16_byte_multiple() -> None:
@@ -805,8 +939,12 @@ def test_rule_tma_box_limits() -> None:
     bad = tma(BM=32, BN=512, threads=1024, vec_bytes=16, swizzle="none", tiles_per_block=2)
     assert_rule(t, good, bad, "tensor map of src: box")
     # without swizzle the inner box is the whole block row, which must be 16 bytes wide
-    assert_rule(t, tma(BM=4, BN=64, threads=64, vec_bytes=16, swizzle="none"),
-                tma(BM=2, BN=64, threads=64, vec_bytes=8, swizzle="none"), "multiple of 16")
+    assert_rule(
+        t,
+        tma(BM=4, BN=64, threads=64, vec_bytes=16, swizzle="none"),
+        tma(BM=2, BN=64, threads=64, vec_bytes=8, swizzle="none"),
+        "multiple of 16",
+    )
 
 
 def test_rule_tma_coordinates_are_32_bit() -> None:
@@ -827,8 +965,10 @@ def test_rule_tma_shared_memory() -> None:
     cfg = tma(BM=2, BN=64, threads=64, vec_bytes=8)
     assert TC.geometry(ALIGNED, cfg).shared_bytes == 1024 + 2 * 2 * 1024 + 2 * 8
     assert TC.geometry(nan, cfg).shared_bytes == 1024 + 2 * 2 * 1024 + 2 * 2 * 1024 + 2 * 8
-    assert TC.geometry(nan, tma(BM=2, BN=64, threads=64, vec_bytes=8, tiles_per_block=1, stages=1)).shared_bytes \
+    assert (
+        TC.geometry(nan, tma(BM=2, BN=64, threads=64, vec_bytes=8, tiles_per_block=1, stages=1)).shared_bytes
         == 1024 + 2 * 1024 + 2 * 1024 + 8
+    )
     big = problem("float32", src=(1024, 1024), dst=(1024, 1024), padding="nan")
     good = tma(BM=64, BN=256, threads=1024, vec_bytes=16, stages=1, tiles_per_block=1)  # 64 KiB in, 64 KiB out
     bad = tma(BM=64, BN=256, threads=1024, vec_bytes=16, stages=2, tiles_per_block=2)  # twice both
@@ -840,24 +980,89 @@ def test_tma_layout_and_arguments() -> None:
     direct = TC.args(ALIGNED, tma())
     src_map, dst_map, *scalars = direct
     assert isinstance(src_map, TensorMapArg) and isinstance(dst_map, TensorMapArg)
-    assert src_map == TensorMapArg("src", TensorMapRequest("float32", (200, 256), (1024, 4), (8, 32), 0, "128B"))
-    assert dst_map == TensorMapArg("dst", TensorMapRequest("float32", (190, 136), (544, 4), (8, 32), 0, "128B"))
+    assert src_map == TensorMapArg(
+        "src", TensorMapRequest("float32", (200, 256), (1024, 4), (8, 32), 0, "128B"), name="src_map"
+    )
+    assert dst_map == TensorMapArg(
+        "dst", TensorMapRequest("float32", (190, 136), (544, 4), (8, 32), 0, "128B"), name="dst_map"
+    )
     tiles_n = math.ceil(136 / 64)
-    assert scalars == [ScalarArg("i64", 200), ScalarArg("i64", 256), ScalarArg("i64", -5), ScalarArg("i64", 8),
-                       ScalarArg("u32", 0), ScalarArg("i64", tiles_n), ScalarArg("i64", tiles_n * math.ceil(190 / 8))]
+    assert scalars == [
+        ScalarArg("i64", 200, "Ms"),
+        ScalarArg("i64", 256, "Ns"),
+        ScalarArg("i64", -5, "oy"),
+        ScalarArg("i64", 8, "ox"),
+        ScalarArg("u32", 0, "pad"),
+        ScalarArg("i64", tiles_n, "tiles_n"),
+        ScalarArg("i64", tiles_n * math.ceil(190 / 8), "n_tiles"),
+    ]
     # transposed: source boxes of BN rows; without swizzle as wide as the block (up to 256 elements)
     t_src, t_dst, *_ = TC.args(ALIGNED_T, tma(BM=32, BN=16, threads=64, swizzle="none"))
     assert (t_src.request.box, t_dst.request.box, t_src.request.swizzle) == ((16, 32), (32, 16), "none")
     # the direct copy (not transposed, zero padding) and the one rebuilt in registers differ in source
     nan = problem("float32", src=(200, 256), dst=(190, 136), origin=[-5, 8], padding="nan")
-    assert TC.render(ALIGNED, tma()).name_expression.endswith(", 128, 32, 32, true, false>")
-    assert TC.render(nan, tma()).name_expression.endswith(", 128, 32, 32, false, false>")
-    assert TC.render(ALIGNED, cp_async()).name_expression.startswith("tile_copy_cp_async<unsigned int, 8, 64, 128, 4,")
+    layout = ("SPAN", "BOX", "OUT_BOX", "DIRECT", "TRANSPOSE")
+    assert TC.render(ALIGNED, tma()).name_expression == "tile_copy_tma<Cfg>"
+    assert [members(TC.render(ALIGNED, tma()))[k] for k in layout] == ["128", "32", "32", "true", "false"]
+    assert [members(TC.render(nan, tma()))[k] for k in layout] == ["128", "32", "32", "false", "false"]
+    assert members(TC.render(nan, tma())) == {
+        "T": "unsigned int",
+        "BM": "8",
+        "BN": "64",
+        "THREADS": "128",
+        "VEC": "4",
+        "TPB": "4",
+        "STAGES": "2",
+        "SPAN": "128",
+        "BOX": "32",
+        "OUT_BOX": "32",
+        "DIRECT": "false",
+        "TRANSPOSE": "false",
+        "SHARED_BYTES": str(TC.geometry(nan, tma()).shared_bytes),
+    }
+    staged = TC.render(ALIGNED, cp_async())
+    assert staged.name_expression == "tile_copy_cp_async<Cfg>"
+    assert members(staged) == {
+        "T": "unsigned int",
+        "BM": "8",
+        "BN": "64",
+        "THREADS": "128",
+        "VEC": "4",
+        "BOUNDS": "0",
+        "STAGING": "1",
+        "TPB": "4",
+        "STAGES": "2",
+        "TRANSPOSE": "false",
+        "SHARED_BYTES": str(2 * 8 * 64 * 4),
+    }
     assert TC.args(ALIGNED, cp_async()) == TC.args(ALIGNED, config(BN=64, threads=128))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_each_kernel_takes_its_arguments_as_one_named_struct(dtype: str) -> None:
+    """``struct Args_t`` holds each template's arguments in ``args``' order, by name, the buffers and
+    the padding of the element's bits type; ``Cfg::Args`` aliases it and each kernel takes it as its
+    one parameter."""
+    e = element_type(dtype).ctype
+    p = problem(dtype, src=(200, 256), dst=(190, 136), origin=[-5, 8])
+    tail = [f"{e} pad", "long long tiles_n", "long long n_tiles"]
+    staged = [f"const {e}* src", f"{e}* dst", *(f"long long {n}" for n in ("Ms", "Ns", "Md", "Nd", "oy", "ox")), *tail]
+    tma_args = ["tb::TensorMap src_map", "tb::TensorMap dst_map", *(f"long long {n}" for n in ("Ms", "Ns", "oy", "ox"))]
+    for cfg, kernel, want in (
+        (config(), "tile_copy", staged),
+        (cp_async(threads=64), "tile_copy_cp_async", staged),
+        (tma(threads=64), "tile_copy_tma", [*tma_args, *tail]),
+    ):
+        assert TC.violations(p, cfg) == [], cfg.label()
+        rendered = TC.render(p, cfg)
+        assert arg_members(rendered) == want, cfg.label()
+        assert [a.name for a in TC.args(p, cfg)] == [m.rsplit(" ", 1)[1] for m in want]
+        assert "using Args = Args_t;" in rendered.code[rendered.code.rindex("struct Cfg {") :]
+        assert f"{kernel}(const __grid_constant__ typename Cfg::Args a)" in rendered.code
+
+
 def _transport_matrix() -> list[tuple[str, str, bool, str, str]]:
-    """(transport, dtype, transposed, layout, padding): cp_async with every staging layout, tma with
+    """(template, dtype, transposed, layout, padding): cp_async with every staging layout, tma with
     every swizzle mode and, not transposed, both the direct copy (zero) and the selected padding
     (nan); float32 and bfloat16 (4- and 2-byte elements)."""
     cases = []
@@ -877,20 +1082,30 @@ def _transport_problem(dtype: str, transpose: bool, padding: str) -> TileCopyPro
     return problem(dtype, src=(200, 256), dst=(190, 136), origin=[-5, 16], padding=padding)
 
 
-def _pick_transport(transport: str, dtype: str, transpose: bool, layout: str, padding: str
-                    ) -> tuple[TileCopyProblem, Config]:
+def _pick_transport(
+    transport: str, dtype: str, transpose: bool, layout: str, padding: str
+) -> tuple[TileCopyProblem, Config]:
     """A seeded choice among the valid configs of that kind with little work per thread, stages
     rotating through 1..4 with more tiles per block than stages."""
     p = _transport_problem(dtype, transpose, padding)
     n = TRANSPORT_MATRIX.index((transport, dtype, transpose, layout, padding))
     stages = 1 + n % 4
     key = "swizzle" if transport == "tma" else "staging"
-    sub = TC.space.restrict({"transport": [transport], key: [layout], "stages": [stages], "BM": [4, 8, 16, 32, 64],
-                             "BN": [16, 32, 64, 128], "threads": [64, 128],
-                             "tiles_per_block": [2 ** stages.bit_length()]})
+    sub = TC.space.restrict(
+        {
+            "template": [transport],
+            key: [layout],
+            "stages": [stages],
+            "BM": [4, 8, 16, 32, 64],
+            "BN": [16, 32, 64, 128],
+            "threads": [64, 128],
+            "tiles_per_block": [2 ** stages.bit_length()],
+        }
+    )
     size = element_type(dtype).itemsize
-    candidates = [c for c in sub if c["BM"] * c["BN"] * size // c["vec_bytes"] <= 4 * c["threads"]
-                  and not TC.violations(p, c)]
+    candidates = [
+        c for c in sub if c["BM"] * c["BN"] * size // c["vec_bytes"] <= 4 * c["threads"] and not TC.violations(p, c)
+    ]
     assert candidates, (transport, dtype, transpose, layout, padding)
     return p, random.Random(f"{transport}/{dtype}/{transpose}/{layout}/{padding}").choice(candidates)
 
@@ -902,8 +1117,11 @@ def transports_compiled(builder: NvrtcBuilder):
     return [(p, c, r) for (p, c), r in zip(picks, results, strict=True)]
 
 
-@pytest.mark.parametrize("index", range(len(TRANSPORT_MATRIX)),
-                         ids=[f"{t}-{d}-{'T' if tr else 'N'}-{lay}-{pad}" for t, d, tr, lay, pad in TRANSPORT_MATRIX])
+@pytest.mark.parametrize(
+    "index",
+    range(len(TRANSPORT_MATRIX)),
+    ids=[f"{t}-{d}-{'T' if tr else 'N'}-{lay}-{pad}" for t, d, tr, lay, pad in TRANSPORT_MATRIX],
+)
 def test_transport_variant_compiles(transports_compiled, index: int) -> None:
     p, cfg, result = transports_compiled[index]
     transport = TRANSPORT_MATRIX[index][0]
@@ -912,17 +1130,49 @@ def test_transport_variant_compiles(transports_compiled, index: int) -> None:
     assert result.status is Status.OK, result.log
     assert result.registers > 0
     assert result.spill_bytes == 0, (cfg.label(), result.log)
-    assert result.source.name_expression.startswith(f"tile_copy_{transport}<{element_type(p.element).ctype}, ")
+    assert result.source.name_expression == f"tile_copy_{transport}<Cfg>"
+    assert members(result.source)["T"] == element_type(p.element).ctype
+    if transport == "tma":
+        # the bulk copies take the maps' addresses in the __grid_constant__ parameter: a copy of a map
+        # into a local (passed by value) would need a stack frame (304 bytes, seen with NVRTC 13)
+        assert "0 bytes stack frame" in result.log, result.log
 
 
 def test_transport_matrix_covers_every_kind() -> None:
     kinds = {(t, d, tr, lay) for t, d, tr, lay, _ in TRANSPORT_MATRIX}
     both = list(itertools.product(("float32", "bfloat16"), (False, True)))
     assert kinds == {("cp_async", d, tr, s) for d, tr in both for s in STAGED} | {
-        ("tma", d, tr, s) for d, tr in both for s in SWIZZLE_BYTES}
+        ("tma", d, tr, s) for d, tr in both for s in SWIZZLE_BYTES
+    }
     assert {1 + n % 4 for n in range(len(TRANSPORT_MATRIX))} == {1, 2, 3, 4}
 
 
 def test_tma_kernel_refuses_older_devices() -> None:
     ((_, result),) = family_checks.compile_cases(TC, [(ALIGNED, tma())], arch="sm_80", workers=1)
     assert result.status is Status.COMPILE_ERROR and "needs sm_90" in result.log
+
+
+def test_kernels_assert_their_layout_fits_the_shared_memory(builder: NvrtcBuilder) -> None:
+    """Each kernel checks at compile time that the shared-memory layout it computes fits in the
+    SHARED_BYTES that the Python side computes and launches with: one byte less does not compile."""
+    t = problem("float32", src=(65, 73), dst=(32, 64), transpose=True)
+    nan = problem("float32", src=(200, 256), dst=(190, 136), origin=[-5, 8], padding="nan")
+    cases = [
+        (t, config(BM=32, BN=32, staging="padded", vec_bytes=4)),
+        (t, cp_async(BM=32, BN=32, vec_bytes=4)),
+        (ALIGNED, tma()),
+        (nan, tma(swizzle="none")),
+    ]
+    sources = []
+    for p, cfg in cases:
+        assert TC.violations(p, cfg) == []
+        good = TC.render(p, cfg)
+        line = f"static constexpr int SHARED_BYTES = {TC.geometry(p, cfg).shared_bytes};"
+        assert line in good.code
+        short = line.replace(" = ", " = -1 + ")
+        sources += [good, dataclasses.replace(good, code=good.code.replace(line, short))]
+    results = builder.build(sources)
+    for (_, cfg), good, short in zip(cases, results[::2], results[1::2], strict=True):
+        assert good.status is Status.OK, (cfg.label(), good.log)
+        assert short.status is Status.COMPILE_ERROR, cfg.label()
+        assert "fits in the dynamic shared memory of the launch" in short.log, short.log

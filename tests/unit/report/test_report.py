@@ -1,18 +1,38 @@
-"""Report frames and rendering on a synthetic evaluation log (no GPU needed)."""
+"""Report frames and rendering on synthetic evaluation logs (no GPU needed): a data-movement family
+(tile_copy: GB/s against the copy limit) and an arithmetic one (gemm: TFLOP/s against the bf16 peak, on
+a roofline); the results DataFrame of the Python API."""
 
 from __future__ import annotations
 
+import html
 import math
+import re
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import tunebox
+from tunebox.errors import SpaceError
+from tunebox.limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from tunebox.records import DeviceInfo, EvalRecord, Status, Timing, canonical_json
-from tunebox.report import ReportInputs, build_report
-from tunebox.report.data import NO_VALID, evaluations_frame, history_frame, status_frame, winners_frame
+from tunebox.report import ReportInputs, build_report, results_frame
+from tunebox.report.data import (
+    BASELINE,
+    NO_VALID,
+    RESULT_COLUMNS,
+    RETIMED,
+    SCREENED,
+    evaluations_frame,
+    history_frame,
+    outcomes_frame,
+    status_frame,
+    winners_frame,
+)
+from tunebox.store.evallog import EvalLog
 
 FAMILY = "tile_copy"
 DEVICE = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
@@ -23,11 +43,12 @@ EVIL = "<script>alert(1)</script>"
 GB = 10**9
 
 
-def _rec(problem: dict, config: dict, status: Status = Status.OK, samples: tuple[float, ...] = (),
-         baseline: str = "", message: str = "", replayed: bool = True, family: str = FAMILY) -> EvalRecord:
+def _rec(problem: dict[str, Any], config: dict[str, Any], status: Status = Status.OK,
+         samples: tuple[float, ...] = (), baseline: str = "", message: str = "", replayed: bool = True,
+         family: str = FAMILY, phase: str = "screen", flops: int = 0, bytes_moved: int = GB) -> EvalRecord:
     return EvalRecord(family=family, problem=problem, config=config, status=status, message=message,
-                      timing=Timing(samples) if samples else None, bytes_moved=GB, device=DEVICE,
-                      replayed=replayed, baseline=baseline)
+                      timing=Timing(samples) if samples else None, bytes_moved=bytes_moved, flops=flops,
+                      device=DEVICE, replayed=replayed, baseline=baseline, phase=phase)
 
 
 def _records(replayed: bool = True) -> tuple[EvalRecord, ...]:
@@ -46,12 +67,98 @@ def _records(replayed: bool = True) -> tuple[EvalRecord, ...]:
     )
 
 
-def _inputs(records: tuple[EvalRecord, ...] | None = None, **kwargs: object) -> ReportInputs:
+def _inputs(records: tuple[EvalRecord, ...] | None = None, **kwargs: Any) -> ReportInputs:
     return ReportInputs(
         family=FAMILY, records=_records() if records is None else records,
         default_configs={canonical_json(SMALL): DEFAULT, canonical_json(LARGE): DEFAULT},
         problem_names={canonical_json(SMALL): "copy 1K", canonical_json(LARGE): EVIL}, **kwargs)
 
+
+def _through_log(records: tuple[EvalRecord, ...], path: Path) -> tuple[EvalRecord, ...]:
+    """The records written to an evaluation log and read back, as a report reads them."""
+    log = EvalLog(path)
+    for record in records:
+        log.append(record)
+    return tuple(log.read())
+
+
+# -- gemm: an arithmetic family with templates, every failure status, finalists and baselines ---------
+
+GEMM = "gemm"
+RAGGED = {"M": 1023, "N": 1025, "K": 1024}
+CUBE = {"M": 1024, "N": 1024, "K": 1024}
+SKINNY = {"M": 16, "N": 16, "K": 16}
+MMA = {"template": "mma", "BM": 64, "BN": 64, "BK": 32, "warps_m": 2}
+WGMMA = {"template": "wgmma", "BM": 128, "BN": 256, "consumers": 2}
+FAILING = {  # status -> (problem, config, message); every non-ok status a variant can log
+    Status.COMPILE_ERROR: (CUBE, {"template": "mma", "BM": 256, "BN": 256, "BK": 64, "warps_m": 4},
+                           "error: too many resources"),
+    Status.RESOURCE_ERROR: (CUBE, {"template": "wgmma", "BM": 256, "BN": 256, "consumers": 2},
+                            "shared memory 262144 > 232448"),
+    Status.RUNTIME_ERROR: (RAGGED, {"template": "wgmma", "BM": 64, "BN": 64, "consumers": 1},
+                           "illegal memory access"),
+    Status.TIMEOUT: (RAGGED, {"template": "mma", "BM": 128, "BN": 64, "BK": 32, "warps_m": 1},
+                     "kernel hung: killed"),
+    Status.WRONG_RESULT: (RAGGED, {"template": "mma", "BM": 64, "BN": 128, "BK": 64, "warps_m": 1},
+                          "output D differs from the reference"),
+    Status.INVALID: (SKINNY, {"template": "wgmma", "BM": 64, "BN": 64, "consumers": 1}, "M too small"),
+}
+
+
+def _work(problem: dict[str, int]) -> tuple[int, int]:
+    m, n, k = problem["M"], problem["N"], problem["K"]
+    return 2 * m * n * k, 2 * (m * k + k * n + m * n)  # flops, bytes of bf16 A, B and D
+
+
+def _g(problem: dict[str, int], config: dict[str, Any], status: Status = Status.OK,
+       samples: tuple[float, ...] = (), **kwargs: Any) -> EvalRecord:
+    flops, moved = _work(problem)
+    return _rec(problem, config, status, samples, family=GEMM, flops=flops, bytes_moved=moved, replayed=False,
+                **kwargs)
+
+
+def _gemm_records() -> tuple[EvalRecord, ...]:
+    ok = [_g(CUBE, MMA, samples=(0.05,)), _g(CUBE, WGMMA, samples=(0.01, 0.0101, 0.0099)),
+          _g(RAGGED, MMA, samples=(0.2,)), _g(RAGGED, WGMMA, samples=(0.1,)), _g(SKINNY, MMA, samples=(0.004,))]
+    failing = [_g(p, c, status, message=m) for status, (p, c, m) in FAILING.items()]
+    finals = [_g(CUBE, WGMMA, samples=(0.0105,), phase="final"), _g(CUBE, MMA, samples=(0.06,), phase="final"),
+              _g(CUBE, {}, samples=(0.02,), phase="final", baseline="torch: torch.matmul(A, B)"),
+              _g(RAGGED, WGMMA, samples=(0.11,), phase="final"),
+              _g(RAGGED, {}, Status.WRONG_RESULT, phase="final", baseline="torch: torch.matmul(A, B)",
+                 message="torch: output D differs from the reference: 385884 elements beyond the tolerance")]
+    return (*ok[:3], *failing[:3], *ok[3:], *failing[3:], *finals)
+
+
+GEMM_NAMES = {canonical_json(CUBE): "cube_1024", canonical_json(RAGGED): "ragged_1023x1025x1024",
+              canonical_json(SKINNY): "tiny_16"}
+
+
+def _gemm_inputs(tmp_path: Path, records: tuple[EvalRecord, ...] | None = None) -> ReportInputs:
+    logged = _through_log(_gemm_records() if records is None else records, tmp_path / "gemm_evals.jsonl")
+    return ReportInputs(GEMM, logged, {canonical_json(CUBE): dict(MMA)}, GEMM_NAMES)
+
+
+def _md_section(markdown: str, title: str) -> str:
+    """The text of one ``## title`` section of a Markdown report."""
+    start = markdown.index(f"## {title}\n")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start:] if end < 0 else markdown[start:end]
+
+
+def _md_rows(section: str) -> list[dict[str, str]]:
+    """The first table of a Markdown section, as one dict per row keyed by the headers."""
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    split = [[cell.strip() for cell in re.split(r"(?<!\\)\|", line)[1:-1]] for line in lines]
+    return [dict(zip(split[0], row, strict=True)) for row in split[2:]]
+
+
+def _header_variants(markdown: str) -> int:
+    found = re.search(r"(\d+) variant\(s\) evaluated", markdown)
+    assert found, "the header states the variant count"
+    return int(found.group(1))
+
+
+# -- frames -----------------------------------------------------------------------------------------
 
 def test_evaluations_frame_has_one_row_per_family_record_in_order() -> None:
     frame = evaluations_frame(_inputs())
@@ -59,9 +166,11 @@ def test_evaluations_frame_has_one_row_per_family_record_in_order() -> None:
     assert frame.loc[0, "name"] == "copy 1K" and frame.loc[2, "name"] == EVIL
     assert frame.loc[0, "median_ms"] == 2.0
     assert frame.loc[1, "bandwidth_gbps"] == pytest.approx(2000.0)
+    assert math.isnan(frame.loc[1, "tflops"]) and math.isnan(frame.loc[1, "intensity"])
     assert math.isnan(frame.loc[2, "median_ms"]) and math.isnan(frame.loc[2, "noise"])
     assert frame.loc[7, "baseline"] == "torch: b.copy_(a)" and frame["replayed"].all()
-    assert frame.loc[1, "config"] == "tile=128 vec=4"
+    assert frame.loc[1, "config"] == "tile=128 vec=4" and frame.loc[1, "template"] == ""
+    assert list(frame["kind"]) == [SCREENED] * 6 + [BASELINE] * 2
 
 
 def test_winners_frame_numbers() -> None:
@@ -74,6 +183,7 @@ def test_winners_frame_numbers() -> None:
     assert small["baseline"] == "torch: b.copy_(a)"
     assert small["bandwidth_gbps"] == pytest.approx(2000.0)
     assert small["copy_fraction"] == pytest.approx(2000.0 / 4250.0)
+    assert math.isnan(small["tflops"]) and math.isnan(small["peak_fraction"])
     assert (small["variants"], small["ok"], small["compile_error"]) == (4, 3, 1)
 
     large = winners.loc[canonical_json(LARGE)]
@@ -90,15 +200,59 @@ def test_winners_frame_without_default_or_baseline_gives_nan() -> None:
     assert math.isnan(small["speedup_vs_default"]) and math.isnan(small["speedup_vs_baseline"])
 
 
-def test_status_frame_counts_variants_per_problem_and_status() -> None:
+def test_status_frame_lists_every_failure_and_no_ok_row() -> None:
     frame = status_frame(_inputs())
-    got = {(r["name"], r["status"]): (r["count"], r["example"]) for r in frame.to_dict("records")}
+    got = {(r["name"], r["kind"], r["status"]): (r["count"], r["example_config"], r["example"])
+           for r in frame.to_dict("records")}
     assert got == {
-        ("copy 1K", "ok"): (3, ""),
-        ("copy 1K", "compile_error"): (1, "nvrtc: bad | thing"),
-        (EVIL, "invalid"): (1, "tile must divide n"),
-        (EVIL, "runtime_error"): (1, "illegal address"),
+        ("copy 1K", SCREENED, "compile_error"): (1, "tile=256 vec=8", "nvrtc: bad | thing"),
+        (EVIL, SCREENED, "invalid"): (1, "tile=9 vec=1", "tile must divide n"),
+        (EVIL, SCREENED, "runtime_error"): (1, "tile=64 vec=1", "illegal address"),
     }
+
+
+def test_status_frame_counts_failed_baselines_and_finalists(tmp_path: Path) -> None:
+    """The old table kept screened variants only (and their ``ok`` rows): a log whose one failure is a
+    library baseline's wrong result in the final phase (the recorded gemm sweep) showed nothing but ok."""
+    frame = status_frame(_gemm_inputs(tmp_path))
+    assert Status.OK.value not in set(frame["status"])
+    assert set(frame["status"]) == {s.value for s in FAILING}
+    baseline = frame[frame["kind"] == BASELINE].iloc[0]
+    assert (baseline["name"], baseline["status"], baseline["count"]) == ("ragged_1023x1025x1024", "wrong_result", 1)
+    assert baseline["example_config"] == "torch: torch.matmul(A, B)"
+    assert baseline["example"].startswith("torch: output D differs")
+    wrong = frame[(frame["kind"] == SCREENED) & (frame["status"] == "wrong_result")].iloc[0]
+    assert wrong["example_config"] == "mma BK=64 BM=64 BN=128 warps_m=1"  # template, then the config
+    assert int(frame["count"].sum()) == len(FAILING) + 1
+
+
+def test_outcomes_frame_counts_every_status_by_kind(tmp_path: Path) -> None:
+    frame = outcomes_frame(_gemm_inputs(tmp_path)).set_index("status")
+    assert list(frame.columns) == [SCREENED, RETIMED, BASELINE, "total"]
+    assert list(frame.index) == [s.value for s in Status if s is not Status.HARNESS_ERROR]
+    assert list(frame.loc["ok"]) == [5, 3, 1, 9]
+    assert list(frame.loc["wrong_result"]) == [1, 0, 1, 2]
+    assert int(frame["total"].sum()) == len(_gemm_records())
+
+
+def test_gemm_winners_in_tflops_against_the_bf16_peak(tmp_path: Path) -> None:
+    inputs = _gemm_inputs(tmp_path)
+    assert inputs.arithmetic and not _inputs().arithmetic
+    winners = winners_frame(inputs).set_index("name")
+    cube = winners.loc["cube_1024"]
+    flops, moved = _work(CUBE)
+    # the winner is the fastest finalist re-timing (0.0105 ms), not the screening (0.01 ms)
+    assert (cube["template"], cube["config"], cube["median_ms"]) == ("wgmma", "BM=128 BN=256 consumers=2", 0.0105)
+    assert cube["tflops"] == pytest.approx(flops / 0.0105e9)
+    assert cube["peak_fraction"] == pytest.approx(flops / 0.0105e9 / BF16_TENSOR_TFLOPS)
+    assert cube["intensity"] == pytest.approx(flops / moved)
+    assert cube["speedup_vs_default"] == pytest.approx(0.05 / 0.0105)
+    assert cube["speedup_vs_baseline"] == pytest.approx(0.02 / 0.0105)
+    assert (cube["variants"], cube["ok"], cube["compile_error"], cube["resource_error"]) == (4, 2, 1, 1)
+    ragged = winners.loc["ragged_1023x1025x1024"]
+    assert ragged["baseline"] == "" and math.isnan(ragged["speedup_vs_baseline"])  # its one baseline failed
+    tiny = winners.loc["tiny_16"]
+    assert (tiny["variants"], tiny["ok"], tiny["invalid"]) == (2, 1, 1)
 
 
 def test_history_frame_tracks_best_so_far() -> None:
@@ -110,6 +264,8 @@ def test_history_frame_tracks_best_so_far() -> None:
     assert math.isnan(small["median_ms"].iloc[2])
     assert history[history["name"] == EVIL]["best_ms"].isna().all()
 
+
+# -- rendered reports -------------------------------------------------------------------------------
 
 class _Tags(HTMLParser):
     def __init__(self) -> None:
@@ -145,6 +301,85 @@ def test_build_report_writes_self_contained_html_markdown_and_pngs(tmp_path: Pat
     assert "nvrtc: bad \\| thing" in markdown and EVIL not in markdown
 
 
+def test_data_movement_report_in_gbps_of_the_copy_limit(tmp_path: Path) -> None:
+    inputs = _inputs(_through_log(_records(), tmp_path / "evals.jsonl"))
+    files = build_report(inputs, tmp_path / "out", "tile copy")
+    markdown = files.markdown.read_text(encoding="utf-8")
+    page = files.html.read_text(encoding="utf-8")
+    for text in (markdown, page):
+        assert "% of copy limit" in text and f"copy limit of {COPY_LIMIT_GBPS:,.0f} GB/s" in text
+        assert "TFLOP/s" not in text and "bf16" not in text and "roofline" not in text.lower()
+    winners = _md_rows(_md_section(markdown, "Winners"))
+    assert "Template" not in winners[0]  # no configuration names a template
+    small = next(w for w in winners if w["Problem"] == "copy 1K")
+    assert (small["GB/s"], small["% of copy limit"]) == ("2,000", "47.1%")
+    # counts: the header's variants are the table's (baselines are not variants)
+    assert _header_variants(markdown) == sum(int(w["Variants"]) for w in winners) == 6
+    assert "2 library baseline timing(s)" in markdown
+    failed = _md_rows(_md_section(markdown, "What failed and why"))
+    assert {(r["Status"], r["Count"]) for r in failed} == {("compile_error", "1"), ("runtime_error", "1"),
+                                                           ("invalid", "1")}
+    assert not (tmp_path / "out" / "tile_copy_roofline.png").exists()
+
+
+def test_gemm_report_in_tflops_with_a_roofline(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "gemm_bandwidth.png").write_bytes(b"stale")  # an older report's bandwidth plot
+    files = build_report(_gemm_inputs(tmp_path), out, "gemm")
+    assert [p.name for p in files.images] == ["gemm_history.png", "gemm_roofline.png", "gemm_speedup.png"]
+    assert (out / "gemm_roofline.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert not (out / "gemm_bandwidth.png").exists()
+
+    markdown = files.markdown.read_text(encoding="utf-8")
+    page = files.html.read_text(encoding="utf-8")
+    for text in (markdown, page):
+        assert "TFLOP/s" in text and "% of bf16 peak" in text and f"{BF16_TENSOR_TFLOPS:,.0f} TFLOP/s" in text
+        assert "roofline" in text.lower() and "arithmetic intensity" in text
+        # no GB/s-of-copy-limit claim: the copy limit appears only as the roofline's ceiling
+        assert "% of copy limit" not in text and "of limit" not in text and "Winner bandwidth" not in text
+    assert page.count('src="data:image/png;base64,iVBORw0KGgo') == 3
+
+    winners = {w["Problem"]: w for w in _md_rows(_md_section(markdown, "Winners"))}
+    assert "GB/s" not in next(iter(winners.values()))
+    cube = winners["cube_1024"]
+    flops, moved = _work(CUBE)
+    assert cube["Template"] == "wgmma" and cube["Best config"] == "BM=128 BN=256 consumers=2"
+    assert cube["TFLOP/s"] == f"{flops / 0.0105e9:.4g}"
+    assert cube["% of bf16 peak"] == f"{flops / 0.0105e9 / BF16_TENSOR_TFLOPS:.1%}"
+    assert cube["FLOP/byte"] == f"{flops / moved:,.0f}"
+    assert winners["tiny_16"]["% of bf16 peak"].endswith("%")
+    assert "template=" not in _md_section(markdown, "Winners")
+
+    # counts: 5 ok + 6 failed screened variants; finalist re-timings and baselines are not variants
+    assert _header_variants(markdown) == sum(int(w["Variants"]) for w in winners.values()) == 11
+    assert "3 finalist re-timing(s), 2 library baseline timing(s); 16 evaluation(s) in all" in markdown
+
+    # every non-ok status, with counts and examples; never an ok row
+    failed = _md_rows(_md_section(markdown, "What failed and why"))
+    assert {r["Status"] for r in failed} == {s.value for s in FAILING}
+    assert all(r["Count"] == "1" and r["Example message"] != "—" for r in failed)
+    assert any(r["Kind"] == BASELINE and r["Status"] == "wrong_result" for r in failed)
+    assert "7 of 16 evaluation(s) did not end ok" in markdown
+    for status, (_, _, message) in FAILING.items():
+        assert f"<td>{status.value}</td>" in page and html.escape(message) in page
+    outcomes = {r["Status"]: r for r in _md_rows(_md_section(markdown, "Outcomes by status"))}
+    assert outcomes["ok"]["Total"] == "9" and outcomes["wrong_result"]["Library baselines"] == "1"
+
+    # the files it wrote, listed in both pages
+    written = sorted(p.name for p in out.iterdir())
+    assert written == sorted(p.name for p in files.all)
+    listed = _md_section(markdown, "Files written")
+    assert all(f"`{name}`" in listed and f"<code>{name}</code>" in page for name in written)
+
+
+def test_a_log_without_failures_says_nothing_failed(tmp_path: Path) -> None:
+    records = tuple(r for r in _gemm_records() if r.status is Status.OK)
+    markdown = build_report(_gemm_inputs(tmp_path, records), tmp_path / "out", "gemm").markdown.read_text()
+    section = _md_section(markdown, "What failed and why")
+    assert "Nothing failed: all 9 evaluation(s) ended ok." in section and "|" not in section
+
+
 def test_build_report_without_speedup_data_omits_the_plot(tmp_path: Path) -> None:
     (tmp_path / "tile_copy_speedup.png").write_bytes(b"stale")
     records = tuple(r for r in _records(replayed=False) if not r.baseline)
@@ -168,15 +403,85 @@ def test_empty_log_raises_a_clear_error(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())
 
 
-def test_unsafe_family_name_and_bad_copy_limit_are_rejected(tmp_path: Path) -> None:
+def test_unsafe_family_name_and_bad_limits_are_rejected(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="file name"):
         build_report(ReportInputs("../evil", _records(), {}, {}), tmp_path, "x")
     with pytest.raises(ValueError, match="copy_limit_gbps"):
         ReportInputs(FAMILY, _records(), {}, {}, copy_limit_gbps=0.0)
+    with pytest.raises(ValueError, match="tensor_peak_tflops"):
+        ReportInputs(FAMILY, _records(), {}, {}, tensor_peak_tflops=math.inf)
 
 
 def test_import_is_light() -> None:
-    code = "import sys, tunebox.report; print('pandas' in sys.modules or 'matplotlib' in sys.modules)"
+    code = ("import sys, tunebox.report, tunebox.results_frame; "
+            "print('pandas' in sys.modules or 'matplotlib' in sys.modules)")
     repo = Path(__file__).resolve().parents[3]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
     assert out.stdout.strip() == "False"
+
+
+# -- the results DataFrame ----------------------------------------------------------------------------
+
+def test_results_frame_one_row_per_evaluation_with_parameter_columns(tmp_path: Path) -> None:
+    records = (*_gemm_records(), *_records())
+    log = tmp_path / "evals.jsonl"
+    _through_log(records, log)
+    frame = tunebox.results(log)
+    assert len(frame) == len(records) == 25
+    params = ["BK", "BM", "BN", "warps_m", "consumers", "tile", "vec", "x"]  # a logged config's keys are sorted
+    fixed = list(RESULT_COLUMNS)
+    assert sorted(frame.columns) == sorted([*fixed, *params])
+    assert list(frame.columns[:5]) == ["trial", "family", "problem", "problem_key", "template"]
+    assert list(frame.columns[5:5 + len(params)]) == params  # in order of first appearance
+    for column in ("status", "median_ms", "noise", "bandwidth_gbps", "tflops", "phase", "baseline", "device",
+                   "replayed"):
+        assert column in frame.columns
+    assert list(frame["trial"]) == list(range(25))
+    assert list(frame["family"].value_counts().sort_index().items()) == [
+        ("gemm", 16), ("other_family", 1), ("tile_copy", 8)]
+
+    first = frame.iloc[0]
+    flops, moved = _work(CUBE)
+    assert (first["template"], first["BM"], first["BK"], first["status"]) == ("mma", 64, 32, "ok")
+    assert first["tflops"] == pytest.approx(flops / 0.05e9)
+    assert first["bandwidth_gbps"] == pytest.approx(moved / 0.05e6)
+    assert first["device"] == "NVIDIA H200" and not first["replayed"] and first["phase"] == "screen"
+    assert first["problem"] == "K=1024 M=1024 N=1024"  # a log alone has no problem names
+    assert first["problem_key"] == canonical_json(CUBE) and first["config"] == "BK=32 BM=64 BN=64 warps_m=2"
+    assert frame["consumers"].isna().iloc[0] and frame["BK"].isna().sum() > 0  # a parameter of one template
+    assert str(frame["BM"].dtype) == "Int64"
+
+    gemm = frame[frame["family"] == "gemm"]
+    assert gemm["tflops"].notna().sum() == 9 and (gemm["status"] != "ok").sum() == 7
+    assert set(gemm["phase"]) == {"screen", "final"} and (gemm["baseline"] != "").sum() == 2
+    copies = frame[frame["family"] == "tile_copy"]
+    assert copies["tflops"].isna().all() and (copies["template"] == "").all()
+    assert copies["bandwidth_gbps"].iloc[1] == pytest.approx(2000.0)
+
+
+def test_results_frame_renames_parameters_that_shadow_columns() -> None:
+    frame = results_frame([_rec(SMALL, {"status": "on", "tile": 8}, samples=(1.0,))])
+    assert frame.loc[0, "status"] == "ok" and frame.loc[0, "param_status"] == "on"
+    empty = results_frame([])
+    assert list(empty.columns) == list(RESULT_COLUMNS) and empty.empty
+
+
+def test_results_from_a_sweep_file_and_its_output_directory(sweep_file: Path, recording: Path,
+                                                           tmp_path: Path) -> None:
+    results = tmp_path / "r"
+    with pytest.raises(SpaceError, match="no evaluation log"):
+        tunebox.results(sweep_file, results=results)
+    replayed = results / "sweeps" / "small-replay"
+    replayed.mkdir(parents=True)
+    (replayed / "evals.jsonl").write_bytes(recording.read_bytes())
+    frame = tunebox.results(sweep_file, results=results)
+    assert len(frame) == len(EvalLog(recording).read())
+    assert set(frame["problem"]) == {"copy", "transpose"}  # named as in the sweep file
+    assert (frame.loc[frame["baseline"] == "", "template"] == "vector").all() and "threads" in frame.columns
+    assert len(tunebox.results(replayed)) == len(frame)
+
+    live = results / "sweeps" / "small"  # a live GPU sweep is preferred, unless replay=True
+    live.mkdir()
+    _through_log(_records()[:2], live / "evals.jsonl")
+    assert len(tunebox.results(str(sweep_file), results=str(results))) == 2
+    assert len(tunebox.results(sweep_file, results=results, replay=True)) == len(frame)

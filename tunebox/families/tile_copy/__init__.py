@@ -1,0 +1,50 @@
+"""Family ``tile_copy``: bounded 2-D copy, crop, pad and transpose with padding modes.
+
+``dst (Md, Nd) <- src (Ms, Ns)`` read at origin ``(oy, ox)`` (may be negative):
+``dst[i, j] = src[oy + i, ox + j]`` or, transposed, ``src[oy + j, ox + i]``; destination elements
+whose source lies outside ``src`` take the padding value. Every destination element is written.
+
+Three transports, one template each (``template``), so the search picks per problem:
+
+- ``vector``: ld/st vectors in registers, or staged through shared memory (``staging``), one tile
+  at a time (``kernels/tile_copy/tile_copy.cu``, ``tile_copy``).
+- ``cp_async``: each block's source blocks stream into a ring of ``stages`` shared buffers by
+  cp.async (vectors inside src and aligned; element loads with the padding elsewhere), ``stages - 1``
+  tiles ahead of the staged stores (``tile_copy_cp_async``).
+- ``tma`` (sm_90+; the kernel refuses to compile for older devices): bulk tensor loads into a ring of
+  ``stages`` mbarrier-completed buffers with the ``swizzle`` layout, and bulk tensor stores that clip
+  at dst's edges (``kernels/tile_copy/tile_copy_tma.cu``). The hardware fills zero outside src; a
+  transposed copy or any other padding goes through an output buffer, the padding selected in
+  registers. Boxes are as wide as the swizzle span (the layout ``test_tma_gpu`` checked on the H200),
+  or without swizzle the whole block row up to 256 elements; the rows of src and dst and the origin's
+  column must be 16-byte multiples.
+
+The operation is in ``operation.py``; the rules every template shares in ``tiles.py``, those of the
+two templates of ``tile_copy.cu`` (vector, cp_async) in ``staged.py``.
+"""
+
+from ...limits import MAX_SHARED_BYTES
+from ..contract import Family
+from .cp_async import CpAsyncConfig, CpAsyncTemplate
+from .operation import TileCopyOperation, TileCopyProblem
+from .staged import BOUNDS, MAX_SLOTS, STAGING, StagedConfig
+from .tiles import TileConfig
+from .tma import TmaConfig, TmaTemplate
+from .vector import MAX_REGISTER_BYTES, VectorConfig, VectorTemplate
+
+FAMILY = Family(TileCopyOperation(), (VectorTemplate(), CpAsyncTemplate(), TmaTemplate()))
+
+__all__ = [
+    "BOUNDS",
+    "FAMILY",
+    "MAX_REGISTER_BYTES",
+    "MAX_SHARED_BYTES",
+    "MAX_SLOTS",
+    "STAGING",
+    "CpAsyncConfig",
+    "StagedConfig",
+    "TileConfig",
+    "TileCopyProblem",
+    "TmaConfig",
+    "VectorConfig",
+]

@@ -1,0 +1,107 @@
+"""What every tile_copy template shares: the tile parameters, the rules of vectors, threads, shared
+memory and the grid, the launch geometry (one block per ``tiles_per_block`` destination tiles) and
+the members every kernel's argument struct ends with."""
+
+from __future__ import annotations
+
+import abc
+import math
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ...dtypes import element_type
+from ...limits import MAX_GRID_X, MAX_SHARED_BYTES
+from ..base import CType, LaunchGeometry, ScalarArg
+from ..contract import KernelTemplate, TemplateConfig, choice
+from .operation import TileCopyProblem
+
+
+@dataclass(frozen=True)
+class TileConfig(TemplateConfig):
+    """The parameters of every template: the destination tile, the block and its vectors."""
+
+    BM: int = choice(1, 2, 4, 8, 16, 32, 64, 128, doc="destination tile rows")
+    BN: int = choice(8, 16, 32, 64, 128, 256, 512, 1024, doc="destination tile columns")
+    threads: int = choice(64, 128, 256, 512, 1024, doc="threads per block")
+    vec_bytes: int = choice(2, 4, 8, 16, doc="bytes per vector access")
+    tiles_per_block: int = choice(1, 2, 4, 8, 16, doc="consecutive tiles each block processes")
+
+
+C = TypeVar("C", bound=TileConfig)
+
+
+def vector_elements(problem: TileCopyProblem, config: TileConfig) -> int:
+    """Elements per vector access (vec_bytes is a multiple of the element: the first rule)."""
+    return config.vec_bytes // problem.itemsize
+
+
+def element_ctype(problem: TileCopyProblem) -> CType:
+    """The element's bits type in the kernel (``using T = unsigned short;``)."""
+    return CType(element_type(problem.element).ctype)
+
+
+def tile_counts(problem: TileCopyProblem, config: TileConfig) -> tuple[int, int]:
+    """Destination tiles down and across dst."""
+    return math.ceil(problem.dst[0] / config.BM), math.ceil(problem.dst[1] / config.BN)
+
+
+def pipeline_violations(stages: int, tiles_per_block: int) -> list[str]:
+    """The rule of the templates that keep ``stages`` source blocks in flight (cp_async, tma)."""
+    if stages > tiles_per_block:
+        return [
+            f"stages={stages} exceeds tiles_per_block={tiles_per_block}: a block never has more source "
+            "blocks in flight than it copies"
+        ]
+    return []
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+class TileTemplate(KernelTemplate[TileCopyProblem, C]):
+    """A tile_copy template: its own rules and shared-memory layout on top of the shared ones."""
+
+    @abc.abstractmethod
+    def own_violations(self, problem: TileCopyProblem, config: C) -> list[str]:
+        """The rules of this template's own parameters and transport."""
+
+    @abc.abstractmethod
+    def shared_bytes(self, problem: TileCopyProblem, config: C) -> int:
+        """Dynamic shared memory per block."""
+
+    def violations(self, problem: TileCopyProblem, config: C) -> list[str]:
+        size = problem.itemsize
+        if config.vec_bytes % size:
+            return [f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element"]
+        vec = vector_elements(problem, config)
+        broken = []
+        if config.BN % vec or (problem.transpose and config.BM % vec):
+            broken.append(f"a vector of {vec} elements must divide BN (and BM when transposed)")
+        vectors = config.BM * config.BN // vec
+        if vectors < config.threads or vectors % config.threads:
+            broken.append(f"the tile's {vectors} vectors must split evenly over {config.threads} threads")
+        broken += self.own_violations(problem, config)
+        shared = self.shared_bytes(problem, config)
+        if shared > MAX_SHARED_BYTES:
+            broken.append(f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}")
+        blocks = self.geometry(problem, config).grid[0]
+        if blocks > MAX_GRID_X:
+            broken.append(f"{blocks} blocks exceed the grid limit {MAX_GRID_X}: use larger tiles")
+        return broken
+
+    def geometry(self, problem: TileCopyProblem, config: C) -> LaunchGeometry:
+        tiles_m, tiles_n = tile_counts(problem, config)
+        return LaunchGeometry(
+            (math.ceil(tiles_m * tiles_n / config.tiles_per_block), 1, 1),
+            (config.threads, 1, 1),
+            self.shared_bytes(problem, config),
+        )
+
+    @staticmethod
+    def tail_args(problem: TileCopyProblem, config: TileConfig) -> tuple[ScalarArg, ScalarArg, ScalarArg]:
+        """The members every kernel's argument struct ends with: pad (the padding bits, of the element's
+        bits type), tiles_n (destination tiles per row), n_tiles."""
+        tiles_m, tiles_n = tile_counts(problem, config)
+        pad = ScalarArg("u32" if problem.itemsize == 4 else "u16", problem.pad_bits, "pad")
+        return pad, ScalarArg("i64", tiles_n, "tiles_n"), ScalarArg("i64", tiles_m * tiles_n, "n_tiles")

@@ -1,0 +1,45 @@
+"""Template ``vector``: ld/st vectors in registers, or staged through shared memory (``staging``), one
+tile at a time (``kernels/tile_copy/tile_copy.cu``, ``tile_copy``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .operation import TileCopyProblem
+from .staged import StagedConfig, StagedTemplate, staged_block_bytes
+
+MAX_REGISTER_BYTES = 256  # per thread in flight for the register path (64 registers)
+ADDRESS_REGISTERS = 40  # registers a thread of the register path needs besides its data
+
+
+@dataclass(frozen=True)
+class VectorConfig(StagedConfig):
+    """The staged-path parameters: the vector template has none of its own."""
+
+
+class VectorTemplate(StagedTemplate[VectorConfig]):
+    name = "vector"
+    config_type = VectorConfig
+    kernel_name = "tile_copy"
+
+    def default(self, problem: TileCopyProblem) -> VectorConfig:
+        if problem.transpose:
+            return VectorConfig(
+                BM=32, BN=64, threads=256, vec_bytes=8, tiles_per_block=1, bounds="checked", staging="padded"
+            )
+        return VectorConfig(
+            BM=8, BN=256, threads=256, vec_bytes=16, tiles_per_block=1, bounds="checked", staging="none"
+        )
+
+    def transport_violations(self, problem: TileCopyProblem, config: VectorConfig) -> list[str]:
+        if config.staged:
+            return []
+        broken = ["a transpose needs a shared-memory staging layout, not 'none'"] if problem.transpose else []
+        budget = min(MAX_REGISTER_BYTES, 4 * (min(255, 65536 // config.threads) - ADDRESS_REGISTERS))
+        if config.BM * config.BN * problem.itemsize // config.threads > budget:
+            broken.append(f"more than {budget} bytes per thread in registers at {config.threads} threads")
+        return broken
+
+    def shared_bytes(self, problem: TileCopyProblem, config: VectorConfig) -> int:
+        """The staged source block, once (none on the register path)."""
+        return staged_block_bytes(problem, config)
