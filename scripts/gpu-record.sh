@@ -3,11 +3,18 @@
 # (spaces/NAME.toml, with the strategy its file states). Its evaluation log becomes the replay
 # recording results/recordings/NAME.jsonl and its finalists results/benchmarks/NAME.json (gather,
 # scatter and gather_elements together: results/benchmarks/gather.json); winners go to
-# results/winners.sqlite. Everything written is packed into $OUT/results.tgz when OUT is set (a device
-# call returns at most 8 files). Usage: bash scripts/gpu-record.sh NAME...
+# results/winners.sqlite. When OUT is set, everything written so far is packed into $OUT/results.tgz
+# after each sweep (a device call returns at most 8 files, and what is under $OUT comes back even if
+# the call is stopped). Usage: bash scripts/gpu-record.sh NAME...
 set -euo pipefail
 . scripts/gpu-env.sh
 command="bash scripts/gpu-record.sh $*"
+pack() {
+  if [ -n "${OUT:-}" ]; then
+    tar czf "$OUT/results.tgz" results/recordings results/benchmarks results/winners.sqlite \
+      $(ls results/sweeps/*/summary.json 2>/dev/null) || true
+  fi
+}
 indexed=()
 for name in "$@"; do
   start=$(date +%s)
@@ -19,11 +26,10 @@ for name in "$@"; do
     *) python3 -m tunebox benchmark "spaces/$name.toml" --results results --out "results/benchmarks/$name.json" \
          --command "$command" ;;
   esac
+  pack
   echo "recorded $name in $(( $(date +%s) - start )) s"
 done
 if [ ${#indexed[@]} -gt 0 ]; then
   python3 -m tunebox benchmark "${indexed[@]}" --results results --out results/benchmarks/gather.json --command "$command"
-fi
-if [ -n "${OUT:-}" ]; then
-  tar czf "$OUT/results.tgz" results/recordings results/benchmarks results/winners.sqlite results/sweeps/*/summary.json
+  pack
 fi
