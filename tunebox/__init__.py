@@ -6,7 +6,6 @@ Importing ``tunebox`` loads neither Optuna nor matplotlib; ``tune`` and ``report
 
 from __future__ import annotations
 
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
 from .errors import (
@@ -20,16 +19,20 @@ from .errors import (
 )
 from .records import DeviceInfo, EvalRecord, Status
 from .runtime.launch import Launcher, launch
-from .runtime.lookup import Lookup, LookupResult
+from .runtime.lookup import Lookup, LookupResult, default_db, shared
 
 if TYPE_CHECKING:
+    from os import PathLike
+
+    import pandas as pd
+
     from .report import ReportFiles
     from .search.loop import SweepResult
 
 __all__ = [
     "CompileError", "DatabaseError", "DeviceInfo", "DeviceUnavailable", "EvalRecord", "InvalidConfig",
     "InvalidProblem", "Launcher", "Lookup", "LookupResult", "SpaceError", "Status", "TuneboxError",
-    "launch", "lookup", "query", "report", "tune",
+    "default_db", "launch", "lookup", "query", "report", "results", "tune",
 ]
 
 
@@ -40,26 +43,20 @@ def tune(*args: Any, **kwargs: Any) -> SweepResult:
     return _tune(*args, **kwargs)
 
 
-def query(*args: Any, **kwargs: Any) -> LookupResult:
-    """Tuned configuration for a problem from the winners database; see ``tunebox.api.query``."""
-    from .api import query as _query
-
-    return _query(*args, **kwargs)
+def query(family: str, problem: dict[str, Any], *, db: str | PathLike[str] | None = None,
+          device: str | None = None, device_info: DeviceInfo | None = None) -> LookupResult:
+    """Tuned configuration for a problem from the winners database, the device taken from the database
+    unless given; see ``tunebox.api.query``. Microseconds when warm."""
+    return shared(db).query(family, problem, device=device, device_info=device_info)
 
 
 def lookup(family: str, problem: dict[str, Any], device: DeviceInfo,
-           db: str = "results/winners.sqlite") -> LookupResult:
-    """Exact, nearest or default configuration of ``family`` for ``problem`` on ``device``."""
-    from .families import get
-
-    fam = get(family)
-    return _lookup_in(str(db)).lookup(fam, fam.parse_problem(problem), device)
-
-
-@cache
-def _lookup_in(db: str) -> Lookup:
-    """One warm ``Lookup`` per database for the life of the process."""
-    return Lookup(db)
+           db: str | PathLike[str] | None = None) -> LookupResult:
+    """Exact, nearest or default configuration of ``family`` for ``problem`` on ``device``: the fast
+    path (microseconds when warm). ``db`` defaults to ``default_db()``: the ``TUNEBOX_DB``
+    environment variable, else the checkout's (or installed package's) ``results/winners.sqlite``;
+    a database that does not exist raises ``DatabaseError``."""
+    return shared(db).query(family, problem, device_info=device)
 
 
 def report(*args: Any, **kwargs: Any) -> ReportFiles:
@@ -67,3 +64,12 @@ def report(*args: Any, **kwargs: Any) -> ReportFiles:
     from .api import report as _report
 
     return _report(*args, **kwargs)
+
+
+def results(source: str | PathLike[str], *, results: str | PathLike[str] | None = None,
+            replay: bool = False) -> pd.DataFrame:
+    """A sweep's evaluations as a pandas DataFrame, one row per evaluation (from a sweep file, an
+    evaluation log or a sweep's output directory); see ``tunebox.results_frame.results``."""
+    from .results_frame import results as _results
+
+    return _results(source, results=results, replay=replay)

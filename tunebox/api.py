@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -10,15 +11,14 @@ from typing import Any
 
 from .build.nvrtc import NvrtcBuilder
 from .errors import DeviceUnavailable, SpaceError
-from .families import get as get_family
 from .records import DeviceInfo, EvalRecord
 from .report import ReportFiles
 from .runner.backends import Backend, GpuBackend, ReplayBackend
 from .runner.probe import gpu_status
-from .runtime.lookup import Lookup, LookupResult
-from .search.loop import LoopSettings, Sweep, SweepResult
+from .runtime.lookup import LookupResult, shared
+from .search.loop import LoopSettings, Sweep, SweepProgress, SweepResult
 from .store.evallog import EvalLog
-from .store.winners import WinnersDB
+from .store.lock import SweepLock
 from .sweep_spec import SweepSpec, load_sweep, search_settings
 
 log = logging.getLogger(__name__)
@@ -34,8 +34,7 @@ def default_recording(spec: SweepSpec) -> Path:
 
 def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backend:
     """``gpu``, ``replay`` or ``auto`` (the GPU when the probe finds one, else replay)."""
-    if backend not in ("auto", "gpu", "replay"):
-        raise SpaceError(f"unknown backend {backend!r}; use auto, gpu or replay")
+    _check_backend_name(backend)
     if backend in ("auto", "gpu"):
         available, reason = gpu_status()
         if available:
@@ -50,30 +49,48 @@ def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backe
     return ReplayBackend(path, EvalLog(path).read())
 
 
+def _check_backend_name(backend: str) -> None:
+    if backend not in ("auto", "gpu", "replay"):
+        raise SpaceError(f"unknown backend {backend!r}; use auto, gpu or replay")
+
+
+def _replays(backend: str) -> bool:
+    """Whether ``make_backend`` gives the replay backend (known before it starts, so that the sweep's
+    lock is taken first; the probe's answer is cached)."""
+    _check_backend_name(backend)
+    return backend == "replay" or backend == "auto" and not gpu_status()[0]
+
+
 def tune(sweep: Path | SweepSpec, *, backend: str = "auto", recording: Path | None = None,
          results: Path = DEFAULT_RESULTS, db: Path | None = None, trials: int | None = None,
          seconds: float | None = None, strategy: str | None = None,
          listeners: tuple[Callable[[str, EvalRecord], None], ...] = (),
          settings: LoopSettings = DEFAULT_LOOP, backend_instance: Backend | None = None,
-         ) -> SweepResult:
+         progress: Callable[[SweepProgress], None] | None = None) -> SweepResult:
     """Run (or resume) a sweep. Evaluations go to ``results/sweeps/<name>[-replay]/``, winners to
     ``db`` (default ``results/winners.sqlite``, or ``results/winners-replay.sqlite`` on the replay
-    backend, so replayed winners never mix with measured ones)."""
+    backend, so replayed winners never mix with measured ones). One sweep per results directory
+    at a time: another one running there (its lock ``sweep.lock`` held) makes this one raise
+    ``SweepLocked`` at once. ``progress`` is called with the sweep's totals as it goes."""
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(sweep)
     overrides = {k: v for k, v in (("trials", trials), ("seconds", seconds), ("strategy", strategy))
                  if v is not None}
     if overrides:
         settings_now = {**spec.search.__dict__, **overrides}
         spec = replace(spec, search=search_settings(settings_now, str(spec.source)))
-    chosen = backend_instance or make_backend(spec, backend, recording)
-    out = results / "sweeps" / (spec.name + ("-replay" if chosen.replayed else ""))
-    builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s)
-    try:
-        default_db = results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
-        return Sweep(spec, chosen, builder, out, db or default_db, listeners, settings).run()
-    finally:
-        builder.close()
-        chosen.close()
+    replayed = backend_instance.replayed if backend_instance is not None else _replays(backend)
+    out = results / "sweeps" / (spec.name + ("-replay" if replayed else ""))
+    with SweepLock(out):
+        chosen = backend_instance or make_backend(spec, backend, recording)
+        builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin",
+                               timeout_s=settings.compile_timeout_s)
+        try:
+            default_db = results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
+            return Sweep(spec, chosen, builder, out, db or default_db, listeners, settings,
+                         progress=progress).run()
+        finally:
+            builder.close()
+            chosen.close()
 
 
 def _arch(backend: Backend) -> str:
@@ -81,33 +98,17 @@ def _arch(backend: Backend) -> str:
     return f"sm_{major}{minor}"
 
 
-def query(family_name: str, problem_data: dict[str, Any], *, db: Path = DEFAULT_RESULTS / "winners.sqlite",
+def query(family_name: str, problem_data: dict[str, Any], *, db: str | os.PathLike[str] | None = None,
           device: str | None = None, device_info: DeviceInfo | None = None) -> LookupResult:
-    """The tuned configuration for a problem, answered from the winners database.
+    """The tuned configuration for a problem, answered from the winners database ``db`` (default:
+    ``tunebox.runtime.lookup.default_db()``, the ``TUNEBOX_DB`` environment variable or the
+    checkout's ``results/winners.sqlite``); a database that does not exist raises DatabaseError.
 
     Without ``device_info`` the device is taken from the database: the one named ``device``, or the
-    only device that holds winners of this family (several need ``device``).
+    only device that holds winners of this family (several need ``device``). Warm (the same
+    process, the database unchanged) it takes microseconds.
     """
-    family = get_family(family_name)
-    problem = family.parse_problem(problem_data)
-    info = device_info or _device_in_db(db, family.name, device)
-    with Lookup(db) as lookup:
-        return lookup.lookup(family, problem, info)
-
-
-def _device_in_db(db: Path, family: str, name: str | None) -> DeviceInfo:
-    seen: list[DeviceInfo] = []
-    if db.exists():
-        with WinnersDB(db, read_only=True) as store:
-            for w in store.all():
-                k = w.key
-                info = DeviceInfo(k.device_name, k.compute_capability, k.driver_version, k.nvrtc_version)
-                if k.family == family and (name is None or k.device_name == name) and info not in seen:
-                    seen.append(info)
-    if len(seen) > 1:
-        raise SpaceError(f"{db} holds winners from several devices/toolchains "
-                         f"({', '.join(sorted({d.name for d in seen}))}); name one with --device")
-    return seen[0] if seen else DeviceInfo(name or "unknown device", "0.0", "none", "none")
+    return shared(db).query(family_name, problem_data, device=device, device_info=device_info)
 
 
 def report(sweep: Path, *, results: Path = DEFAULT_RESULTS, out: Path = Path("reports"),

@@ -6,45 +6,93 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
+import re
 import sys
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
 
-from .errors import TuneboxError
+from .errors import DeviceUnavailable, TuneboxError
 from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
-from .records import EvalRecord, Status
+from .records import Status
+from .runtime.lookup import ENV_DB, shipped_db
+
+if TYPE_CHECKING:
+    from .search.loop import SweepProgress
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f} min {seconds % 60:02.0f} s"
+    return f"{seconds // 3600:.0f} h {seconds % 3600 // 60:02.0f} min"
+
+
+def describe(p: SweepProgress) -> str:
+    """One progress line: problem i/n, variants done/budget (the problem's, the sweep's), rate, best, time left."""
+    rate = f"{p.rate:.1f} variants/s" if p.rate else "- variants/s"
+    best = f"best {p.best_ms:.4f} ms" if p.best_ms is not None else "best -"
+    left = p.seconds_left
+    return (f"[{p.index}/{p.problems} {p.problem}] {p.done}/{p.budget} variants (sweep {p.sweep_done}/"
+            f"{p.sweep_budget}), {rate}, {best}, {'~' + _duration(left) if left is not None else '?'} left")
 
 
 class Progress:
-    """Live progress on stderr: evaluated count, status and the best median so far per problem."""
+    """The sweep's live line on stderr (see ``describe``). On a terminal it is rewritten in place with
+    ``\\r`` (at most ten times a second); otherwise a line every ``interval`` seconds, and one as each
+    problem starts and ends."""
 
-    def __init__(self, quiet: bool) -> None:
+    def __init__(self, quiet: bool = False, stream: TextIO | None = None, interval: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.quiet = quiet
-        self.count: dict[str, int] = {}
-        self.best: dict[str, float] = {}
+        self._stream = stream
+        self.interval = interval
+        self.clock = clock
+        self._last = float("-inf")
+        self._width = 0  # of the line on the terminal, while one is shown
 
-    def __call__(self, name: str, record: EvalRecord) -> None:
-        self.count[name] = self.count.get(name, 0) + 1
-        if record.status is Status.OK and record.timing:
-            self.best[name] = min(self.best.get(name, float("inf")), record.timing.median_ms)
+    @property
+    def stream(self) -> TextIO:
+        return self._stream or sys.stderr
+
+    def __call__(self, p: SweepProgress) -> None:
         if self.quiet:
             return
-        best = self.best.get(name)
-        this = f"{record.timing.median_ms:.4f} ms" if record.timing else record.status.value
-        line = (f"[{name}] #{self.count[name]:<4} {this:<16} best "
-                f"{f'{best:.4f} ms' if best else '-':<12}")
-        end = "\r" if sys.stderr.isatty() else "\n"
-        print(line, end=end, file=sys.stderr, flush=True)
+        tty = self.stream.isatty()
+        now = self.clock()
+        edge = p.record is None or p.done >= p.budget  # a problem starts or ends
+        if now - self._last < (0.1 if tty else self.interval) and not edge:
+            return
+        self._last = now
+        line = describe(p)
+        if tty:
+            self.stream.write("\r" + line.ljust(self._width))
+            self._width = len(line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def end(self) -> None:
+        """End the live line on a terminal (nothing otherwise)."""
+        if self._width:
+            self.stream.write("\n")
+            self.stream.flush()
+            self._width = 0
 
 
 def _tune(args: argparse.Namespace) -> int:
     from .api import tune
 
     progress = Progress(args.quiet)
-    result = tune(Path(args.sweep), backend=args.backend, recording=args.recording,
-                  results=args.results, db=args.db, trials=args.trials, seconds=args.seconds,
-                  strategy=args.strategy, listeners=(progress,))
-    print(file=sys.stderr)
+    try:
+        result = tune(Path(args.sweep), backend=args.backend, recording=args.recording,
+                      results=args.results, db=args.db, trials=args.trials, seconds=args.seconds,
+                      strategy=args.strategy, progress=progress)
+    finally:
+        progress.end()
     origin = "REPLAYED recorded measurements (no GPU here)" if result.replayed else "measured on the GPU"
     print(f"sweep {result.name}: {result.evaluated} variants evaluated in {result.seconds:.1f} s, "
           f"{origin}")
@@ -73,7 +121,7 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
-    from .api import query
+    from . import query  # the run-time path: no search or plotting imports
 
     answer = query(args.family, json.loads(args.problem), db=args.db, device=args.device)
     print(json.dumps({"source": answer.source, "config": answer.config,
@@ -108,13 +156,19 @@ def _ceilings(args: argparse.Namespace) -> int:
     from .ceilings import measure, write_ceilings
 
     sizes = {"copy_bytes": args.copy_bytes, "matmul_size": args.matmul_size}
-    ceilings = measure(**{k: v for k, v in sizes.items() if v is not None})
+    try:
+        ceilings = measure(**{k: v for k, v in sizes.items() if v is not None})
+    except DeviceUnavailable as exc:  # ceilings has no replay: drop the engine's hint to use one
+        raise DeviceUnavailable(_BACKEND_HINT.sub("", str(exc))) from exc
     write_ceilings(ceilings, args.out, args.command)
     for c in (ceilings.copy, ceilings.matmul):
         print(f"{c.name}: {c.timing.median_ms:.4f} ms, {c.rate:.0f} {c.unit} "
               f"({c.rate / c.assumed:.0%} of the assumed {c.assumed:.0f}), verified {c.verified}")
     print(f"wrote {args.out}")
     return 0
+
+
+_BACKEND_HINT = re.compile(r"\s*[^.;()]*--backend[^.;()]*\.?")
 
 
 def _families(args: argparse.Namespace) -> int:
@@ -148,46 +202,83 @@ def _space(args: argparse.Namespace) -> int:
     return 0
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tunebox")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed version (read only when asked)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 default: Any = argparse.SUPPRESS, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+        print(f"tunebox {_version()}")
+        parser.exit()
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="tunebox", description=__doc__)
+    top.add_argument("--version", action=_VersionAction, help="print the version and exit")
     top.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = top.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("tune", help="run or resume a sweep")
     t.add_argument("sweep", help="sweep file, e.g. spaces/tile_copy.toml")
-    t.add_argument("--backend", default="auto", choices=("auto", "gpu", "replay"))
-    t.add_argument("--recording", type=Path, help="recorded sweep to replay")
-    t.add_argument("--results", type=Path, default=Path("results"))
-    t.add_argument("--db", type=Path, help="winners database (default results/winners.sqlite)")
-    t.add_argument("--trials", type=int, help="evaluated variants per problem")
-    t.add_argument("--seconds", type=float, help="wall-clock budget of the sweep")
-    t.add_argument("--strategy", choices=("tpe", "random", "exhaustive"))
-    t.add_argument("--quiet", action="store_true", help="no progress lines")
+    t.add_argument("--backend", default="auto", choices=("auto", "gpu", "replay"),
+                   help="where variants run: gpu, replay (a recorded GPU sweep, marked replayed) or auto "
+                        "(the GPU when one is usable, else replay; the default)")
+    t.add_argument("--recording", type=Path,
+                   help="recorded sweep to replay (default results/recordings/<sweep name>.jsonl beside "
+                        "the sweep file's folder)")
+    t.add_argument("--results", type=Path, default=Path("results"),
+                   help="results directory: sweeps/<name>[-replay]/ (evaluation log, summary, lock), the "
+                        "CUBIN cache and the default winners database (default ./results)")
+    t.add_argument("--db", type=Path,
+                   help="winners database to store into (default <results>/winners.sqlite; on the replay "
+                        "backend <results>/winners-replay.sqlite)")
+    t.add_argument("--trials", type=int, help="evaluated variants per problem (default: the sweep file's)")
+    t.add_argument("--seconds", type=float, help="wall-clock budget of the sweep (default: the sweep file's)")
+    t.add_argument("--strategy", choices=("tpe", "random", "exhaustive"),
+                   help="search strategy (default: the sweep file's)")
+    t.add_argument("--quiet", action="store_true", help="no progress line")
     t.set_defaults(run=_tune)
 
     q = sub.add_parser("query", help="the tuned configuration for a problem")
-    q.add_argument("family")
+    q.add_argument("family", help="kernel family (see `tunebox families`)")
     q.add_argument("problem", help='JSON, e.g. \'{"dtype": "float32", "src": [4096, 4096], "dst": [4096, 4096]}\'')
-    q.add_argument("--db", type=Path, default=Path("results/winners.sqlite"))
+    q.add_argument("--db", type=Path,
+                   help=f"winners database; it must exist (default: the {ENV_DB} environment variable if set, "
+                        f"else {shipped_db()}, the same from any directory)")
     q.add_argument("--device", help="device name (default: the only device in the database)")
     q.set_defaults(run=_query)
 
     r = sub.add_parser("report", help="HTML + Markdown report of a sweep")
     r.add_argument("sweep", help="sweep file whose results to report")
-    r.add_argument("--results", type=Path, default=Path("results"))
-    r.add_argument("--out", type=Path, default=Path("reports"))
+    r.add_argument("--results", type=Path, default=Path("results"),
+                   help="results directory the sweep wrote (default ./results)")
+    r.add_argument("--out", type=Path, default=Path("reports"),
+                   help="directory for the report's files (default ./reports)")
     r.add_argument("--replay", action="store_true", help="report the replayed sweep even if a live one exists")
     r.set_defaults(run=_report)
 
     b = sub.add_parser("benchmark", help="benchmark file of live GPU sweeps (winners vs torch)")
     b.add_argument("sweep", nargs="+", help="sweep files whose live results to include")
-    b.add_argument("--results", type=Path, default=Path("results"))
-    b.add_argument("--out", type=Path, required=True)
+    b.add_argument("--results", type=Path, default=Path("results"),
+                   help="results directory the sweeps wrote (default ./results)")
+    b.add_argument("--out", type=Path, required=True, help="benchmark file (JSON) to write")
     b.add_argument("--command", required=True, help="the exact command that produced the sweep, recorded")
     b.set_defaults(run=_benchmark)
 
     c = sub.add_parser("ceilings", help="measure this GPU's copy bandwidth and bf16 matrix-product rate")
-    c.add_argument("--out", type=Path, required=True)
+    c.add_argument("--out", type=Path, required=True, help="ceilings file (JSON) to write")
     c.add_argument("--command", required=True, help="the exact command that produced the file, recorded")
     c.add_argument("--copy-bytes", type=int, help="bytes copied per launch (default 1 GiB)")
     c.add_argument("--matmul-size", type=int, help="square matrix size (default 8192)")
@@ -203,6 +294,23 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The command; a closed stdout (``tunebox families | head -1``) ends it quietly, as the Python
+    documentation recommends for SIGPIPE."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()  # inside the try: a closed pipe shows here, not at interpreter exit
+    except BrokenPipeError:
+        try:  # Python flushes stdout again on exit: point it at devnull first
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
@@ -216,5 +324,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tunebox: error: the problem is not valid JSON ({exc})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\ntunebox: interrupted; run the same command again to resume", file=sys.stderr)
+        print("tunebox: interrupted; run the same command again to resume", file=sys.stderr)
         return 130

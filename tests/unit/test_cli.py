@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tunebox.cli import main
+from tunebox.cli import main, parser
+from tunebox.search.loop import SweepProgress
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -91,3 +95,183 @@ def test_families_lists_tunables(capsys):
 def test_python_dash_m_entry_point():
     done = subprocess.run([sys.executable, "-m", "tunebox", "--help"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "tune" in done.stdout and "report" in done.stdout
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0 and capsys.readouterr().out.startswith("tunebox 0.")
+
+
+def test_every_option_of_every_subcommand_has_help():
+    top = parser()
+    subcommands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    missing = [f"{name} {'/'.join(action.option_strings) or action.dest}"
+               for name, sub in [("tunebox", top), *subcommands.choices.items()]
+               for action in sub._actions
+               if not isinstance(action, argparse._SubParsersAction) and not action.help]
+    assert missing == []
+    tune_db = next(a for a in subcommands.choices["tune"]._actions if "--db" in a.option_strings)
+    assert "winners-replay.sqlite" in tune_db.help  # the replay backend's default
+
+
+@pytest.mark.parametrize("argv", [["families"], ["--help"], ["families", "--help"]])
+def test_a_closed_stdout_ends_quietly(argv):
+    """`tunebox families | head -1`: the reader is gone before tunebox writes; no traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "tunebox", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, cwd=REPO)
+    proc.stdout.close()  # head -1 has read its line and gone
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) in (0, 1) and err == ""  # 1: the write failed (EPIPE), as Python's own
+
+
+def test_ceilings_never_suggests_an_option_it_lacks(capsys, monkeypatch):
+    """The GPU worker's start-up error suggests `--backend replay`, which ceilings does not have."""
+    import tunebox.ceilings
+    from tunebox.errors import DeviceUnavailable
+
+    def no_gpu(**sizes):
+        raise DeviceUnavailable("tunebox ceilings measures the GPU of the host it runs on (no usable GPU: "
+                                "CUDA_ERROR_NO_DEVICE. Use --backend replay on a machine without a GPU.); "
+                                "run it on a GPU host")
+
+    monkeypatch.setattr(tunebox.ceilings, "measure", no_gpu)
+    code, out, err = run(capsys, "ceilings", "--out", "c.json", "--command", "x")
+    assert code == 2 and out == "" and "CUDA_ERROR_NO_DEVICE" in err and "run it on a GPU host" in err
+    assert "--backend" not in err
+    top = parser()
+    subcommands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    ceilings_options = {o for a in subcommands.choices["ceilings"]._actions for o in a.option_strings}
+    assert not {"--backend", "--recording"} & ceilings_options
+
+
+def test_ceilings_without_a_gpu_says_so_without_other_options(capsys):
+    from tunebox.runner.probe import gpu_status
+
+    if gpu_status()[0]:
+        pytest.skip("a GPU is here: ceilings would measure it")
+    code, out, err = run(capsys, "ceilings", "--out", "c.json", "--command", "x")
+    assert code == 2 and err.startswith("tunebox: error:") and "GPU host" in err and "--backend" not in err
+
+
+def test_query_of_a_database_that_does_not_exist_is_an_error(capsys, tmp_path):
+    typo = tmp_path / "winers.sqlite"
+    code, out, err = run(capsys, "query", "tile_copy", '{"dtype": "float32", "src": [4, 4], "dst": [4, 4]}',
+                         "--db", str(typo))
+    assert code == 2 and out == "" and f"no winners database at {typo}" in err and "TUNEBOX_DB" in err
+    assert not typo.exists()
+
+
+def test_query_finds_the_default_database_from_any_directory(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "TUNEBOX_DB"}
+    env["PYTHONPATH"] = str(REPO)
+    problem = '{"dtype": "float32", "src": [16384, 16384], "dst": [16384, 16384]}'
+    done = subprocess.run([sys.executable, "-m", "tunebox", "query", "tile_copy", problem], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "no winners database" not in done.stdout and json.loads(done.stdout)["source"] in ("exact", "default")
+    help_text = subprocess.run([sys.executable, "-m", "tunebox", "query", "--help"], cwd=tmp_path, env=env,
+                               capture_output=True, text=True, timeout=120).stdout
+    assert "TUNEBOX_DB" in " ".join(help_text.split())
+
+
+def test_query_reads_the_database_tunebox_db_names(tuned, capsys, monkeypatch, tmp_path):
+    monkeypatch.setenv("TUNEBOX_DB", str(tuned / "winners-replay.sqlite"))
+    monkeypatch.chdir(tmp_path)
+    exact = {"dtype": "float32", "src": [1000, 1000], "dst": [1000, 1000]}
+    code, out, _ = run(capsys, "query", "tile_copy", json.dumps(exact))
+    assert code == 0 and json.loads(out)["source"] == "exact"
+
+
+def test_a_second_sweep_of_the_same_results_is_refused_at_once(sweep_file, recording, tmp_path, capsys):
+    """Another process holds the sweep's lock: refused naming the lock and the process; once that
+    process is gone (killed: no stale lock), the sweep runs."""
+    results = tmp_path / "r"
+    lock_dir = results / "sweeps" / "small-replay"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from tunebox.store.lock import SweepLock; "
+         "SweepLock(sys.argv[1]).acquire(); print('locked', flush=True); time.sleep(120)", str(lock_dir)],
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+    try:
+        assert holder.stdout.readline() == "locked\n"
+        argv = ["tune", str(sweep_file), "--backend", "replay", "--recording", str(recording),
+                "--results", str(results), "--trials", "3", "--quiet"]
+        start = time.monotonic()
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and out == "" and time.monotonic() - start < 10
+        assert "another sweep is running" in err and str(lock_dir / "sweep.lock") in err
+        assert f"pid {holder.pid}" in err and err.count("\n") == 1
+        assert not (lock_dir / "evals.jsonl").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    code, out, err = run(capsys, *argv)
+    assert code == 0 and "REPLAYED" in out
+
+
+def progress_at(done: int, record=None, index: int = 1, budget: int = 12) -> SweepProgress:
+    return SweepProgress("copy", index, 2, done, budget, done + (index - 1) * budget, 2 * budget, run_done=done,
+                         elapsed_s=2.0, best_ms=0.4123 if done else None, deadline_s=3600.0, record=record)
+
+
+def test_progress_line_has_problem_count_totals_rate_best_and_time_left():
+    from tunebox.cli import describe
+
+    assert describe(progress_at(4, record=object())) == (
+        "[1/2 copy] 4/12 variants (sweep 4/24), 2.0 variants/s, best 0.4123 ms, ~10 s left")
+    assert describe(progress_at(0)) == "[1/2 copy] 0/12 variants (sweep 0/24), - variants/s, best -, ? left"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_progress_off_a_terminal_is_a_line_every_few_seconds():
+    import io
+
+    from tunebox.cli import Progress
+
+    stream, clock = io.StringIO(), Clock()
+    progress = Progress(stream=stream, interval=5.0, clock=clock)
+    progress(progress_at(0))  # a problem starts: always shown
+    for done in range(1, 12):
+        clock.now += 1.0
+        progress(progress_at(done, record=object()))
+    progress(progress_at(12, record=object()))  # the problem ends: shown
+    progress.end()
+    lines = stream.getvalue().splitlines()
+    assert [line.split("]")[1].split(" variants")[0] for line in lines] == [" 0/12", " 5/12", " 10/12", " 12/12"]
+    assert "\r" not in stream.getvalue()
+
+
+def test_progress_on_a_terminal_is_one_line_rewritten():
+    import io
+
+    from tunebox.cli import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream, clock = Terminal(), Clock()
+    progress = Progress(stream=stream, clock=clock)
+    for done in range(0, 13):
+        clock.now += 1.0
+        progress(progress_at(done, record=object() if done else None))
+    assert stream.getvalue().count("\r") == 13 and "\n" not in stream.getvalue()
+    progress.end()
+    assert stream.getvalue().endswith("12/12 variants (sweep 12/24), 6.0 variants/s, best 0.4123 ms, ~2 s left\n")
+
+
+def test_tune_shows_progress_unless_quiet(sweep_file, recording, tmp_path, capsys):
+    argv = ["tune", str(sweep_file), "--backend", "replay", "--recording", str(recording),
+            "--results", str(tmp_path / "r"), "--trials", "3"]
+    code, _, err = run(capsys, *argv)
+    assert code == 0 and "[1/2 copy] 0/3 variants (sweep 0/6)" in err
+    assert "[2/2 transpose] 3/3 variants (sweep 6/6)" in err
+    code, _, err = run(capsys, *argv, "--quiet")
+    assert code == 0 and err == ""

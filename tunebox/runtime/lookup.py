@@ -5,6 +5,14 @@ nearest tuned problem of the same family sources, device and dtype whose configu
 *this* problem, else the family default. A configuration is always re-validated against the family's
 space and validity rules before it is returned, so a stale or foreign winner never yields a wrong
 kernel. This module imports neither optuna nor matplotlib.
+
+Warm answers cost microseconds: a ``Lookup`` keeps its database open and its answers (and the
+devices the database holds) for its life, and drops them when the file or its write-ahead log
+changes (compared by identity, size and mtime on every call). ``shared`` keeps one ``Lookup`` per
+database path for the life of the process; ``tunebox.lookup`` and ``tunebox.query`` answer from it.
+The database must exist: a missing one is an error naming the path (a typo would otherwise silently
+give family defaults). ``default_db`` finds the default database the same way from any working
+directory.
 """
 
 from __future__ import annotations
@@ -12,11 +20,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
+from collections.abc import Hashable
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..errors import InvalidConfig, InvalidProblem
+from ..errors import DatabaseError, InvalidConfig, InvalidProblem, SpaceError
 from ..records import DeviceInfo, WinnerKey
 from ..store.winners import Winner, WinnersDB
 
@@ -25,6 +36,29 @@ if TYPE_CHECKING:
     from ..families.contract import Family
 
 log = logging.getLogger(__name__)
+
+ENV_DB = "TUNEBOX_DB"
+_MAX_ANSWERS = 100_000  # raw queries kept per database (beyond, answered without keeping them)
+# (device, inode, size, mtime) of the database, and (inode, size, mtime) of its WAL or None
+_Stamp = tuple[int, int, int, int, tuple[int, int, int] | None]
+
+
+def default_db() -> Path:
+    """The winners database read when none is named: the ``TUNEBOX_DB`` environment variable when
+    set, else ``results/winners.sqlite`` of the checkout tunebox runs from, else of the installed
+    package. The same from any working directory."""
+    named = os.environ.get(ENV_DB)
+    return Path(named).expanduser() if named else shipped_db()
+
+
+@cache
+def shipped_db() -> Path:
+    """``results/winners.sqlite`` beside the package (a checkout), else inside it (installed)."""
+    package = Path(__file__).resolve().parents[1]
+    checkout, installed = package.parent / "results" / "winners.sqlite", package / "results" / "winners.sqlite"
+    if checkout.exists() or installed.exists():
+        return checkout if checkout.exists() else installed
+    return checkout if checkout.parent.is_dir() else installed  # the one a sweep there would write
 
 
 @dataclass(frozen=True)
@@ -42,22 +76,35 @@ class LookupResult:
 
 
 class Lookup:
-    """Answers lookups from a winners database opened read-only on first need.
+    """Answers lookups from the winners database at ``db_path``, opened read-only on first need.
 
-    A missing database file means "no winners" (every answer is the default). Answers are cached
-    in-process for the life of this object, keyed by family, problem and device; a damaged or
-    tampered database raises ``DatabaseError``.
+    The file must exist: a missing one raises ``DatabaseError`` naming it (the constructor does no
+    I/O). Answers (and the devices the database holds) are kept in-process, keyed by family,
+    problem and device, until the file or its WAL changes; a damaged or tampered database raises
+    ``DatabaseError``. Thread-safe.
     """
 
     def __init__(self, db_path: str | os.PathLike[str]) -> None:
         self.db_path = Path(db_path)
+        self._files = (os.fspath(db_path), os.fspath(db_path) + "-wal")
         self._db: WinnersDB | None = None
+        self._stamp: _Stamp | None = None
         self._cache: dict[tuple[str, ...], LookupResult] = {}
+        self._answers: dict[Hashable, LookupResult] = {}  # (family, frozen problem data, device) -> answer
+        self._devices: dict[tuple[str, str | None], DeviceInfo] = {}
+        self._lock = threading.RLock()  # around reading the database, dropping what was read, keeping answers
+        self._generation = 0  # counts the drops: an answer read before one is not kept after it
 
     def close(self) -> None:
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+            self._stamp = None
+            self._generation += 1
+            self._cache.clear()
+            self._answers.clear()
+            self._devices.clear()
 
     def __enter__(self) -> Lookup:
         return self
@@ -67,27 +114,95 @@ class Lookup:
 
     def lookup(self, family: Family[Any], problem: Problem, device: DeviceInfo) -> LookupResult:
         """The configuration for ``problem`` on ``device`` (see the module doc for the order)."""
+        self._fresh()
         problem_key = problem.key()
         cache_key = (family.name, problem_key, device.name, device.compute_capability,
                      device.nvrtc_version, device.driver_version)
         result = self._cache.get(cache_key)
         if result is None:
-            result = self._resolve(family, problem, problem_key, device)
-            self._cache[cache_key] = result
-        r = result  # a fresh config dict: a caller mutating its answer cannot poison the cache
-        return LookupResult(r.family, r.problem_key, dict(r.config), r.source, r.matched_problem_key,
-                            r.median_ms, r.replayed, r.explanation)
+            with self._lock:
+                result = self._resolve(family, problem, problem_key, device)
+                self._cache[cache_key] = result
+        return _copy(result)  # a fresh config dict: a caller mutating its answer cannot poison the cache
 
-    def _open(self) -> WinnersDB | None:
-        if self._db is None and self.db_path.exists():
+    def query(self, family_name: str, problem_data: dict[str, Any], *, device: str | None = None,
+              device_info: DeviceInfo | None = None) -> LookupResult:
+        """``lookup`` from a family name and problem data (as ``Family.parse_problem`` takes them). Without
+        ``device_info`` the device is the database's (see ``device``). A query seen before is answered
+        without parsing the problem again. The query is checked before the database."""
+        key: Hashable | None
+        try:
+            key = (family_name, _frozen(problem_data), device, device_info)
+        except TypeError:  # an unhashable value: answered, not kept
+            key = None
+        if key is not None and self._answers:
+            self._fresh()
+            hit = self._answers.get(key)
+            if hit is not None:
+                return _copy(hit)
+        from ..families import get as get_family
+
+        family = get_family(family_name)
+        problem = family.parse_problem(problem_data)
+        generation = self._generation
+        result = self.lookup(family, problem, device_info or self.device(family.name, device))
+        with self._lock:
+            if key is not None and generation == self._generation and len(self._answers) < _MAX_ANSWERS:
+                self._answers[key] = result
+        return _copy(result)
+
+    def device(self, family: str, name: str | None = None) -> DeviceInfo:
+        """The device whose winners answer a query that names none: the one called ``name``, or the only
+        device (with its toolchain) holding winners of ``family``; several need a name. Without any, a
+        placeholder, so that the answer is the family default."""
+        self._fresh()
+        info = self._devices.get((family, name))
+        if info is not None:
+            return info
+        with self._lock:
+            seen = [d for d in self._open().devices(family) if name is None or d.name == name]
+            if len(seen) > 1:
+                raise SpaceError(f"{self.db_path} holds winners of {family} from several devices/toolchains "
+                                 f"({', '.join(sorted({d.name for d in seen}))}); name one with --device")
+            info = seen[0] if seen else DeviceInfo(name or "unknown device", "0.0", "none", "none")
+            self._devices[(family, name)] = info
+        return info
+
+    def _fresh(self) -> None:
+        """Drop what was read when the database changed since (opened again on need)."""
+        if self._current() != self._stamp:
+            with self._lock:
+                if self._current() != self._stamp:  # not already done by another thread
+                    self.close()
+                    self._open()
+
+    def _current(self) -> _Stamp:
+        try:
+            st = os.stat(self._files[0])
+        except FileNotFoundError:
+            where = "" if self.db_path.is_absolute() else f" ({Path.cwd() / self.db_path})"
+            raise DatabaseError(
+                f"no winners database at {self.db_path}{where}: check the path, point --db (from Python: "
+                f"db=) or the {ENV_DB} environment variable at a winners database, or run a sweep "
+                "(tunebox tune <sweep file>) to make one") from None
+        except OSError as exc:
+            raise DatabaseError(f"{self.db_path}: cannot read the winners database ({exc})") from exc
+        try:
+            w = os.stat(self._files[1])
+            wal: tuple[int, int, int] | None = (w.st_ino, w.st_size, w.st_mtime_ns)
+        except OSError:
+            wal = None
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, wal
+
+    def _open(self) -> WinnersDB:
+        if self._db is None:
             self._db = WinnersDB(self.db_path, read_only=True).open()
+            self._stamp = self._current()  # after opening (which may create the WAL), before reading
         return self._db
 
     def _resolve(self, family: Family[Any], problem: Problem, problem_key: str,
                  device: DeviceInfo) -> LookupResult:
         db = self._open()
-        if db is None:
-            return self._default(family, problem, problem_key, f"no winners database at {self.db_path}")
         family_hash = family.source_hash()
         key = WinnerKey(family.name, family_hash, problem_key, problem.dtype, device.name,
                         device.compute_capability, device.nvrtc_version, device.driver_version)
@@ -141,3 +256,34 @@ class Lookup:
         config = family.default_config(problem).as_dict()
         return LookupResult(family.name, problem_key, config, "default", None, None, False,
                             f"family default: {reason}")
+
+
+def _copy(r: LookupResult) -> LookupResult:
+    return LookupResult(r.family, r.problem_key, dict(r.config), r.source, r.matched_problem_key,
+                        r.median_ms, r.replayed, r.explanation)
+
+
+def _frozen(value: Any) -> Hashable:
+    """A hashable form of problem data that tells apart what JSON tells apart (1, 1.0 and true;
+    lists and tuples stay distinct too). Raises TypeError for a value that cannot be hashed."""
+    kind = type(value)
+    if kind is dict:
+        return kind, tuple((k, _frozen(value[k])) for k in sorted(value))
+    if kind is list or kind is tuple:
+        return kind, tuple(_frozen(v) for v in value)
+    hash(value)
+    return kind, value
+
+
+_shared: dict[str, Lookup] = {}
+_shared_lock = threading.Lock()
+
+
+def shared(db: str | os.PathLike[str] | None = None) -> Lookup:
+    """The process's ``Lookup`` of ``db`` (default ``default_db()``), kept for the life of the process."""
+    path = os.fspath(default_db() if db is None else db)
+    found = _shared.get(path)
+    if found is None:
+        with _shared_lock:
+            found = _shared.setdefault(path, Lookup(path))
+    return found

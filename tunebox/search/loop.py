@@ -2,7 +2,10 @@
 the finalists interleaved and store the winner.
 
 Resumable: every evaluation is appended to the evaluation log before Optuna is told, and a
-configuration already in the log is told from the log instead of being evaluated again.
+configuration already in the log is told from the log instead of being evaluated again; a problem's
+finalists re-timed with their baselines are logged in one write and taken from the log, unless a
+baseline's record is missing (torn or lost): then they are re-timed. ``summary.json`` keeps every
+run of the sweep directory.
 """
 
 from __future__ import annotations
@@ -11,12 +14,17 @@ import hashlib
 import json
 import logging
 import os
+import signal
+import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from enum import Enum
+from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any, cast
 
@@ -132,10 +140,102 @@ class LoopSettings:
 Listener = Callable[[str, EvalRecord], None]
 
 
+@dataclass(frozen=True)
+class SweepProgress:
+    """Where a sweep stands: sent as each problem starts (``record`` None) and after each variant.
+    Counts include the variants read from the evaluation log when a sweep resumes."""
+
+    problem: str  # the problem's name
+    index: int  # 1-based
+    problems: int
+    done: int  # this problem's variants evaluated (at most its budget)
+    budget: int  # this problem's: the trials, or every valid variant (exhaustive)
+    sweep_done: int
+    sweep_budget: int  # finished problems' counts, this one's budget, the trials (or, exhaustive, the
+    # mean budget so far) of each problem to come
+    run_done: int  # variants evaluated by this invocation
+    elapsed_s: float  # since this invocation started
+    best_ms: float | None  # this problem's best verified median so far
+    deadline_s: float  # seconds left of the sweep's time budget
+    record: EvalRecord | None = None
+
+    @property
+    def rate(self) -> float | None:
+        """Variants per second in this invocation."""
+        return self.run_done / self.elapsed_s if self.run_done and self.elapsed_s > 0 else None
+
+    @property
+    def seconds_left(self) -> float | None:
+        """Estimated time to the sweep's end (re-timing the finalists not counted), within its budget."""
+        rate = self.rate
+        if rate is None:
+            return None
+        return max(0.0, min((self.sweep_budget - self.sweep_done) / rate, self.deadline_s))
+
+
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     os.replace(tmp, path)
+
+
+def earlier_runs(path: Path) -> list[dict[str, Any]]:
+    """The runs a ``summary.json`` holds: its ``runs``, or the file itself when written before runs
+    were kept (one run). A damaged file is moved aside (``.damaged``) and counts as none."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return []
+    except (OSError, ValueError) as exc:
+        aside = path.with_name(path.name + ".damaged")
+        log.warning("%s is unreadable (%s): moved to %s, starting a new list of runs", path, exc, aside)
+        os.replace(path, aside)
+        return []
+    if not isinstance(data, dict):
+        return []
+    runs = data.get("runs")
+    if runs is None:
+        return [data]
+    return [r for r in runs if isinstance(r, dict)] if isinstance(runs, list) else []
+
+
+def append_run(path: Path, run: dict[str, Any]) -> None:
+    """Add ``run`` to ``path``'s runs; the top level repeats the latest run's figures (as a one-run
+    summary had them) beside ``runs``, every run in order."""
+    write_json_atomically(path, {**run, "runs": [*earlier_runs(path), run]})
+
+
+def final_phases(history: list[EvalRecord], problem_key: str) -> list[list[EvalRecord]]:
+    """The problem's final phases in the log, in order: each its finalists' records, then those of
+    the baselines (records without a configuration). A finalist's record after a baseline's, or one
+    repeating a configuration of the phase, starts the next phase (a resumed sweep re-timed)."""
+    phases: list[list[EvalRecord]] = []
+    for r in history:
+        if r.phase != "final" or canonical_json(r.problem) != problem_key:
+            continue
+        current = phases[-1] if phases else None
+        if current is None or r.config and any(not x.config or x.config == r.config for x in current):
+            phases.append([r])
+        else:
+            current.append(r)
+    return phases
+
+
+@contextmanager
+def _ctrl_c_to_main_thread_only() -> Iterator[None]:
+    """Threads started inside (the compile pool starts its threads on a submit) and the compile
+    helper processes they start block SIGINT: Ctrl-C reaches the sweep's main thread alone, which
+    stops the sweep with the resume hint, and no helper prints a KeyboardInterrupt traceback. (The
+    caller starts multiprocessing's resource tracker first: starting it unblocks SIGINT in the thread
+    that starts it.)"""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def input_seed(base: int, problem: Problem) -> int:
@@ -148,7 +248,8 @@ class Sweep:
 
     def __init__(self, spec: SweepSpec, backend: Backend, builder: NvrtcBuilder, out_dir: Path,
                  db_path: Path, listeners: tuple[Listener, ...] = (),
-                 settings: LoopSettings | None = None) -> None:
+                 settings: LoopSettings | None = None, *,
+                 progress: Callable[[SweepProgress], None] | None = None) -> None:
         self.spec, self.backend, self.builder = spec, backend, builder
         self.family: Family[Any] = spec.family
         self.log = EvalLog(out_dir / "evals.jsonl")
@@ -162,6 +263,11 @@ class Sweep:
         self.answers: list[tuple[float, float]] = []
         self.started = 0.0  # perf_counter at the start of run()
         self.evaluated = 0
+        self.progress = progress
+        self._tracker_started = False
+        self._index = 0  # the problem under way, 1-based
+        self._budgets: list[int] = []  # of the problems started: their budgets, a finished one's count
+        self._run_done = 0  # variants evaluated by this invocation (compile failures included)
 
     def run(self) -> SweepResult:
         start = self.started = time.perf_counter()
@@ -169,12 +275,33 @@ class Sweep:
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         self.deadline = start + self.spec.search.seconds
         history = self.log.read()
-        outcomes = tuple(self._problem(named, history) for named in self.spec.problems)
-        result = SweepResult(self.spec.name, self.backend.replayed, outcomes, self.evaluated,
+        outcomes = []
+        for index, named in enumerate(self.spec.problems, start=1):
+            self._index = index
+            outcomes.append(self._problem(named, history))
+        result = SweepResult(self.spec.name, self.backend.replayed, tuple(outcomes), self.evaluated,
                              time.perf_counter() - start, dict(self.breakdown), self.log.path, self.db_path,
                              tuple(self.answers))
-        write_json_atomically(self.out_dir / "summary.json", result.summary())
+        append_run(self.out_dir / "summary.json",
+                   {**result.summary(), "finished": datetime.now(UTC).isoformat(timespec="seconds")})
         return result
+
+    def _report(self, name: str, done: int, best: float | None, record: EvalRecord | None) -> None:
+        """Tell the progress callback where the sweep stands (``self._budgets[-1]``: this problem's)."""
+        if self.progress is None:
+            return
+        budget = self._budgets[-1]
+        search = self.spec.search
+        known = self._budgets
+        to_come = len(self.spec.problems) - len(known)
+        each = sum(known) / len(known) if search.strategy == "exhaustive" else search.trials
+        now = time.perf_counter()
+        self.progress(SweepProgress(
+            problem=name, index=self._index, problems=len(self.spec.problems), done=min(done, budget),
+            budget=budget, sweep_done=sum(known[:-1]) + min(done, budget),
+            sweep_budget=sum(known) + round(each * to_come), run_done=self._run_done,
+            elapsed_s=now - self.started, best_ms=best, deadline_s=max(0.0, self.deadline - now),
+            record=record))
 
     # -- one problem ------------------------------------------------------------------------------
     def _problem(self, named: NamedProblem, history: list[EvalRecord]) -> ProblemOutcome:
@@ -192,6 +319,10 @@ class Sweep:
         evaluated = len(done)
         exhaustive = self.spec.search.strategy == "exhaustive"
         budget = len(valid) if exhaustive else min(self.spec.search.trials, len(valid))
+        self._budgets.append(budget)
+        timed = [r.timing.median_ms for r in done.values() if r.status is Status.OK and r.timing]
+        best = min(timed, default=None)
+        self._report(named.name, evaluated, best, None)
         compiling: deque[tuple[Ask, Config, Future[BuildResult | None] | None]] = deque()
         queued: deque[_Queued] = deque()  # compiled, in evaluation order; some waiting on the device
         inflight: set[str] = set()
@@ -229,12 +360,18 @@ class Sweep:
             done[key] = record
             strategy.tell(item.ask, record)
             evaluated += 1
+            self._run_done += 1
+            if record.status is Status.OK and record.timing:
+                ms = record.timing.median_ms
+                best = ms if best is None else min(best, ms)
             self._notify(named.name, record)
+            self._report(named.name, evaluated, best, record)
             self._check_breaker(failures, record)
         for ask, _, future in compiling:  # deadline reached with compiles in flight
             if future is not None:
                 future.cancel()
             strategy.tell(ask, EvalRecord(family.name, {}, {}, Status.TIMEOUT))
+        self._budgets[-1] = min(evaluated, budget)  # finished: what it evaluated counts
         return self._finish(named, list(done.values()), mine, seed)
 
     def _valid(self, named: NamedProblem) -> list[Config]:
@@ -262,8 +399,19 @@ class Sweep:
             done: Future[BuildResult | None] = Future()
             done.set_result(None)
             return done
+        source = self.family.render(problem, config)
+        with self._compile_pool_without_ctrl_c():
+            submitted = self.builder.submit(source)
         # a Future[BuildResult] never yields anything but a BuildResult (``Future`` is invariant)
-        return cast("Future[BuildResult | None]", self.builder.submit(self.family.render(problem, config)))
+        return cast("Future[BuildResult | None]", submitted)
+
+    def _compile_pool_without_ctrl_c(self) -> AbstractContextManager[None]:
+        """Around a call that may start compile threads (and helper processes): see
+        ``_ctrl_c_to_main_thread_only``."""
+        if not self._tracker_started:
+            resource_tracker.ensure_running()
+            self._tracker_started = True
+        return _ctrl_c_to_main_thread_only()
 
     def _dispatch(self, problem: Problem, ask: Ask, config: Config, future: Future[BuildResult | None] | None,
                   seed: int, binaries: dict[_Identity, EvalRecord], queued: deque[_Queued]) -> _Queued:
@@ -363,17 +511,20 @@ class Sweep:
     def _retime(self, problem: Problem, finalists: list[EvalRecord], history: list[EvalRecord],
                 seed: int) -> list[EvalRecord]:
         wanted = {canonical_json(r.config) for r in finalists}
-        earlier = [r for r in history if r.phase == "final" and canonical_json(r.problem) == problem.key()]
-        if earlier and {canonical_json(r.config) for r in earlier if not r.baseline} == wanted:
-            return earlier  # resumed after the finalists were already re-timed
+        for phase in reversed(final_phases(history, problem.key())):
+            if {canonical_json(r.config) for r in phase if r.config} == wanted and any(not r.config for r in phase):
+                return phase  # resumed after the finalists and the baselines were re-timed
+        # not re-timed yet, other finalists, or a baseline's record torn or lost: re-time them all
         configs = [self.spec.space.validate(r.config) for r in finalists]
-        builds: list[BuildResult | None] = (
-            [None] * len(configs) if self.backend.replayed
-            else list(self.builder.build([self.family.render(problem, c) for c in configs])))
+        builds: list[BuildResult | None] = [None] * len(configs)
+        if not self.backend.replayed:
+            sources = [self.family.render(problem, c) for c in configs]
+            with self._compile_pool_without_ctrl_c():
+                futures = [self.builder.submit(source) for source in sources]
+            builds = [future.result() for future in futures]  # waited for where Ctrl-C reaches
         outcomes = [_harness_checked(o) for o in
                     self.backend.retime(self.family, problem, list(zip(configs, builds, strict=True)), seed)]
         records = [self._record(problem, c, o, seed, "final") for c, o in zip(configs, outcomes, strict=False)]
         records += [self._record(problem, None, o, seed, "final") for o in outcomes[len(configs):]]  # baselines
-        for r in records:
-            self.log.append(r)
+        self.log.append_all(records)  # one write: the phase is in the log whole, or its tail torn
         return records

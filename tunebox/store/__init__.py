@@ -1,1 +1,2 @@
-"""Persistent storage: the append-only evaluation log and the SQLite winners database."""
+"""Persistent storage: the append-only evaluation log, the SQLite winners database and the sweep
+directory's lock."""

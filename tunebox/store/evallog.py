@@ -13,6 +13,7 @@ import fcntl
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import DatabaseError
@@ -38,7 +39,15 @@ class EvalLog:
         writes the header, and one that finds a torn tail (a writer killed mid-line) cuts it off
         first, instead of gluing its own line to the fragment.
         """
-        line = (record.to_json() + "\n").encode()
+        self._append_lines((record.to_json() + "\n").encode())
+
+    def append_all(self, records: Sequence[EvalRecord]) -> None:
+        """Durably append ``records`` as one write: a reader finds all of them or, when the writer
+        was killed mid-write, a prefix of them (a torn last line is skipped, as for ``append``)."""
+        if records:
+            self._append_lines("".join(r.to_json() + "\n" for r in records).encode())
+
+    def _append_lines(self, lines: bytes) -> None:
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -48,7 +57,7 @@ class EvalLog:
                     size = self._drop_torn_tail(fd, size)
                 if size == 0:
                     self._write_all(fd, _HEADER)
-                self._write_all(fd, line)
+                self._write_all(fd, lines)
             finally:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             os.fsync(fd)

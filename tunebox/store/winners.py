@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ..errors import DatabaseError
-from ..records import EvalRecord, Status, WinnerKey
+from ..records import DeviceInfo, EvalRecord, Status, WinnerKey
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +91,9 @@ class WinnersDB:
             return self
         try:
             if self.read_only:
+                # a reader may serve several threads (``Lookup`` serialises its use of the connection)
                 conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, timeout=60,
-                                       isolation_level=None)
+                                       isolation_level=None, check_same_thread=False)
             else:
                 conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         except sqlite3.Error as exc:
@@ -262,6 +263,20 @@ class WinnersDB:
             sql += " AND dtype = ?"
             params += (dtype,)
         return self._query(sql + " ORDER BY problem_key, median_ms", params)
+
+    def devices(self, family: str) -> list[DeviceInfo]:
+        """The devices (with their toolchains) that hold winners of ``family``, without decoding rows."""
+        sql = ("SELECT DISTINCT device_name, compute_capability, driver_version, nvrtc_version FROM winners "
+               "WHERE family = ? ORDER BY device_name, compute_capability, driver_version, nvrtc_version")
+        try:
+            rows = self.conn.execute(sql, (family,)).fetchall()
+        except sqlite3.Error as exc:
+            raise DatabaseError(f"{self.path}: query failed ({exc}); the database is damaged or of "
+                                "another layout. Restore it or move it aside.") from exc
+        if not all(isinstance(v, str) for row in rows for v in row):
+            raise DatabaseError(f"{self.path}: a device column of {family} holds a non-text value; the "
+                                "database was tampered with or damaged. Restore it or move it aside.")
+        return [DeviceInfo(*row) for row in rows]
 
     def all(self) -> list[Winner]:
         return self._query(f"{_SELECT} ORDER BY {', '.join(_KEY_COLUMNS)}", ())

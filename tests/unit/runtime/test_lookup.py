@@ -80,7 +80,7 @@ class ToyTemplate(KernelTemplate[ToyProblem, ToyConfig]):
         return ToyConfig(BLOCK=64)
 
     def violations(self, problem: ToyProblem, config: ToyConfig) -> list[str]:
-        return [] if config.BLOCK <= problem.n else [f"BLOCK={config.BLOCK} > n={problem.n}"]
+        return [] if problem.n >= config.BLOCK else [f"BLOCK={config.BLOCK} > n={problem.n}"]
 
     def render(self, problem: ToyProblem, config: ToyConfig) -> KernelSource:
         raise NotImplementedError
@@ -168,11 +168,11 @@ def test_default_when_nothing_valid(db_path: Path) -> None:
     assert result.explanation.startswith("family default")
 
 
-def test_missing_database_means_defaults(tmp_path: Path) -> None:
+def test_a_missing_database_is_an_error_naming_it(tmp_path: Path) -> None:
+    """A typo in a path never silently answers family defaults."""
     path = tmp_path / "absent.sqlite"
-    result = Lookup(path).lookup(FAMILY, ToyProblem(4096), DEVICE)
-    assert (result.source, result.config) == ("default", blocks(64))
-    assert "no winners database" in result.explanation
+    with pytest.raises(DatabaseError, match=f"no winners database at {path}.*TUNEBOX_DB.*tunebox tune"):
+        Lookup(path).lookup(FAMILY, ToyProblem(4096), DEVICE)
     assert not path.exists()
 
 
@@ -183,17 +183,16 @@ def test_damaged_database_is_loud(tmp_path: Path) -> None:
         Lookup(path).lookup(FAMILY, ToyProblem(4096), DEVICE)
 
 
-def test_answers_are_cached_and_copies(db_path: Path) -> None:
+def test_answers_are_cached_and_copies_until_the_database_changes(db_path: Path) -> None:
     with WinnersDB(db_path) as db:
         put(db, 1024, 256)
     lookup = Lookup(db_path)
     first = lookup.lookup(FAMILY, ToyProblem(1024), DEVICE)
     first.config["BLOCK"] = 999  # a caller mutating its answer does not poison the cache
+    assert lookup.lookup(FAMILY, ToyProblem(1024), DEVICE).config == blocks(256)
     with WinnersDB(db_path) as db:
-        put(db, 1024, 128, median=0.1)  # a better winner appears; this Lookup keeps its answer
-    second = lookup.lookup(FAMILY, ToyProblem(1024), DEVICE)
-    assert second.config == blocks(256)
-    assert Lookup(db_path).lookup(FAMILY, ToyProblem(1024), DEVICE).config == blocks(128)
+        put(db, 1024, 128, median=0.1)  # a better winner appears: the same Lookup sees it
+    assert lookup.lookup(FAMILY, ToyProblem(1024), DEVICE).config == blocks(128)
 
 
 def test_lookup_module_imports_no_optuna_or_matplotlib() -> None:
@@ -204,7 +203,7 @@ def test_lookup_module_imports_no_optuna_or_matplotlib() -> None:
 
 def test_top_level_lookup_is_warm_and_answers_from_the_shipped_winners():
     import tunebox
-    from tunebox.runtime.lookup import Lookup
+    from tunebox.runtime.lookup import Lookup, shared
 
     repo = Path(__file__).resolve().parents[3]
     db = str(repo / "results" / "winners.sqlite")
@@ -212,7 +211,7 @@ def test_top_level_lookup_is_warm_and_answers_from_the_shipped_winners():
     problem = {"dtype": "float32", "src": [16384, 16384], "dst": [16384, 16384]}
     first = tunebox.lookup("tile_copy", problem, device, db)
     assert first.source == "exact" and first == tunebox.lookup("tile_copy", problem, device, db)
-    assert isinstance(tunebox._lookup_in(db), Lookup) and tunebox._lookup_in(db) is tunebox._lookup_in(db)
+    assert isinstance(shared(db), Lookup) and shared(db) is shared(db)
 
 
 def test_a_changed_template_voids_its_winners(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -125,3 +125,16 @@ def test_concurrent_appenders_never_interleave(tmp_path: Path) -> None:
     got = EvalLog(path).read()
     assert sorted(r.problem["n"] for r in got) == sorted(w * 1000 + i for w in range(4) for i in range(50))
     assert path.read_text().count("tunebox_evallog") == 1
+
+
+def test_append_all_is_one_write_read_back_in_order(tmp_path: Path) -> None:
+    log = EvalLog(tmp_path / "log.jsonl")
+    log.append(record(0))
+    log.append_all([record(1), record(2), record(3)])
+    log.append_all([])
+    assert log.read() == [record(0), record(1), record(2), record(3)]
+    data = log.path.read_bytes()
+    log.path.write_bytes(data[:-10])  # killed mid-write: the lines before the torn one survive
+    assert log.read() == [record(0), record(1), record(2)]
+    log.append_all([record(4)])
+    assert log.read() == [record(0), record(1), record(2), record(4)]

@@ -263,3 +263,14 @@ def test_concurrent_writers_lose_nothing(tmp_path: Path) -> None:
         keys = {w.key.problem_key for w in db.all()}
         assert db.conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     assert keys == {canonical_json({"n": w * 1000 + i + 1}) for w in range(4) for i in range(50)}
+
+
+def test_devices_of_a_family_without_decoding_rows(tmp_path: Path) -> None:
+    a100 = DeviceInfo("NVIDIA A100", "8.0", "13000", "13.0")
+    with WinnersDB(tmp_path / "w.sqlite") as db:
+        for n, device in ((128, DEVICE), (256, DEVICE), (512, a100)):
+            rec = dataclasses.replace(record(n), device=device)
+            db.put(WinnerKey.of(rec, "abc123", canonical_json(rec.problem), "float32"), rec)
+    with WinnersDB(tmp_path / "w.sqlite", read_only=True) as db:
+        assert db.devices("toy") == [a100, DEVICE]
+        assert db.devices("other") == []
