@@ -53,8 +53,13 @@ def main(paths: list[str]) -> None:
                 continue
             record = EvalRecord.from_json(line)
             record = replace(record, config=migrate(record.config, record.family))
-            key = (record.family, canonical_json(record.problem), canonical_json(record.config), record.phase,
-                   record.baseline)
+            key = (
+                record.family,
+                canonical_json(record.problem),
+                canonical_json(record.config),
+                record.phase,
+                record.baseline,
+            )
             if record.config and key in seen:
                 merged += 1
                 continue

@@ -30,9 +30,26 @@ if TYPE_CHECKING:
     from .search.loop import SweepResult
 
 __all__ = [
-    "CompileError", "DatabaseError", "DeviceInfo", "DeviceUnavailable", "EvalRecord", "InvalidConfig",
-    "InvalidProblem", "Launcher", "Lookup", "LookupResult", "SpaceError", "Status", "TuneboxError",
-    "default_db", "launch", "lookup", "query", "report", "results", "tune",
+    "CompileError",
+    "DatabaseError",
+    "DeviceInfo",
+    "DeviceUnavailable",
+    "EvalRecord",
+    "InvalidConfig",
+    "InvalidProblem",
+    "Launcher",
+    "Lookup",
+    "LookupResult",
+    "SpaceError",
+    "Status",
+    "TuneboxError",
+    "default_db",
+    "launch",
+    "lookup",
+    "query",
+    "report",
+    "results",
+    "tune",
 ]
 
 
@@ -43,15 +60,22 @@ def tune(*args: Any, **kwargs: Any) -> SweepResult:
     return _tune(*args, **kwargs)
 
 
-def query(family: str, problem: dict[str, Any], *, db: str | PathLike[str] | None = None,
-          device: str | None = None, device_info: DeviceInfo | None = None) -> LookupResult:
+def query(
+    family: str,
+    problem: dict[str, Any],
+    *,
+    db: str | PathLike[str] | None = None,
+    device: str | None = None,
+    device_info: DeviceInfo | None = None,
+) -> LookupResult:
     """Tuned configuration for a problem from the winners database, the device taken from the database
     unless given; see ``tunebox.api.query``. Microseconds when warm."""
     return shared(db).query(family, problem, device=device, device_info=device_info)
 
 
-def lookup(family: str, problem: dict[str, Any], device: DeviceInfo,
-           db: str | PathLike[str] | None = None) -> LookupResult:
+def lookup(
+    family: str, problem: dict[str, Any], device: DeviceInfo, db: str | PathLike[str] | None = None
+) -> LookupResult:
     """Exact, nearest or default configuration of ``family`` for ``problem`` on ``device``: the fast
     path (microseconds when warm). ``db`` defaults to ``default_db()``: the ``TUNEBOX_DB``
     environment variable, else the checkout's (or installed package's) ``results/winners.sqlite``;
@@ -66,8 +90,9 @@ def report(*args: Any, **kwargs: Any) -> ReportFiles:
     return _report(*args, **kwargs)
 
 
-def results(source: str | PathLike[str], *, results: str | PathLike[str] | None = None,
-            replay: bool = False) -> pd.DataFrame:
+def results(
+    source: str | PathLike[str], *, results: str | PathLike[str] | None = None, replay: bool = False
+) -> pd.DataFrame:
     """A sweep's evaluations as a pandas DataFrame, one row per evaluation (from a sweep file, an
     evaluation log or a sweep's output directory); see ``tunebox.results_frame.results``."""
     from .results_frame import results as _results

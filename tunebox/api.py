@@ -44,8 +44,10 @@ def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backe
         log.warning("no GPU here (%s): replaying recorded measurements", reason)
     path = recording or default_recording(spec)
     if not path.exists():
-        raise DeviceUnavailable(f"no GPU and no recording at {path}; record one on a GPU host "
-                                "(tunebox tune on the GPU, then copy evals.jsonl there)")
+        raise DeviceUnavailable(
+            f"no GPU and no recording at {path}; record one on a GPU host "
+            "(tunebox tune on the GPU, then copy evals.jsonl there)"
+        )
     return ReplayBackend(path, EvalLog(path).read())
 
 
@@ -61,20 +63,28 @@ def _replays(backend: str) -> bool:
     return backend == "replay" or backend == "auto" and not gpu_status()[0]
 
 
-def tune(sweep: Path | SweepSpec, *, backend: str = "auto", recording: Path | None = None,
-         results: Path = DEFAULT_RESULTS, db: Path | None = None, trials: int | None = None,
-         seconds: float | None = None, strategy: str | None = None,
-         listeners: tuple[Callable[[str, EvalRecord], None], ...] = (),
-         settings: LoopSettings = DEFAULT_LOOP, backend_instance: Backend | None = None,
-         progress: Callable[[SweepProgress], None] | None = None) -> SweepResult:
+def tune(
+    sweep: Path | SweepSpec,
+    *,
+    backend: str = "auto",
+    recording: Path | None = None,
+    results: Path = DEFAULT_RESULTS,
+    db: Path | None = None,
+    trials: int | None = None,
+    seconds: float | None = None,
+    strategy: str | None = None,
+    listeners: tuple[Callable[[str, EvalRecord], None], ...] = (),
+    settings: LoopSettings = DEFAULT_LOOP,
+    backend_instance: Backend | None = None,
+    progress: Callable[[SweepProgress], None] | None = None,
+) -> SweepResult:
     """Run (or resume) a sweep. Evaluations go to ``results/sweeps/<name>[-replay]/``, winners to
     ``db`` (default ``results/winners.sqlite``, or ``results/winners-replay.sqlite`` on the replay
     backend, so replayed winners never mix with measured ones). One sweep per results directory
     at a time: another one running there (its lock ``sweep.lock`` held) makes this one raise
     ``SweepLocked`` at once. ``progress`` is called with the sweep's totals as it goes."""
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(sweep)
-    overrides = {k: v for k, v in (("trials", trials), ("seconds", seconds), ("strategy", strategy))
-                 if v is not None}
+    overrides = {k: v for k, v in (("trials", trials), ("seconds", seconds), ("strategy", strategy)) if v is not None}
     if overrides:
         settings_now = {**spec.search.__dict__, **overrides}
         spec = replace(spec, search=search_settings(settings_now, str(spec.source)))
@@ -82,12 +92,12 @@ def tune(sweep: Path | SweepSpec, *, backend: str = "auto", recording: Path | No
     out = results / "sweeps" / (spec.name + ("-replay" if replayed else ""))
     with SweepLock(out):
         chosen = backend_instance or make_backend(spec, backend, recording)
-        builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin",
-                               timeout_s=settings.compile_timeout_s)
+        builder = NvrtcBuilder(
+            _arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s
+        )
         try:
             default_db = results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
-            return Sweep(spec, chosen, builder, out, db or default_db, listeners, settings,
-                         progress=progress).run()
+            return Sweep(spec, chosen, builder, out, db or default_db, listeners, settings, progress=progress).run()
         finally:
             builder.close()
             chosen.close()
@@ -98,8 +108,14 @@ def _arch(backend: Backend) -> str:
     return f"sm_{major}{minor}"
 
 
-def query(family_name: str, problem_data: dict[str, Any], *, db: str | os.PathLike[str] | None = None,
-          device: str | None = None, device_info: DeviceInfo | None = None) -> LookupResult:
+def query(
+    family_name: str,
+    problem_data: dict[str, Any],
+    *,
+    db: str | os.PathLike[str] | None = None,
+    device: str | None = None,
+    device_info: DeviceInfo | None = None,
+) -> LookupResult:
     """The tuned configuration for a problem, answered from the winners database ``db`` (default:
     ``tunebox.runtime.lookup.default_db()``, the ``TUNEBOX_DB`` environment variable or the
     checkout's ``results/winners.sqlite``); a database that does not exist raises DatabaseError.
@@ -111,8 +127,9 @@ def query(family_name: str, problem_data: dict[str, Any], *, db: str | os.PathLi
     return shared(db).query(family_name, problem_data, device=device, device_info=device_info)
 
 
-def report(sweep: Path, *, results: Path = DEFAULT_RESULTS, out: Path = Path("reports"),
-           replay: bool = False) -> ReportFiles:
+def report(
+    sweep: Path, *, results: Path = DEFAULT_RESULTS, out: Path = Path("reports"), replay: bool = False
+) -> ReportFiles:
     """Write the HTML + Markdown report of a sweep's evaluation log (live GPU sweep preferred)."""
     from .report import ReportInputs, build_report
 

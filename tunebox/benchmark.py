@@ -59,8 +59,8 @@ def benchmark(sweeps: list[Path], results: Path, command: str) -> dict[str, Any]
         "command": command,
         "versions": versions(),
         "method": "winner and baseline re-timed interleaved in one worker on the same inputs; L2 flushed "
-                  "before every sample; medians; verified first (bit for bit, or within the family's tolerance "
-                  "for arithmetic families)",
+        "before every sample; medians; verified first (bit for bit, or within the family's tolerance "
+        "for arithmetic families)",
         "copy_limit_gbps": COPY_LIMIT_GBPS,
         "bf16_tensor_tflops": BF16_TENSOR_TFLOPS,
         "cases": cases,
@@ -77,8 +77,13 @@ def _cases(spec: SweepSpec, records: list[EvalRecord], log: Path) -> list[dict[s
             raise SpaceError(f"{named.name}: no re-timed winner in {log}")
         ms = winner.timing.median_ms
         case: dict[str, Any] = {
-            "name": named.name, "family": spec.family.name, "problem": named.problem.to_dict(), "config": winner.config,
-            "tunebox_ms": ms, "tunebox_noise": winner.timing.noise, "tunebox_gbps": winner.bandwidth_gbps,
+            "name": named.name,
+            "family": spec.family.name,
+            "problem": named.problem.to_dict(),
+            "config": winner.config,
+            "tunebox_ms": ms,
+            "tunebox_noise": winner.timing.noise,
+            "tunebox_gbps": winner.bandwidth_gbps,
             "fraction_of_limit": (winner.bandwidth_gbps or 0.0) / COPY_LIMIT_GBPS,
             "samples": len(winner.timing.samples_ms),
             "baseline": baseline.baseline if baseline else None,
@@ -86,11 +91,18 @@ def _cases(spec: SweepSpec, records: list[EvalRecord], log: Path) -> list[dict[s
         }
         case["ratio"] = case["baseline_ms"] / ms if case["baseline_ms"] else None
         case["baseline_fraction_of_limit"] = (
-            baseline.bandwidth_gbps / COPY_LIMIT_GBPS if baseline and baseline.bandwidth_gbps else None)
-        case["baselines"] = [{"name": r.baseline, "ms": r.timing.median_ms, "ratio": r.timing.median_ms / ms}
-                             for r in final if r.baseline and r.status is Status.OK and r.timing]
-        case["rejected_baselines"] = [{"name": r.baseline, "status": r.status.value, "message": r.message}
-                                      for r in final if r.baseline and r.status is not Status.OK]
+            baseline.bandwidth_gbps / COPY_LIMIT_GBPS if baseline and baseline.bandwidth_gbps else None
+        )
+        case["baselines"] = [
+            {"name": r.baseline, "ms": r.timing.median_ms, "ratio": r.timing.median_ms / ms}
+            for r in final
+            if r.baseline and r.status is Status.OK and r.timing
+        ]
+        case["rejected_baselines"] = [
+            {"name": r.baseline, "status": r.status.value, "message": r.message}
+            for r in final
+            if r.baseline and r.status is not Status.OK
+        ]
         if winner.tflops:  # arithmetic families: the rate and its share of the tensor-core peak
             case["tunebox_tflops"] = winner.tflops
             case["fraction_of_tensor_peak"] = winner.tflops / BF16_TENSOR_TFLOPS

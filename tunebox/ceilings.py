@@ -49,10 +49,18 @@ class Ceiling:
         return self.work / (self.timing.median_ms * 1e-3) / (1e9 if self.unit == "GB/s" else 1e12)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "work": self.work, "unit": self.unit, "rate": self.rate,
-                "median_ms": self.timing.median_ms, "noise": self.timing.noise,
-                "samples": len(self.timing.samples_ms), "verified": self.verified, "assumed_limit": self.assumed,
-                "fraction_of_assumed": self.rate / self.assumed}
+        return {
+            "name": self.name,
+            "work": self.work,
+            "unit": self.unit,
+            "rate": self.rate,
+            "median_ms": self.timing.median_ms,
+            "noise": self.timing.noise,
+            "samples": len(self.timing.samples_ms),
+            "verified": self.verified,
+            "assumed_limit": self.assumed,
+            "fraction_of_assumed": self.rate / self.assumed,
+        }
 
 
 @dataclass(frozen=True)
@@ -64,32 +72,49 @@ class Ceilings:
     matmul: Ceiling
 
 
-def measure(copy_bytes: int = COPY_BYTES, matmul_size: int = MATMUL_SIZE,
-            target: Callable[[Connection], None] = worker.main) -> Ceilings:
+def measure(
+    copy_bytes: int = COPY_BYTES, matmul_size: int = MATMUL_SIZE, target: Callable[[Connection], None] = worker.main
+) -> Ceilings:
     """Measure both ceilings on this host's GPU (``target``: the worker's entry point; tests pass a
     stand-in). Raises InvalidProblem for sizes outside the ranges, DeviceUnavailable without a GPU, and
     MeasurementError when a result fails its verification."""
     if not (isinstance(copy_bytes, int) and MIN_COPY_BYTES <= copy_bytes <= MAX_COPY_BYTES and copy_bytes % 4 == 0):
-        raise InvalidProblem(f"copy size {copy_bytes!r}: give a multiple of 4 bytes from {MIN_COPY_BYTES} (64 MiB) "
-                             f"to {MAX_COPY_BYTES} (32 GiB)")
+        raise InvalidProblem(
+            f"copy size {copy_bytes!r}: give a multiple of 4 bytes from {MIN_COPY_BYTES} (64 MiB) "
+            f"to {MAX_COPY_BYTES} (32 GiB)"
+        )
     if not (isinstance(matmul_size, int) and matmul_size in MATMUL_SIZES):
-        raise InvalidProblem(f"matrix size {matmul_size!r}: give a multiple of 64 from {MATMUL_SIZES.start} "
-                             f"to {MATMUL_SIZES.stop - 1}")
+        raise InvalidProblem(
+            f"matrix size {matmul_size!r}: give a multiple of 64 from {MATMUL_SIZES.start} to {MATMUL_SIZES.stop - 1}"
+        )
     runner = GpuRunner(job_timeout_s=600, target=target)
     try:
         try:
             device = runner.start()
         except DeviceUnavailable as exc:
-            raise DeviceUnavailable(f"tunebox ceilings measures the GPU of the host it runs on ({exc}); run it on "
-                                    "a GPU host") from exc
+            raise DeviceUnavailable(
+                f"tunebox ceilings measures the GPU of the host it runs on ({exc}); run it on a GPU host"
+            ) from exc
         copy, matmul = runner.run(CeilingsJob(copy_bytes, matmul_size, FINAL, SEED))
     finally:
         runner.close()
-    return Ceilings(device,
-                    _ceiling("device-to-device copy (cuMemcpyDtoDAsync), bytes read + written", 2.0 * copy_bytes,
-                             "GB/s", copy, COPY_LIMIT_GBPS),
-                    _ceiling(f"bfloat16 matrix product {matmul_size}^3 through torch.matmul (cuBLAS)",
-                             2.0 * matmul_size**3, "TFLOP/s", matmul, BF16_TENSOR_TFLOPS))
+    return Ceilings(
+        device,
+        _ceiling(
+            "device-to-device copy (cuMemcpyDtoDAsync), bytes read + written",
+            2.0 * copy_bytes,
+            "GB/s",
+            copy,
+            COPY_LIMIT_GBPS,
+        ),
+        _ceiling(
+            f"bfloat16 matrix product {matmul_size}^3 through torch.matmul (cuBLAS)",
+            2.0 * matmul_size**3,
+            "TFLOP/s",
+            matmul,
+            BF16_TENSOR_TFLOPS,
+        ),
+    )
 
 
 def _ceiling(name: str, work: float, unit: str, outcome: Outcome, assumed: float) -> Ceiling:
@@ -107,7 +132,7 @@ def write_ceilings(ceilings: Ceilings, out: Path, command: str) -> dict[str, Any
         "command": command,
         "versions": versions(),
         "method": "verified first on random data; L2 flushed before every sample; the two timed interleaved in "
-                  "one worker; medians",
+        "one worker; medians",
         "ceilings": [ceilings.copy.to_dict(), ceilings.matmul.to_dict()],
     }
     out.parent.mkdir(parents=True, exist_ok=True)

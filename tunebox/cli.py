@@ -36,8 +36,10 @@ def describe(p: SweepProgress) -> str:
     rate = f"{p.rate:.1f} variants/s" if p.rate else "- variants/s"
     best = f"best {p.best_ms:.4f} ms" if p.best_ms is not None else "best -"
     left = p.seconds_left
-    return (f"[{p.index}/{p.problems} {p.problem}] {p.done}/{p.budget} variants (sweep {p.sweep_done}/"
-            f"{p.sweep_budget}), {rate}, {best}, {'~' + _duration(left) if left is not None else '?'} left")
+    return (
+        f"[{p.index}/{p.problems} {p.problem}] {p.done}/{p.budget} variants (sweep {p.sweep_done}/"
+        f"{p.sweep_budget}), {rate}, {best}, {'~' + _duration(left) if left is not None else '?'} left"
+    )
 
 
 class Progress:
@@ -45,8 +47,13 @@ class Progress:
     ``\\r`` (at most ten times a second); otherwise a line every ``interval`` seconds, and one as each
     problem starts and ends."""
 
-    def __init__(self, quiet: bool = False, stream: TextIO | None = None, interval: float = 5.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        quiet: bool = False,
+        stream: TextIO | None = None,
+        interval: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.quiet = quiet
         self._stream = stream
         self.interval = interval
@@ -88,14 +95,21 @@ def _tune(args: argparse.Namespace) -> int:
 
     progress = Progress(args.quiet)
     try:
-        result = tune(Path(args.sweep), backend=args.backend, recording=args.recording,
-                      results=args.results, db=args.db, trials=args.trials, seconds=args.seconds,
-                      strategy=args.strategy, progress=progress)
+        result = tune(
+            Path(args.sweep),
+            backend=args.backend,
+            recording=args.recording,
+            results=args.results,
+            db=args.db,
+            trials=args.trials,
+            seconds=args.seconds,
+            strategy=args.strategy,
+            progress=progress,
+        )
     finally:
         progress.end()
     origin = "REPLAYED recorded measurements (no GPU here)" if result.replayed else "measured on the GPU"
-    print(f"sweep {result.name}: {result.evaluated} variants evaluated in {result.seconds:.1f} s, "
-          f"{origin}")
+    print(f"sweep {result.name}: {result.evaluated} variants evaluated in {result.seconds:.1f} s, {origin}")
     for p in result.problems:
         counts = ", ".join(f"{k} {v}" for k, v in sorted(p.counts.items()))
         if p.winner is None or p.winner.timing is None:
@@ -103,8 +117,11 @@ def _tune(args: argparse.Namespace) -> int:
             continue
         ms = p.winner.timing.median_ms
         gbps = p.winner.bandwidth_gbps or 0.0
-        rate = (f"{p.winner.tflops:.0f} TFLOP/s ({p.winner.tflops / BF16_TENSOR_TFLOPS:.0%} of the bf16 peak)"
-                if p.winner.tflops else f"{gbps:.0f} GB/s ({gbps / COPY_LIMIT_GBPS:.0%} of copy limit)")
+        rate = (
+            f"{p.winner.tflops:.0f} TFLOP/s ({p.winner.tflops / BF16_TENSOR_TFLOPS:.0%} of the bf16 peak)"
+            if p.winner.tflops
+            else f"{gbps:.0f} GB/s ({gbps / COPY_LIMIT_GBPS:.0%} of copy limit)"
+        )
         extra = ""
         if p.default and p.default.timing:
             extra += f", {p.default.timing.median_ms / ms:.2f}x the default variant"
@@ -124,10 +141,19 @@ def _query(args: argparse.Namespace) -> int:
     from . import query  # the run-time path: no search or plotting imports
 
     answer = query(args.family, json.loads(args.problem), db=args.db, device=args.device)
-    print(json.dumps({"source": answer.source, "config": answer.config,
-                      "median_ms": answer.median_ms, "replayed": answer.replayed,
-                      "matched_problem": answer.matched_problem_key,
-                      "explanation": answer.explanation}, indent=2))
+    print(
+        json.dumps(
+            {
+                "source": answer.source,
+                "config": answer.config,
+                "median_ms": answer.median_ms,
+                "replayed": answer.replayed,
+                "matched_problem": answer.matched_problem_key,
+                "explanation": answer.explanation,
+            },
+            indent=2,
+        )
+    )
     return 0
 
 
@@ -145,8 +171,11 @@ def _benchmark(args: argparse.Namespace) -> int:
     doc = write_benchmark([Path(s) for s in args.sweep], args.results, args.out, args.command)
     for case in doc["cases"]:
         ratio = f"{case['ratio']:.2f}x {case['baseline']}" if case["ratio"] else "no baseline"
-        rate = (f"{case['tunebox_tflops']:.0f} TFLOP/s ({case['fraction_of_tensor_peak']:.0%} of the bf16 peak)"
-                if "tunebox_tflops" in case else f"{case['fraction_of_limit']:.0%} of the copy limit")
+        rate = (
+            f"{case['tunebox_tflops']:.0f} TFLOP/s ({case['fraction_of_tensor_peak']:.0%} of the bf16 peak)"
+            if "tunebox_tflops" in case
+            else f"{case['fraction_of_limit']:.0%} of the copy limit"
+        )
         print(f"{case['name']}: {case['tunebox_ms']:.4f} ms, {rate}, {ratio}")
     print(f"wrote {args.out}")
     return 0
@@ -162,8 +191,10 @@ def _ceilings(args: argparse.Namespace) -> int:
         raise DeviceUnavailable(_BACKEND_HINT.sub("", str(exc))) from exc
     write_ceilings(ceilings, args.out, args.command)
     for c in (ceilings.copy, ceilings.matmul):
-        print(f"{c.name}: {c.timing.median_ms:.4f} ms, {c.rate:.0f} {c.unit} "
-              f"({c.rate / c.assumed:.0%} of the assumed {c.assumed:.0f}), verified {c.verified}")
+        print(
+            f"{c.name}: {c.timing.median_ms:.4f} ms, {c.rate:.0f} {c.unit} "
+            f"({c.rate / c.assumed:.0%} of the assumed {c.assumed:.0f}), verified {c.verified}"
+        )
     print(f"wrote {args.out}")
     return 0
 
@@ -192,11 +223,16 @@ def _space(args: argparse.Namespace) -> int:
     from .sweep_spec import load_sweep
 
     spec = load_sweep(Path(args.sweep))
-    print(f"{spec.name} ({spec.family.name}): templates {', '.join(spec.space.names())}; the search proposes "
-          "valid configurations only")
+    print(
+        f"{spec.name} ({spec.family.name}): templates {', '.join(spec.space.names())}; the search proposes "
+        "valid configurations only"
+    )
     for problem in space_report(spec):
-        print(f"  {problem.name}: {problem.valid} valid of {problem.size} "
-              f"({problem.valid / problem.size:.1%})" if problem.size else f"  {problem.name}: empty space")
+        print(
+            f"  {problem.name}: {problem.valid} valid of {problem.size} ({problem.valid / problem.size:.1%})"
+            if problem.size
+            else f"  {problem.name}: empty space"
+        )
         for t in problem.templates:
             print(f"    {t.template:<10} {t.valid:>7} valid of {t.size:>7} ({t.fraction:.1%})")
     return 0
@@ -214,12 +250,22 @@ def _version() -> str:
 class _VersionAction(argparse.Action):
     """``--version``: the installed version (read only when asked)."""
 
-    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
-                 default: Any = argparse.SUPPRESS, help: str | None = None) -> None:
+    def __init__(
+        self,
+        option_strings: Sequence[str],
+        dest: str = argparse.SUPPRESS,
+        default: Any = argparse.SUPPRESS,
+        help: str | None = None,
+    ) -> None:
         super().__init__(option_strings, dest, nargs=0, default=default, help=help)
 
-    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
-                 values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
         print(f"tunebox {_version()}")
         parser.exit()
 
@@ -232,47 +278,67 @@ def parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("tune", help="run or resume a sweep")
     t.add_argument("sweep", help="sweep file, e.g. spaces/tile_copy.toml")
-    t.add_argument("--backend", default="auto", choices=("auto", "gpu", "replay"),
-                   help="where variants run: gpu, replay (a recorded GPU sweep, marked replayed) or auto "
-                        "(the GPU when one is usable, else replay; the default)")
-    t.add_argument("--recording", type=Path,
-                   help="recorded sweep to replay (default results/recordings/<sweep name>.jsonl beside "
-                        "the sweep file's folder)")
-    t.add_argument("--results", type=Path, default=Path("results"),
-                   help="results directory: sweeps/<name>[-replay]/ (evaluation log, summary, lock), the "
-                        "CUBIN cache and the default winners database (default ./results)")
-    t.add_argument("--db", type=Path,
-                   help="winners database to store into (default <results>/winners.sqlite; on the replay "
-                        "backend <results>/winners-replay.sqlite)")
+    t.add_argument(
+        "--backend",
+        default="auto",
+        choices=("auto", "gpu", "replay"),
+        help="where variants run: gpu, replay (a recorded GPU sweep, marked replayed) or auto "
+        "(the GPU when one is usable, else replay; the default)",
+    )
+    t.add_argument(
+        "--recording",
+        type=Path,
+        help="recorded sweep to replay (default results/recordings/<sweep name>.jsonl beside the sweep file's folder)",
+    )
+    t.add_argument(
+        "--results",
+        type=Path,
+        default=Path("results"),
+        help="results directory: sweeps/<name>[-replay]/ (evaluation log, summary, lock), the "
+        "CUBIN cache and the default winners database (default ./results)",
+    )
+    t.add_argument(
+        "--db",
+        type=Path,
+        help="winners database to store into (default <results>/winners.sqlite; on the replay "
+        "backend <results>/winners-replay.sqlite)",
+    )
     t.add_argument("--trials", type=int, help="evaluated variants per problem (default: the sweep file's)")
     t.add_argument("--seconds", type=float, help="wall-clock budget of the sweep (default: the sweep file's)")
-    t.add_argument("--strategy", choices=("tpe", "random", "exhaustive"),
-                   help="search strategy (default: the sweep file's)")
+    t.add_argument(
+        "--strategy", choices=("tpe", "random", "exhaustive"), help="search strategy (default: the sweep file's)"
+    )
     t.add_argument("--quiet", action="store_true", help="no progress line")
     t.set_defaults(run=_tune)
 
     q = sub.add_parser("query", help="the tuned configuration for a problem")
     q.add_argument("family", help="kernel family (see `tunebox families`)")
     q.add_argument("problem", help='JSON, e.g. \'{"dtype": "float32", "src": [4096, 4096], "dst": [4096, 4096]}\'')
-    q.add_argument("--db", type=Path,
-                   help=f"winners database; it must exist (default: the {ENV_DB} environment variable if set, "
-                        f"else {shipped_db()}, the same from any directory)")
+    q.add_argument(
+        "--db",
+        type=Path,
+        help=f"winners database; it must exist (default: the {ENV_DB} environment variable if set, "
+        f"else {shipped_db()}, the same from any directory)",
+    )
     q.add_argument("--device", help="device name (default: the only device in the database)")
     q.set_defaults(run=_query)
 
     r = sub.add_parser("report", help="HTML + Markdown report of a sweep")
     r.add_argument("sweep", help="sweep file whose results to report")
-    r.add_argument("--results", type=Path, default=Path("results"),
-                   help="results directory the sweep wrote (default ./results)")
-    r.add_argument("--out", type=Path, default=Path("reports"),
-                   help="directory for the report's files (default ./reports)")
+    r.add_argument(
+        "--results", type=Path, default=Path("results"), help="results directory the sweep wrote (default ./results)"
+    )
+    r.add_argument(
+        "--out", type=Path, default=Path("reports"), help="directory for the report's files (default ./reports)"
+    )
     r.add_argument("--replay", action="store_true", help="report the replayed sweep even if a live one exists")
     r.set_defaults(run=_report)
 
     b = sub.add_parser("benchmark", help="benchmark file of live GPU sweeps (winners vs torch)")
     b.add_argument("sweep", nargs="+", help="sweep files whose live results to include")
-    b.add_argument("--results", type=Path, default=Path("results"),
-                   help="results directory the sweeps wrote (default ./results)")
+    b.add_argument(
+        "--results", type=Path, default=Path("results"), help="results directory the sweeps wrote (default ./results)"
+    )
     b.add_argument("--out", type=Path, required=True, help="benchmark file (JSON) to write")
     b.add_argument("--command", required=True, help="the exact command that produced the sweep, recorded")
     b.set_defaults(run=_benchmark)
@@ -312,8 +378,9 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
-                        format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     try:
         run: Callable[[argparse.Namespace], int] = args.run  # every subcommand sets one of the handlers above
         return run(args)

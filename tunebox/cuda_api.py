@@ -20,11 +20,20 @@ from .families.kernel_args import ArgStruct, named
 from .tma import encode
 
 DEFAULT_SHARED_BYTES = 48 * 1024  # dynamic shared memory a kernel gets without opting in
-SCALAR_TYPES: dict[str, type[np.generic]] = {"i32": np.int32, "i64": np.int64, "u16": np.uint16, "u32": np.uint32,
-                                             "f32": np.float32}
-_CTYPES = {np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
-           np.dtype(np.uint16): ctypes.c_uint16, np.dtype(np.uint32): ctypes.c_uint32,
-           np.dtype(np.float32): ctypes.c_float}
+SCALAR_TYPES: dict[str, type[np.generic]] = {
+    "i32": np.int32,
+    "i64": np.int64,
+    "u16": np.uint16,
+    "u32": np.uint32,
+    "f32": np.float32,
+}
+_CTYPES = {
+    np.dtype(np.int32): ctypes.c_int32,
+    np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint16): ctypes.c_uint16,
+    np.dtype(np.uint32): ctypes.c_uint32,
+    np.dtype(np.float32): ctypes.c_float,
+}
 
 
 def checked(result: tuple[Any, ...]) -> Any:
@@ -65,9 +74,9 @@ def pack(args: tuple[Arg, ...], buffers: Mapping[str, Any]) -> PackedArgs:
         elif isinstance(arg, TensorMapArg):
             at = address(buffers[arg.buffer]) + arg.offset_bytes
             tensor_map = encode(dataclasses.replace(arg.request, address=at))
-            data[member.offset:member.offset + member.size] = ctypes.string_at(int(tensor_map.getPtr()), member.size)
+            data[member.offset : member.offset + member.size] = ctypes.string_at(int(tensor_map.getPtr()), member.size)
         else:
-            data[member.offset:member.offset + member.size] = SCALAR_TYPES[arg.ctype](arg.value).tobytes()
+            data[member.offset : member.offset + member.size] = SCALAR_TYPES[arg.ctype](arg.value).tobytes()
     return PackedArgs(bytes(data))
 
 
@@ -119,8 +128,9 @@ def kernel_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, values: 
     handle = stream.handle
 
     def run() -> None:
-        checked(driver.cuLaunchKernel(function, *geometry.grid, *geometry.block, geometry.shared_bytes, handle,
-                                      packed, 0))
+        checked(
+            driver.cuLaunchKernel(function, *geometry.grid, *geometry.block, geometry.shared_bytes, handle, packed, 0)
+        )
 
     return run
 
@@ -137,8 +147,11 @@ def _struct_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, packed:
     handle = stream.handle
 
     def run() -> None:
-        checked(driver.cuLaunchKernel(function, *geometry.grid, *geometry.block, geometry.shared_bytes, handle,
-                                      address_of_parameters, 0))
+        checked(
+            driver.cuLaunchKernel(
+                function, *geometry.grid, *geometry.block, geometry.shared_bytes, handle, address_of_parameters, 0
+            )
+        )
 
     run.keep_alive = (storage, parameters)  # type: ignore[attr-defined]
     return run

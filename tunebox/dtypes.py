@@ -69,8 +69,7 @@ def element_type(name: object) -> ElementType:
 
 def padding_bits(etype: ElementType, mode: str, value: float = 0.0) -> int:
     """Bit pattern written for out-of-bounds elements under padding ``mode``."""
-    values = {"zero": 0.0, "neg_zero": -0.0, "nan": math.nan, "pos_inf": math.inf,
-              "neg_inf": -math.inf, "value": value}
+    values = {"zero": 0.0, "neg_zero": -0.0, "nan": math.nan, "pos_inf": math.inf, "neg_inf": -math.inf, "value": value}
     if mode not in values:
         raise InvalidProblem(f"unknown padding {mode!r}; use one of {', '.join(PADDING_MODES)}")
     return etype.bits_of(values[mode])

@@ -35,8 +35,7 @@ class Param:
         """Return ``value`` if it is one of the choices (exact type match), else raise."""
         kind = type(self.choices[0])
         if type(value) is not kind or value not in self.choices:
-            raise InvalidConfig(
-                f"{self.name}={value!r} is outside its domain {list(self.choices)}; pick one of those")
+            raise InvalidConfig(f"{self.name}={value!r} is outside its domain {list(self.choices)}; pick one of those")
         return value
 
 
@@ -171,8 +170,10 @@ class TemplateSpaces:
         shared = {k: v for k, v in data.items() if k not in tables}
         for param in shared:
             if not any(param in {p.name for p in s.params} for s in kept.values()):
-                raise InvalidConfig(f"no kept template has a parameter {param!r}; "
-                                    + "; ".join(f"{n}: {[p.name for p in s.params]}" for n, s in kept.items()))
+                raise InvalidConfig(
+                    f"no kept template has a parameter {param!r}; "
+                    + "; ".join(f"{n}: {[p.name for p in s.params]}" for n, s in kept.items())
+                )
         restricted = []
         for name, space in kept.items():
             own = {p.name for p in space.params}

@@ -39,8 +39,7 @@ class DeviceInfo:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DeviceInfo:
-        return cls(**{k: str(data[k]) for k in ("name", "compute_capability", "driver_version",
-                                                   "nvrtc_version")})
+        return cls(**{k: str(data[k]) for k in ("name", "compute_capability", "driver_version", "nvrtc_version")})
 
 
 @dataclass(frozen=True)
@@ -145,8 +144,16 @@ class WinnerKey:
         if record.device is None:
             raise ValueError("a winner needs the device it was measured on")
         d = record.device
-        return cls(record.family, family_hash, problem_key, dtype, d.name, d.compute_capability,
-                   d.nvrtc_version, d.driver_version)
+        return cls(
+            record.family,
+            family_hash,
+            problem_key,
+            dtype,
+            d.name,
+            d.compute_capability,
+            d.nvrtc_version,
+            d.driver_version,
+        )
 
 
 def fastest(records: Iterable[EvalRecord]) -> EvalRecord | None:

@@ -24,8 +24,9 @@ def sweep_log(name: str, results: Path, replay: bool = False) -> Path:
     return live if live.exists() and not replay else results / "sweeps" / f"{name}-replay" / LOG_NAME
 
 
-def results(source: str | os.PathLike[str], *, results: str | os.PathLike[str] | None = None,
-            replay: bool = False) -> pd.DataFrame:
+def results(
+    source: str | os.PathLike[str], *, results: str | os.PathLike[str] | None = None, replay: bool = False
+) -> pd.DataFrame:
     """Every evaluation of a sweep as a DataFrame, one row per evaluation, in log order.
 
     ``source``: a sweep file (``spaces/gemm.toml``: its log is found under ``results``, the live GPU

@@ -4,6 +4,10 @@
 header that is found neither beside the including file nor in ``kernels/include`` is a system or
 CUDA header and is not followed). ``python_closure`` follows the imports of tunebox modules (absolute
 ``tunebox.x`` and relative ``.x`` / ``..x`` imports; other packages are not followed).
+``digest`` is what a hash of them takes from each file: a Python module's syntax tree without its
+docstrings and signature type hints (formatting, comments, documentation and typing change no
+result), a device source's bytes. This module computes the hash and changes no result: no closure
+holds it.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from .kernels_dir import kernels_dir
 
 _INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.MULTILINE)
 _PACKAGE = Path(__file__).resolve().parent
+_SELF = Path(__file__).resolve()
 
 
 def cuda_closure(kernels: tuple[str, ...]) -> tuple[Path, ...]:
@@ -42,11 +47,35 @@ def python_closure(modules: tuple[Path, ...]) -> tuple[Path, ...]:
     seen: set[Path] = set()
     while pending:
         path = pending.pop()
-        if path in seen:
+        if path in seen or path == _SELF:
             continue
         seen.add(path)
         pending += [p for p in _imported(path) if p not in seen]
     return tuple(sorted(seen))
+
+
+def digest(path: Path) -> bytes:
+    """The part of a source file that can change a result: for Python the syntax tree without
+    docstrings and without the type hints of function signatures (so formatting, comments,
+    documentation and typing do not void stored winners); else the bytes."""
+    if path.suffix != ".py":
+        return path.read_bytes()
+    tree = ast.parse(path.read_bytes(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):  # type hints of signatures do nothing
+            node.returns = None
+            for argument in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs):
+                argument.annotation = None
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False).encode()
 
 
 def _imported(path: Path) -> list[Path]:

@@ -44,8 +44,9 @@ def space_report(spec: SweepSpec) -> tuple[ProblemSpace, ...]:
         counts = []
         for name, space in spec.space.templates:
             template = family.templates[name]
-            valid = sum(not template.violations(named.problem, template.config_type(**config.as_dict()))
-                        for config in space)
+            valid = sum(
+                not template.violations(named.problem, template.config_type(**config.as_dict())) for config in space
+            )
             counts.append(TemplateCount(name, space.size(), valid))
         report.append(ProblemSpace(named.name, tuple(counts)))
     return tuple(report)

@@ -109,7 +109,6 @@ def search_settings(data: dict[str, Any], where: str) -> SearchSettings:
     checks = (("trials", int, 1), ("seed", int, 0), ("finalists", int, 1), ("seconds", (int, float), 1))
     for field, kind, low in checks:
         value = getattr(settings, field)
-        if (type(value) not in (kind if isinstance(kind, tuple) else (kind,)) or not math.isfinite(value)
-                or value < low):
+        if type(value) not in (kind if isinstance(kind, tuple) else (kind,)) or not math.isfinite(value) or value < low:
             raise SpaceError(f"{where}: search.{field} must be a number >= {low}, got {value!r}")
     return settings

@@ -19,10 +19,14 @@ from .errors import InvalidConfig
 
 # element type -> (bytes, CUtensorMapDataType member)
 DATA_TYPES = {
-    "uint8": (1, "CU_TENSOR_MAP_DATA_TYPE_UINT8"), "uint16": (2, "CU_TENSOR_MAP_DATA_TYPE_UINT16"),
-    "uint32": (4, "CU_TENSOR_MAP_DATA_TYPE_UINT32"), "int32": (4, "CU_TENSOR_MAP_DATA_TYPE_INT32"),
-    "int64": (8, "CU_TENSOR_MAP_DATA_TYPE_INT64"), "float16": (2, "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"),
-    "bfloat16": (2, "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"), "float32": (4, "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"),
+    "uint8": (1, "CU_TENSOR_MAP_DATA_TYPE_UINT8"),
+    "uint16": (2, "CU_TENSOR_MAP_DATA_TYPE_UINT16"),
+    "uint32": (4, "CU_TENSOR_MAP_DATA_TYPE_UINT32"),
+    "int32": (4, "CU_TENSOR_MAP_DATA_TYPE_INT32"),
+    "int64": (8, "CU_TENSOR_MAP_DATA_TYPE_INT64"),
+    "float16": (2, "CU_TENSOR_MAP_DATA_TYPE_FLOAT16"),
+    "bfloat16": (2, "CU_TENSOR_MAP_DATA_TYPE_BFLOAT16"),
+    "float32": (4, "CU_TENSOR_MAP_DATA_TYPE_FLOAT32"),
 }
 FLOAT_TYPES = ("float16", "bfloat16", "float32")
 SWIZZLE_BYTES = {"none": 0, "32B": 32, "64B": 64, "128B": 128}
@@ -61,8 +65,10 @@ def violations(req: TensorMapRequest) -> list[str]:
     element_strides = req.element_strides or (1,) * rank
     broken = []
     if not 2 <= rank <= 5:
-        return [f"rank {rank}: use 2 to 5 dimensions (the driver refused every rank-1 request: give a 1-D "
-                "tensor an outer dimension of 1)"]
+        return [
+            f"rank {rank}: use 2 to 5 dimensions (the driver refused every rank-1 request: give a 1-D "
+            "tensor an outer dimension of 1)"
+        ]
     if not len(req.strides) == len(req.box) == len(element_strides) == rank:
         return ["shape, strides, box and element_strides must have one entry per dimension"]
     if req.address % 16:
@@ -71,8 +77,10 @@ def violations(req: TensorMapRequest) -> list[str]:
         if not 1 <= extent <= 2**32:
             broken.append(f"shape[{d}] = {extent}: each dimension must lie in [1, 2^32]")
     if req.strides[-1] != size:
-        broken.append(f"the innermost stride must be the element size ({size} bytes): tensor maps need a "
-                      "contiguous innermost dimension")
+        broken.append(
+            f"the innermost stride must be the element size ({size} bytes): tensor maps need a "
+            "contiguous innermost dimension"
+        )
     for d in range(rank - 1):
         stride = req.strides[d]
         if stride % 16 or not 0 < stride < 2**40:
@@ -90,13 +98,17 @@ def violations(req: TensorMapRequest) -> list[str]:
     else:  # the driver's size of a box: every dimension's extent divided by its stride, rounded down
         box_bytes = math.prod(b // s for b, s in zip(req.box, element_strides, strict=True)) * size
         if box_bytes > MAX_BOX_BYTES:
-            broken.append(f"the box holds {box_bytes} bytes (extents divided by the element strides): at most "
-                          f"{MAX_BOX_BYTES} (128 KiB)")
+            broken.append(
+                f"the box holds {box_bytes} bytes (extents divided by the element strides): at most "
+                f"{MAX_BOX_BYTES} (128 KiB)"
+            )
     if req.swizzle not in SWIZZLE_BYTES:
         broken.append(f"swizzle {req.swizzle!r} is not one of {list(SWIZZLE_BYTES)}")
     elif req.swizzle != "none" and inner_bytes > SWIZZLE_BYTES[req.swizzle]:
-        broken.append(f"swizzle {req.swizzle} spans {SWIZZLE_BYTES[req.swizzle]} bytes but the box's inner "
-                      f"extent is {inner_bytes} bytes")
+        broken.append(
+            f"swizzle {req.swizzle} spans {SWIZZLE_BYTES[req.swizzle]} bytes but the box's inner "
+            f"extent is {inner_bytes} bytes"
+        )
     if req.oob_fill not in ("zero", "nan") or (req.oob_fill == "nan" and req.dtype not in FLOAT_TYPES):
         broken.append(f"oob_fill {req.oob_fill!r}: 'zero', or 'nan' for floating-point types only")
     if req.l2_promotion not in L2_PROMOTION:
@@ -136,12 +148,16 @@ def driver_arguments(req: TensorMapRequest) -> tuple[Any, ...]:
     swizzle = {"none": "NONE", "32B": "32B", "64B": "64B", "128B": "128B"}[req.swizzle]
     promotion = {"none": "NONE", "64B": "L2_64B", "128B": "L2_128B", "256B": "L2_256B"}[req.l2_promotion]
     fill = "NONE" if req.oob_fill == "zero" else "NAN_REQUEST_ZERO_FMA"
-    return (getattr(cu.CUtensorMapDataType, DATA_TYPES[req.dtype][1]), rank, req.address,
-            [cu.cuuint64_t(x) for x in reversed(req.shape)],
-            [cu.cuuint64_t(x) for x in reversed(req.strides[:-1])],
-            [cu.cuuint32_t(x) for x in reversed(req.box)],
-            [cu.cuuint32_t(x) for x in reversed(req.element_strides or (1,) * rank)],
-            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-            getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
-            getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{promotion}"),
-            getattr(cu.CUtensorMapFloatOOBfill, f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{fill}"))
+    return (
+        getattr(cu.CUtensorMapDataType, DATA_TYPES[req.dtype][1]),
+        rank,
+        req.address,
+        [cu.cuuint64_t(x) for x in reversed(req.shape)],
+        [cu.cuuint64_t(x) for x in reversed(req.strides[:-1])],
+        [cu.cuuint32_t(x) for x in reversed(req.box)],
+        [cu.cuuint32_t(x) for x in reversed(req.element_strides or (1,) * rank)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{swizzle}"),
+        getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{promotion}"),
+        getattr(cu.CUtensorMapFloatOOBfill, f"CU_TENSOR_MAP_FLOAT_OOB_FILL_{fill}"),
+    )

@@ -19,11 +19,19 @@ def variant(builder, family: Family, problem: Problem, config: Config, source: K
     return variant_of(family, problem, config, build)
 
 
-def evaluate(runner, builder, family: Family, problem: Problem, config: Config, source: KernelSource | None = None,
-             timeout_s: float | None = None) -> Outcome:
+def evaluate(
+    runner,
+    builder,
+    family: Family,
+    problem: Problem,
+    config: Config,
+    source: KernelSource | None = None,
+    timeout_s: float | None = None,
+) -> Outcome:
     """Verify ``config`` (or ``source``, a sabotaged rendering of it) on ``problem``, untimed."""
-    job = EvaluateJob(family.name, problem.to_dict(), variant(builder, family, problem, config, source), SCREEN, 1234,
-                      time=False)
+    job = EvaluateJob(
+        family.name, problem.to_dict(), variant(builder, family, problem, config, source), SCREEN, 1234, time=False
+    )
     return runner.run(job, timeout_s=timeout_s)
 
 
@@ -33,8 +41,16 @@ def retime_with_baseline(runner, builder, family: Family, problem: Problem, conf
     return runner.run(job)
 
 
-def assert_sabotage_caught(runner, builder, family: Family, problem: Problem, config: Config, find: str,
-                           replace_with: str, expect: str = "never written") -> None:
+def assert_sabotage_caught(
+    runner,
+    builder,
+    family: Family,
+    problem: Problem,
+    config: Config,
+    find: str,
+    replace_with: str,
+    expect: str = "never written",
+) -> None:
     """A rendering of ``config`` with ``find`` replaced by ``replace_with`` in its source must fail
     verification with ``expect`` in the message, and the untouched rendering must pass."""
     good = family.render(problem, config)

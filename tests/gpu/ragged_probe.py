@@ -45,8 +45,11 @@ def _place(cu, device_id: int, nbytes: int, unmapped: int, placement: str, clean
     prop.type = cu.CUmemAllocationType.CU_MEM_ALLOCATION_TYPE_PINNED
     prop.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
     prop.location.id = device_id
-    granularity = int(checked(cu.cuMemGetAllocationGranularity(
-        prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)))
+    granularity = int(
+        checked(
+            cu.cuMemGetAllocationGranularity(prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM)
+        )
+    )
     hole = math.ceil(max(unmapped, 1) / granularity) * granularity
     mapped = math.ceil(max(nbytes, 1) / granularity) * granularity
     base = int(checked(cu.cuMemAddressReserve(hole + mapped, 0, 0, 0)))
@@ -115,8 +118,9 @@ def run_next_to_unmapped(problem_data: dict, configs: list[dict], placement: str
             if count:
                 fill = cu.cuMemsetD32 if et.itemsize == 4 else cu.cuMemsetD16
                 checked(fill(out, et.poison, count))
-            kernel = load_kernel(built.cubin, built.lowered_name, family.geometry(p, config).shared_bytes,
-                                 device.device_id)
+            kernel = load_kernel(
+                built.cubin, built.lowered_name, family.geometry(p, config).shared_bytes, device.device_id
+            )
             kernel_launcher(stream, kernel, family.geometry(p, config), marshal(args, buffers))()
             stream.sync()
             checked(cu.cuCtxSynchronize())
@@ -124,10 +128,13 @@ def run_next_to_unmapped(problem_data: dict, configs: list[dict], placement: str
             if count:
                 checked(cu.cuMemcpyDtoH(got.ctypes.data, out, got.nbytes))
             wrong = np.flatnonzero(got != expected.reshape(-1))
-            reports.append("" if not wrong.size else
-                           f"{config.label()}: {wrong.size} of {count} elements wrong, first at "
-                           f"{np.unravel_index(wrong[0], expected.shape)}: got 0x{int(got[wrong[0]]):x}, "
-                           f"expected 0x{int(expected.reshape(-1)[wrong[0]]):x}")
+            reports.append(
+                ""
+                if not wrong.size
+                else f"{config.label()}: {wrong.size} of {count} elements wrong, first at "
+                f"{np.unravel_index(wrong[0], expected.shape)}: got 0x{int(got[wrong[0]]):x}, "
+                f"expected 0x{int(expected.reshape(-1)[wrong[0]]):x}"
+            )
     return reports
 
 
@@ -135,7 +142,7 @@ def read_in_front(nbytes: int) -> str:
     """Control: an ordinary load 16 bytes in front of a "front" buffer (inside the unmapped range). Returns
     the error the launch or the synchronisation reported ('' when the load did not fault)."""
     cu, device = _device()
-    code = ('extern "C" __global__ void touch(const unsigned int* p, unsigned int* out) { *out = p[-4]; }')
+    code = 'extern "C" __global__ void touch(const unsigned int* p, unsigned int* out) { *out = p[-4]; }'
     builder = NvrtcBuilder("sm_90")
     try:
         built = builder.build_one(KernelSource(code, "touch", ()))
@@ -190,10 +197,12 @@ def load_through_clipping_map(placement: str, dyn: int = CLIP_DYN) -> str:
     the load raised."""
     cu, device = _device()
     family = get("ragged3d")
-    p = family.parse_problem({"dtype": "bfloat16", "batch": 1, "max_len": 64, "heads": 8, "depth": 64,
-                              "direction": "pack", "lengths": [64]})
-    config = family.config({"template": "tma", "BM": CLIP_BM, "group": 1, "BN": 0, "swizzle": "none",
-                            "tma_blocks_per_op": 0})
+    p = family.parse_problem(
+        {"dtype": "bfloat16", "batch": 1, "max_len": 64, "heads": 8, "depth": 64, "direction": "pack", "lengths": [64]}
+    )
+    config = family.config(
+        {"template": "tma", "BM": CLIP_BM, "group": 1, "BN": 0, "swizzle": "none", "tma_blocks_per_op": 0}
+    )
     _, typed = family.typed(config)
     assert isinstance(typed, ragged3d_tma.TmaConfig)
     clip = ragged3d_tma.tensor_maps(p, typed)[1]
@@ -202,9 +211,12 @@ def load_through_clipping_map(placement: str, dyn: int = CLIP_DYN) -> str:
     chunk = 8  # 16 bytes of bfloat16
     want = np.zeros((CLIP_BM, chunk), np.uint16)
     want[:dyn] = rows[:dyn, 0, :chunk]
-    args = (dataclasses.replace(clip, name="map"),
-            *(ScalarArg("i32", v, name) for name, v in (("c0", 0), ("c1", CLIP_BM - dyn), ("c2", dyn * p.heads))),
-            ScalarArg("u32", want.nbytes, "bytes"), BufferArg("got", "unsigned"))
+    args = (
+        dataclasses.replace(clip, name="map"),
+        *(ScalarArg("i32", v, name) for name, v in (("c0", 0), ("c1", CLIP_BM - dyn), ("c2", dyn * p.heads))),
+        ScalarArg("u32", want.nbytes, "bytes"),
+        BufferArg("got", "unsigned"),
+    )
     code = CLIP_LOAD % {"args": ArgStruct.of("clip_load_args", args).source()}
     builder = NvrtcBuilder("sm_90")
     try:
@@ -220,8 +232,12 @@ def load_through_clipping_map(placement: str, dyn: int = CLIP_DYN) -> str:
         kernel = load_kernel(built.cubin, built.lowered_name, want.nbytes, device.device_id)
         stream = device.create_stream()
         try:
-            kernel_launcher(stream, kernel, LaunchGeometry((1, 1, 1), (32, 1, 1), want.nbytes),
-                            marshal(args, {"out": buffer, "got": out}))()
+            kernel_launcher(
+                stream,
+                kernel,
+                LaunchGeometry((1, 1, 1), (32, 1, 1), want.nbytes),
+                marshal(args, {"out": buffer, "got": out}),
+            )()
             stream.sync()
         except Exception as exc:  # the fault this probe looks for
             return f"{type(exc).__name__}: {exc}"
@@ -229,4 +245,3 @@ def load_through_clipping_map(placement: str, dyn: int = CLIP_DYN) -> str:
         checked(cu.cuMemcpyDtoH(got.ctypes.data, out, got.nbytes))
     wrong = np.argwhere(got != want)
     return "" if not wrong.size else f"{len(wrong)} of {want.size} elements wrong, first at {tuple(wrong[0])}"
-

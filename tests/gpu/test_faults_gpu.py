@@ -39,9 +39,13 @@ def sweep(tmp_path, name, faults):
 
 
 def test_sweep_survives_planted_faults(tmp_path):
-    mixed, replacements, records = sweep(tmp_path, "mixed", '["none", "oob_write", "hang", "wrong_value", '
-                                         '"skip_element", "modify_input", "too_much_shared", '
-                                         '"over_launch_bounds", "compile_error"]')
+    mixed, replacements, records = sweep(
+        tmp_path,
+        "mixed",
+        '["none", "oob_write", "hang", "wrong_value", '
+        '"skip_element", "modify_input", "too_much_shared", '
+        '"over_launch_bounds", "compile_error"]',
+    )
     screened = [r for r in records if r.phase == "screen"]
     assert len(screened) == 27
     for r in screened:

@@ -22,7 +22,8 @@ GATHER, SCATTER, ELEMENTS = get("gather"), get("scatter"), get("gather_elements"
 DTYPES = ["float32", "bfloat16", "float16"]
 INDEX_DTYPES = ["int32", "int64"]
 PADDINGS = [{"padding": m} for m in ("zero", "neg_zero", "nan", "pos_inf", "neg_inf")] + [
-    {"padding": "value", "pad_value": -3.25}]
+    {"padding": "value", "pad_value": -3.25}
+]
 HUGE_TIMEOUT_S = 300  # seeded inputs of 8 GiB are made and uploaded inside the job
 
 # Odd shapes: D not a multiple of any vector (or a multiple of only some), N and K odd.
@@ -37,20 +38,52 @@ GATHER_ODD = [
 # vector-aligned offsets or at odd ones; axis 1 column gathers with windows of rows.
 GATHER_SPARSE = [
     {"rows": 1001, "cols": 73, "count": 999, "dense_offset": -5, "window": 40, "sentinel_rate": 0.1, "oob_rate": 0.1},
-    {"rows": 257, "cols": 130, "count": 4097, "offset": -3, "dense_offset": 64, "window": 96, "mask": True,
-     "mask_rate": 0.3, "sentinel_rate": 0.05},
+    {
+        "rows": 257,
+        "cols": 130,
+        "count": 4097,
+        "offset": -3,
+        "dense_offset": 64,
+        "window": 96,
+        "mask": True,
+        "mask_rate": 0.3,
+        "sentinel_rate": 0.05,
+    },
     {"rows": 33, "cols": 130, "count": 1001, "dense_offset": 101, "window": 77, "oob_rate": 0.2},
     {"rows": 999, "cols": 66, "count": 777, "offset": 2, "dense_offset": 2, "window": 64},  # every index valid
-    {"rows": 1001, "cols": 73, "count": 999, "axis": 1, "dense_offset": -4, "window": 37, "sentinel_rate": 0.1,
-     "oob_rate": 0.1},
-    {"rows": 130, "cols": 257, "count": 4097, "axis": 1, "offset": -3, "mask": True, "mask_rate": 0.3,
-     "sentinel_rate": 0.05},  # the default window: all N rows
+    {
+        "rows": 1001,
+        "cols": 73,
+        "count": 999,
+        "axis": 1,
+        "dense_offset": -4,
+        "window": 37,
+        "sentinel_rate": 0.1,
+        "oob_rate": 0.1,
+    },
+    {
+        "rows": 130,
+        "cols": 257,
+        "count": 4097,
+        "axis": 1,
+        "offset": -3,
+        "mask": True,
+        "mask_rate": 0.3,
+        "sentinel_rate": 0.05,
+    },  # the default window: all N rows
     {"rows": 7, "cols": 33, "count": 1001, "axis": 1, "dense_offset": 3, "window": 9},  # every index valid
     {"rows": 2000, "cols": 5, "count": 3, "axis": 1, "dense_offset": 1, "window": 1999, "oob_rate": 0.34},
 ]
 ELEMENTS_ODD = [
-    {"rows": 1001, "cols": 73, "tile": [37, 999], "sentinel_rate": 0.1, "oob_rate": 0.1, "mask": True,
-     "mask_rate": 0.2},
+    {
+        "rows": 1001,
+        "cols": 73,
+        "tile": [37, 999],
+        "sentinel_rate": 0.1,
+        "oob_rate": 0.1,
+        "mask": True,
+        "mask_rate": 0.2,
+    },
     {"rows": 257, "cols": 4099, "tile": [129, 130], "broadcast": True, "sentinel_rate": 0.05, "oob_rate": 0.1},
     {"rows": 33, "cols": 1, "tile": [1, 4097], "oob_rate": 0.3},
     {"rows": 7, "cols": 3, "tile": [1, 1]},  # every index valid: check_bounds='false' runs too
@@ -117,10 +150,23 @@ def test_gather_sparse_views_are_exact(runner, builder, dtype, index_dtype, shap
 def test_gather_sparse_view_all_invalid_or_outside(runner, builder, index_dtype):
     """Every element padding: all entries invalid, or the window missing A on the dense axis."""
     for axis in (0, 1):
-        for extra in ({"sentinel_rate": 0.5, "oob_rate": 0.5, "window": 9}, {"dense_offset": -20, "window": 20},
-                      {"dense_offset": 37, "window": 3, "mask": True, "mask_rate": 0.5}):
-            problem = GATHER.parse_problem({"dtype": "bfloat16", "rows": 37, "cols": 37, "count": 513, "axis": axis,
-                                            "index_dtype": index_dtype, "padding": "neg_inf", **extra})
+        for extra in (
+            {"sentinel_rate": 0.5, "oob_rate": 0.5, "window": 9},
+            {"dense_offset": -20, "window": 20},
+            {"dense_offset": 37, "window": 3, "mask": True, "mask_rate": 0.5},
+        ):
+            problem = GATHER.parse_problem(
+                {
+                    "dtype": "bfloat16",
+                    "rows": 37,
+                    "cols": 37,
+                    "count": 513,
+                    "axis": axis,
+                    "index_dtype": index_dtype,
+                    "padding": "neg_inf",
+                    **extra,
+                }
+            )
             assert problem.valid_entries == 0 or problem.dense_inside == 0
             assert_all_ok(runner, builder, GATHER, problem, configs_for(GATHER, problem)[:4])
 
@@ -147,11 +193,25 @@ def test_gather_elements_every_mode_is_exact(runner, builder, dtype, index_dtype
 
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
 def test_gather_elements_all_invalid(runner, builder, index_dtype):
-    for invalid in ({"sentinel_rate": 1.0}, {"oob_rate": 1.0}, {"sentinel_rate": 0.5, "oob_rate": 0.5},
-                    {"mask": True, "mask_rate": 1.0}, {"broadcast": True, "sentinel_rate": 1.0}):
+    for invalid in (
+        {"sentinel_rate": 1.0},
+        {"oob_rate": 1.0},
+        {"sentinel_rate": 0.5, "oob_rate": 0.5},
+        {"mask": True, "mask_rate": 1.0},
+        {"broadcast": True, "sentinel_rate": 1.0},
+    ):
         for padding in PADDINGS:
-            problem = ELEMENTS.parse_problem({"dtype": "bfloat16", "rows": 11, "cols": 37, "tile": [17, 513],
-                                              "index_dtype": index_dtype, **invalid, **padding})
+            problem = ELEMENTS.parse_problem(
+                {
+                    "dtype": "bfloat16",
+                    "rows": 11,
+                    "cols": 37,
+                    "tile": [17, 513],
+                    "index_dtype": index_dtype,
+                    **invalid,
+                    **padding,
+                }
+            )
             assert problem.valid_elements == 0
             assert_all_ok(runner, builder, ELEMENTS, problem, element_configs(problem)[:2])
 
@@ -165,9 +225,18 @@ def test_gather_elements_repeated_indices(runner, builder):
 @pytest.mark.parametrize("broadcast", [False, True])
 def test_gather_elements_rows_beyond_2_31(runner, builder, broadcast):
     """N = 2^32 rows of one float16 (8 GiB): uniform int64 row draws reach rows above 2^31."""
-    problem = ELEMENTS.parse_problem({"dtype": "float16", "rows": 2**32, "cols": 1, "tile": [4097, 3],
-                                      "index_dtype": "int64", "broadcast": broadcast, "sentinel_rate": 0.1,
-                                      "oob_rate": 0.1})
+    problem = ELEMENTS.parse_problem(
+        {
+            "dtype": "float16",
+            "rows": 2**32,
+            "cols": 1,
+            "tile": [4097, 3],
+            "index_dtype": "int64",
+            "broadcast": broadcast,
+            "sentinel_rate": 0.1,
+            "oob_rate": 0.1,
+        }
+    )
     for config in [ELEMENTS.default_config(problem)] + element_configs(problem)[:2]:
         outcome = evaluate(runner, builder, ELEMENTS, problem, config, timeout_s=HUGE_TIMEOUT_S)
         assert outcome.status is Status.OK, (config.label(), outcome.message)
@@ -187,15 +256,37 @@ def test_scatter_writes_targets_and_nothing_else(runner, builder, dtype, index_d
 
 @pytest.mark.parametrize("index_dtype", INDEX_DTYPES)
 def test_all_sentinel_and_all_out_of_range(runner, builder, index_dtype):
-    for invalid in ({"sentinel_rate": 1.0}, {"oob_rate": 1.0}, {"sentinel_rate": 0.5, "oob_rate": 0.5},
-                    {"mask": True, "mask_rate": 1.0}):
+    for invalid in (
+        {"sentinel_rate": 1.0},
+        {"oob_rate": 1.0},
+        {"sentinel_rate": 0.5, "oob_rate": 0.5},
+        {"mask": True, "mask_rate": 1.0},
+    ):
         for padding in PADDINGS:
-            problem = GATHER.parse_problem({"dtype": "bfloat16", "rows": 11, "cols": 37, "count": 513,
-                                            "index_dtype": index_dtype, **invalid, **padding})
+            problem = GATHER.parse_problem(
+                {
+                    "dtype": "bfloat16",
+                    "rows": 11,
+                    "cols": 37,
+                    "count": 513,
+                    "index_dtype": index_dtype,
+                    **invalid,
+                    **padding,
+                }
+            )
             assert problem.valid_entries == 0
             assert_all_ok(runner, builder, GATHER, problem, configs_for(GATHER, problem)[:4])
-    problem = SCATTER.parse_problem({"dtype": "float32", "rows": 513, "cols": 37, "count": 513,
-                                     "index_dtype": index_dtype, "mask": True, "mask_rate": 1.0})
+    problem = SCATTER.parse_problem(
+        {
+            "dtype": "float32",
+            "rows": 513,
+            "cols": 37,
+            "count": 513,
+            "index_dtype": index_dtype,
+            "mask": True,
+            "mask_rate": 1.0,
+        }
+    )
     assert problem.valid_entries == 0  # nothing written: A must come back all poison
     assert_all_ok(runner, builder, SCATTER, problem, configs_for(SCATTER, problem))
 
@@ -206,15 +297,27 @@ def test_gather_repeated_indices(runner, builder):
     assert_all_ok(runner, builder, GATHER, problem, configs_for(GATHER, problem))
 
 
-@pytest.mark.parametrize(("index_dtype", "extra"), [
-    ("int32", {"offset": 2**31}),  # idx -2^31 .. 2^31 - 1 reach rows 0 .. 2^32 - 1
-    ("int64", {"offset": 2**31 + 12345, "sentinel_rate": 0.1, "oob_rate": 0.1}),
-])
+@pytest.mark.parametrize(
+    ("index_dtype", "extra"),
+    [
+        ("int32", {"offset": 2**31}),  # idx -2^31 .. 2^31 - 1 reach rows 0 .. 2^32 - 1
+        ("int64", {"offset": 2**31 + 12345, "sentinel_rate": 0.1, "oob_rate": 0.1}),
+    ],
+)
 def test_gather_rows_beyond_2_31(runner, builder, index_dtype, extra):
     """N = 2^32 rows of one float16 (8 GiB): 4097 uniform draws read rows above 2^31 with
     certainty (a miss has probability 2^-4097), through 64-bit row offsets and index arithmetic."""
-    problem = GATHER.parse_problem({"dtype": "float16", "rows": 2**32, "cols": 1, "count": 4097,
-                                    "index_dtype": index_dtype, "padding": "nan", **extra})
+    problem = GATHER.parse_problem(
+        {
+            "dtype": "float16",
+            "rows": 2**32,
+            "cols": 1,
+            "count": 4097,
+            "index_dtype": index_dtype,
+            "padding": "nan",
+            **extra,
+        }
+    )
     configs = [GATHER.default_config(problem)] + configs_for(GATHER, problem)[:3]
     for config in configs:
         outcome = evaluate(runner, builder, GATHER, problem, config, timeout_s=HUGE_TIMEOUT_S)
@@ -223,8 +326,18 @@ def test_gather_rows_beyond_2_31(runner, builder, index_dtype, extra):
 
 @pytest.mark.parametrize(("index_dtype", "offset"), [("int32", 2**31), ("int64", -(2**40))])
 def test_scatter_rows_beyond_2_31(runner, builder, index_dtype, offset):
-    problem = SCATTER.parse_problem({"dtype": "float16", "rows": 2**32, "cols": 1, "count": 4097,
-                                     "index_dtype": index_dtype, "offset": offset, "mask": True, "mask_rate": 0.25})
+    problem = SCATTER.parse_problem(
+        {
+            "dtype": "float16",
+            "rows": 2**32,
+            "cols": 1,
+            "count": 4097,
+            "index_dtype": index_dtype,
+            "offset": offset,
+            "mask": True,
+            "mask_rate": 0.25,
+        }
+    )
     for config in [SCATTER.default_config(problem)] + configs_for(SCATTER, problem)[:3]:
         outcome = evaluate(runner, builder, SCATTER, problem, config, timeout_s=HUGE_TIMEOUT_S)
         assert outcome.status is Status.OK, (config.label(), outcome.message)
@@ -234,40 +347,151 @@ def test_sabotaged_variants_are_rejected(runner, builder):
     gather = GATHER.parse_problem({"dtype": "float32", "rows": 300, "cols": 77, "count": 301, "sentinel_rate": 0.1})
     scatter = SCATTER.parse_problem({"dtype": "float16", "rows": 300, "cols": 77, "count": 300})
     for family, problem in ((GATHER, gather), (SCATTER, scatter)):  # the last entry of each is written
-        assert_sabotage_caught(runner, builder, family, problem, family.default_config(problem),
-                               "if (k >= K) return;", "if (k >= K - 1) return;")
+        assert_sabotage_caught(
+            runner,
+            builder,
+            family,
+            problem,
+            family.default_config(problem),
+            "if (k >= K) return;",
+            "if (k >= K - 1) return;",
+        )
     elements = ELEMENTS.parse_problem({"dtype": "float32", "rows": 300, "cols": 77, "tile": [3, 301]})
-    assert_sabotage_caught(runner, builder, ELEMENTS, elements, ELEMENTS.default_config(elements),
-                           "if (j < C) out[i * C + j]", "if (j < C - 1) out[i * C + j]")
+    assert_sabotage_caught(
+        runner,
+        builder,
+        ELEMENTS,
+        elements,
+        ELEMENTS.default_config(elements),
+        "if (j < C) out[i * C + j]",
+        "if (j < C - 1) out[i * C + j]",
+    )
     # a scatter that ignores the mask writes rows that must stay untouched (bfloat16 poison 0x7fad)
-    masked = SCATTER.parse_problem({"dtype": "bfloat16", "rows": 300, "cols": 77, "count": 300, "mask": True,
-                                    "mask_rate": 0.5})
-    assert_sabotage_caught(runner, builder, SCATTER, masked, SCATTER.default_config(masked),
-                           "if (MASK && __ldg(mask + k) == 0) return -1;", "", expect="expected 0x7fad")
+    masked = SCATTER.parse_problem(
+        {"dtype": "bfloat16", "rows": 300, "cols": 77, "count": 300, "mask": True, "mask_rate": 0.5}
+    )
+    assert_sabotage_caught(
+        runner,
+        builder,
+        SCATTER,
+        masked,
+        SCATTER.default_config(masked),
+        "if (MASK && __ldg(mask + k) == 0) return -1;",
+        "",
+        expect="expected 0x7fad",
+    )
 
 
-@pytest.mark.parametrize(("family", "data"), [
-    (GATHER, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "count": 8192}),
-    (GATHER, {"dtype": "float16", "rows": 4096, "cols": 130, "count": 8192, "index_dtype": "int64", "offset": 3,
-              "sentinel_rate": 0.05, "oob_rate": 0.05, "mask": True, "mask_rate": 0.2, "padding": "neg_inf"}),
-    (GATHER, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "count": 8192, "dense_offset": 64, "window": 256}),
-    (GATHER, {"dtype": "float32", "rows": 4096, "cols": 130, "count": 8192, "dense_offset": -3, "window": 140,
-              "sentinel_rate": 0.05, "mask": True, "mask_rate": 0.1, "padding": "nan"}),
-    (GATHER, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "count": 8192, "axis": 1, "window": 64}),
-    (GATHER, {"dtype": "float16", "rows": 300, "cols": 4099, "count": 8192, "axis": 1, "dense_offset": -2,
-              "index_dtype": "int64", "offset": 1, "oob_rate": 0.1, "mask": True, "mask_rate": 0.2,
-              "padding": "value", "pad_value": -3.25}),
-    (ELEMENTS, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "tile": [512, 1024]}),
-    (ELEMENTS, {"dtype": "float32", "rows": 4096, "cols": 130, "tile": [64, 1024], "index_dtype": "int64",
-                "sentinel_rate": 0.05, "oob_rate": 0.05, "mask": True, "mask_rate": 0.2, "padding": "neg_inf"}),
-    (ELEMENTS, {"dtype": "float16", "rows": 4096, "cols": 130, "tile": [512, 128], "broadcast": True,
-                "sentinel_rate": 0.05}),
-    (SCATTER, {"dtype": "bfloat16", "rows": 8192, "cols": 512, "count": 8192}),
-    (SCATTER, {"dtype": "float32", "rows": 8192, "cols": 64, "count": 4096, "index_dtype": "int64",
-               "mask": True, "mask_rate": 0.5}),
-], ids=["gather", "gather_masked_int64", "gather_sparse_view", "gather_window_masked", "gather_cols",
-        "gather_cols_masked_int64", "elements", "elements_masked_int64", "elements_broadcast", "scatter",
-        "scatter_masked_int64"])
+@pytest.mark.parametrize(
+    ("family", "data"),
+    [
+        (GATHER, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "count": 8192}),
+        (
+            GATHER,
+            {
+                "dtype": "float16",
+                "rows": 4096,
+                "cols": 130,
+                "count": 8192,
+                "index_dtype": "int64",
+                "offset": 3,
+                "sentinel_rate": 0.05,
+                "oob_rate": 0.05,
+                "mask": True,
+                "mask_rate": 0.2,
+                "padding": "neg_inf",
+            },
+        ),
+        (GATHER, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "count": 8192, "dense_offset": 64, "window": 256}),
+        (
+            GATHER,
+            {
+                "dtype": "float32",
+                "rows": 4096,
+                "cols": 130,
+                "count": 8192,
+                "dense_offset": -3,
+                "window": 140,
+                "sentinel_rate": 0.05,
+                "mask": True,
+                "mask_rate": 0.1,
+                "padding": "nan",
+            },
+        ),
+        (GATHER, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "count": 8192, "axis": 1, "window": 64}),
+        (
+            GATHER,
+            {
+                "dtype": "float16",
+                "rows": 300,
+                "cols": 4099,
+                "count": 8192,
+                "axis": 1,
+                "dense_offset": -2,
+                "index_dtype": "int64",
+                "offset": 1,
+                "oob_rate": 0.1,
+                "mask": True,
+                "mask_rate": 0.2,
+                "padding": "value",
+                "pad_value": -3.25,
+            },
+        ),
+        (ELEMENTS, {"dtype": "bfloat16", "rows": 4096, "cols": 512, "tile": [512, 1024]}),
+        (
+            ELEMENTS,
+            {
+                "dtype": "float32",
+                "rows": 4096,
+                "cols": 130,
+                "tile": [64, 1024],
+                "index_dtype": "int64",
+                "sentinel_rate": 0.05,
+                "oob_rate": 0.05,
+                "mask": True,
+                "mask_rate": 0.2,
+                "padding": "neg_inf",
+            },
+        ),
+        (
+            ELEMENTS,
+            {
+                "dtype": "float16",
+                "rows": 4096,
+                "cols": 130,
+                "tile": [512, 128],
+                "broadcast": True,
+                "sentinel_rate": 0.05,
+            },
+        ),
+        (SCATTER, {"dtype": "bfloat16", "rows": 8192, "cols": 512, "count": 8192}),
+        (
+            SCATTER,
+            {
+                "dtype": "float32",
+                "rows": 8192,
+                "cols": 64,
+                "count": 4096,
+                "index_dtype": "int64",
+                "mask": True,
+                "mask_rate": 0.5,
+            },
+        ),
+    ],
+    ids=[
+        "gather",
+        "gather_masked_int64",
+        "gather_sparse_view",
+        "gather_window_masked",
+        "gather_cols",
+        "gather_cols_masked_int64",
+        "elements",
+        "elements_masked_int64",
+        "elements_broadcast",
+        "scatter",
+        "scatter_masked_int64",
+    ],
+)
 def test_variants_time_and_torch_baseline_matches(runner, builder, family, data):
     """K is a multiple of 4 here: the worker hands every input to torch through ``_signed``, which
     views a uint8 mask as int32 words."""

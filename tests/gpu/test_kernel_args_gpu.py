@@ -21,10 +21,19 @@ ROWS, COLS, BOX_ROWS, BOX_COLS = 64, 64, 8, 32
 
 def args(x: int, y: int) -> tuple:
     request = TensorMapRequest("float32", (ROWS, COLS), (COLS * 4, 4), (BOX_ROWS, BOX_COLS), 0)
-    return (BufferArg("src", "const unsigned"), ScalarArg("i32", -7, "i32"), ScalarArg("u16", 0xBEEF, "u16"),
-            TensorMapArg("src", request, 0, "map"), ScalarArg("i64", -(2**40) - 3, "i64"),
-            ScalarArg("u32", 0xDEADBEEF, "u32"), ScalarArg("f32", 1.5, "f32"), ScalarArg("i32", x, "x"),
-            ScalarArg("i32", y, "y"), BufferArg("out", "unsigned long long"), BufferArg("box_out", "float"))
+    return (
+        BufferArg("src", "const unsigned"),
+        ScalarArg("i32", -7, "i32"),
+        ScalarArg("u16", 0xBEEF, "u16"),
+        TensorMapArg("src", request, 0, "map"),
+        ScalarArg("i64", -(2**40) - 3, "i64"),
+        ScalarArg("u32", 0xDEADBEEF, "u32"),
+        ScalarArg("f32", 1.5, "f32"),
+        ScalarArg("i32", x, "x"),
+        ScalarArg("i32", y, "y"),
+        BufferArg("out", "unsigned long long"),
+        BufferArg("box_out", "float"),
+    )
 
 
 def test_every_member_kind_arrives_alone_and_in_a_graph(tmp_path) -> None:
@@ -41,8 +50,10 @@ def test_every_member_kind_arrives_alone_and_in_a_graph(tmp_path) -> None:
     assert built.status is Status.OK, built.log
     kernel = load_kernel(built.cubin, built.lowered_name, 0, device.device_id)
     src = np.arange(ROWS * COLS, dtype=np.float32).reshape(ROWS, COLS)
-    buffers = {name: device.allocate(size, stream=stream)
-               for name, size in (("src", src.nbytes), ("out", 6 * 8), ("box_out", BOX_ROWS * BOX_COLS * 4))}
+    buffers = {
+        name: device.allocate(size, stream=stream)
+        for name, size in (("src", src.nbytes), ("out", 6 * 8), ("box_out", BOX_ROWS * BOX_COLS * 4))
+    }
     checked(driver.cuMemcpyHtoD(int(buffers["src"].handle), src.ctypes.data, src.nbytes))
     geometry = LaunchGeometry((1, 1, 1), (32, 1, 1), 0)
 
@@ -61,7 +72,8 @@ def test_every_member_kind_arrives_alone_and_in_a_graph(tmp_path) -> None:
     assert out[5] == np.float32(0.0).view(np.uint32)  # src[0]'s bits through the typed pointer
     np.testing.assert_array_equal(box, src[8:16, 32:64])
     # two steps as one CUDA graph: the last one's box is what remains
-    steps_launcher(stream, [(kernel, geometry, marshal(args(0, 0), buffers)),
-                            (kernel, geometry, marshal(args(0, 56), buffers))])()
+    steps_launcher(
+        stream, [(kernel, geometry, marshal(args(0, 0), buffers)), (kernel, geometry, marshal(args(0, 56), buffers))]
+    )()
     stream.sync()
     np.testing.assert_array_equal(read(0, 56)[1], src[56:64, 0:32])

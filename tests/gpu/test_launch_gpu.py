@@ -102,19 +102,27 @@ def test_gemm_launch_through_tensor_maps(tmp_path, torch, path):
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     d = torch.full((m, n + 1), 7.0, device="cuda", dtype=torch.bfloat16)
     problem = gemm.problem_from_arrays({"A": device_array(a), "B": device_array(b), "D": device_array(d)}, K=k, N=n)
-    config = {"template": path, "BM": 128, "BN": 128, "stages": 3, "bounds": "true", "consumers": 1,
-              "tiles_per_block": 2}
+    config = {
+        "template": path,
+        "BM": 128,
+        "BN": 128,
+        "stages": 3,
+        "bounds": "true",
+        "consumers": 1,
+        "tiles_per_block": 2,
+    }
     gemm.check(problem, gemm.config(config))
     launcher = Launcher(tmp_path / "winners.sqlite", cache_dir=tmp_path / "cubins")
-    record = EvalRecord("gemm", problem.to_dict(), config, Status.OK, timing=Timing((1.0, 1.0, 1.0)),
-                        device=launcher.device_info())
+    record = EvalRecord(
+        "gemm", problem.to_dict(), config, Status.OK, timing=Timing((1.0, 1.0, 1.0)), device=launcher.device_info()
+    )
     with WinnersDB(tmp_path / "winners.sqlite") as db:
         assert db.put(WinnerKey.of(record, gemm.source_hash(), problem.key(), problem.dtype), record)
     for _ in range(2):  # the second call reuses the launches bound to these addresses
         answer = launcher("gemm", {"A": a, "B": b, "D": d}, K=k, N=n)
     torch.cuda.synchronize()
     assert answer.source == "exact" and answer.config["template"] == path
-    want = (a.double() @ b.double())
+    want = a.double() @ b.double()
     got = d[:, :n].double()
     assert ((got - want).abs() <= 1e-2 * want.abs() + 0.1).all()
     assert (d[:, n] == 7.0).all()

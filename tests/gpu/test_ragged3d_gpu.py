@@ -49,8 +49,17 @@ def configs_for(problem):
 
 def problem_of(dtype, direction, shape):
     b, lmax, h, d, lengths = shape
-    return RAGGED.parse_problem({"dtype": dtype, "batch": b, "max_len": lmax, "heads": h, "depth": d,
-                                 "direction": direction, "lengths": lengths})
+    return RAGGED.parse_problem(
+        {
+            "dtype": dtype,
+            "batch": b,
+            "max_len": lmax,
+            "heads": h,
+            "depth": d,
+            "direction": direction,
+            "lengths": lengths,
+        }
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -68,15 +77,31 @@ def test_every_mode_is_exact(runner, builder, dtype, direction, shape):
 def test_a_variant_that_skips_rows_is_rejected(runner, builder, direction):
     problem = problem_of("bfloat16", direction, SHAPES[2])
     config = RAGGED.config({"template": "vector", "BM": 16, "threads": 128, "vec_bytes": 16})
-    assert_sabotage_caught(runner, builder, RAGGED, problem, config, "filled * row, (rows - filled) * row",
-                           "(filled - (filled > 0)) * row, (rows - filled) * row")  # each tile's last row dropped
+    assert_sabotage_caught(
+        runner,
+        builder,
+        RAGGED,
+        problem,
+        config,
+        "filled * row, (rows - filled) * row",
+        "(filled - (filled > 0)) * row, (rows - filled) * row",
+    )  # each tile's last row dropped
 
 
 @pytest.mark.parametrize("direction", ["pack", "unpack"])
 def test_times_and_torch_baseline_matches(runner, builder, direction):
     pytest.importorskip("torch")
-    problem = RAGGED.parse_problem({"dtype": "bfloat16", "batch": 8, "max_len": 512, "heads": 8, "depth": 128,
-                                    "direction": direction, "lengths": "uniform"})
+    problem = RAGGED.parse_problem(
+        {
+            "dtype": "bfloat16",
+            "batch": 8,
+            "max_len": 512,
+            "heads": 8,
+            "depth": 128,
+            "direction": direction,
+            "lengths": "uniform",
+        }
+    )
     outcomes = retime_with_baseline(runner, builder, RAGGED, problem, RAGGED.default_config(problem))
     assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
     assert len(outcomes) == (4 if direction == "pack" else 2)  # pack: torch.cat (two forms) and x[mask]
@@ -103,8 +128,9 @@ def tma(**values):
 def tma_configs_for(problem, swizzle):
     """One valid tma config of the swizzle mode for each group and whole-rows-or-column-blocks (BN = 0 or
     not) with BM = 16, and a seeded one with BM 1 or 128, unbatched (batched copies: their own test)."""
-    sub = RAGGED.space.restrict({"template": ["tma"], "swizzle": [swizzle], "tma_blocks_per_op": [0],
-                                 "BM": [1, 16, 128]})
+    sub = RAGGED.space.restrict(
+        {"template": ["tma"], "swizzle": [swizzle], "tma_blocks_per_op": [0], "BM": [1, 16, 128]}
+    )
     configs = [c for c in sub if not RAGGED.violations(problem, c)]
     random.Random(f"{problem}/{swizzle}").shuffle(configs)
     chosen = {(c["group"], c["BN"] == 0): c for c in configs if c["BM"] == 16}
@@ -144,24 +170,47 @@ def test_tma_batched_copies_are_exact(runner, builder, dtype, direction, per_op)
 def test_a_tma_variant_that_drops_a_store_is_rejected(runner, builder, direction):
     problem = problem_of("bfloat16", direction, TMA_SHAPES[1])
     config = tma(group=2)  # 8 chunks of 8 columns: 8 stores per block
-    assert_sabotage_caught(runner, builder, RAGGED, problem, config,  # each block's last chunk dropped
-                           "for (int k = 0; k < ops; ++k) {\n    const int chunk",
-                           "for (int k = 0; k + 1 < ops; ++k) {\n    const int chunk")
+    assert_sabotage_caught(
+        runner,
+        builder,
+        RAGGED,
+        problem,
+        config,  # each block's last chunk dropped
+        "for (int k = 0; k < ops; ++k) {\n    const int chunk",
+        "for (int k = 0; k + 1 < ops; ++k) {\n    const int chunk",
+    )
 
 
 def test_a_tma_unpack_that_skips_its_zeros_is_rejected(runner, builder):
     """Without the zeros, rows past a sequence's end would hold the next sequence's rows."""
     problem = problem_of("bfloat16", "unpack", TMA_SHAPES[1])
-    assert_sabotage_caught(runner, builder, RAGGED, problem, tma(group=2), "zeros[v] = make_uint4(0, 0, 0, 0);", ";",
-                           expect="elements wrong")
+    assert_sabotage_caught(
+        runner,
+        builder,
+        RAGGED,
+        problem,
+        tma(group=2),
+        "zeros[v] = make_uint4(0, 0, 0, 0);",
+        ";",
+        expect="elements wrong",
+    )
 
 
 # The experiment. Lmax = 40 with BM = 16: the last sequence (length 40) ends mid-tile, so clipped rows
 # would lie past the end of x, of the ragged storage and of unpack's out; 1 KiB rows (bf16, 8 x 64).
-UNMAPPED_PROBLEM = {"dtype": "bfloat16", "batch": 5, "max_len": 40, "heads": 8, "depth": 64,
-                    "lengths": [1, 0, 16, 7, 40]}
-UNMAPPED_CONFIGS = [tma().as_dict(), tma(group=2, swizzle="128B").as_dict(),
-                    tma(group=4, BN=32, tma_blocks_per_op=4).as_dict()]
+UNMAPPED_PROBLEM = {
+    "dtype": "bfloat16",
+    "batch": 5,
+    "max_len": 40,
+    "heads": 8,
+    "depth": 64,
+    "lengths": [1, 0, 16, 7, 40],
+}
+UNMAPPED_CONFIGS = [
+    tma().as_dict(),
+    tma(group=2, swizzle="128B").as_dict(),
+    tma(group=4, BN=32, tma_blocks_per_op=4).as_dict(),
+]
 
 
 @pytest.fixture
@@ -191,14 +240,16 @@ def test_tma_needs_no_memory_in_front_of_its_buffers(isolated, direction):
     """pack's store map (the clipping map of out) has its base address BM rows in front of out, in
     unmapped memory (the seed asks the caller for that memory); every buffer starts right after unmapped
     memory. A fault or a wrong element fails this test."""
-    reports = isolated(ragged_probe.run_next_to_unmapped, {**UNMAPPED_PROBLEM, "direction": direction},
-                       UNMAPPED_CONFIGS, "front")
+    reports = isolated(
+        ragged_probe.run_next_to_unmapped, {**UNMAPPED_PROBLEM, "direction": direction}, UNMAPPED_CONFIGS, "front"
+    )
     assert reports == [""] * len(UNMAPPED_CONFIGS), reports
 
 
 @pytest.mark.parametrize("direction", ["pack", "unpack"])
 def test_tma_needs_no_memory_past_its_buffers(isolated, direction):
     """The buffers end where unmapped memory begins: rows clipped past a buffer's end are never touched."""
-    reports = isolated(ragged_probe.run_next_to_unmapped, {**UNMAPPED_PROBLEM, "direction": direction},
-                       UNMAPPED_CONFIGS, "tail")
+    reports = isolated(
+        ragged_probe.run_next_to_unmapped, {**UNMAPPED_PROBLEM, "direction": direction}, UNMAPPED_CONFIGS, "tail"
+    )
     assert reports == [""] * len(UNMAPPED_CONFIGS), reports

@@ -46,11 +46,22 @@ def test_kill_minus_nine_then_resume_on_the_gpu(tmp_path):
     sweep = tmp_path / "resume.toml"
     sweep.write_text(SWEEP)
     results = tmp_path / "r"
-    command = [sys.executable, "-m", "tunebox", "tune", str(sweep), "--backend", "gpu", "--results", str(results),
-               "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "tunebox",
+        "tune",
+        str(sweep),
+        "--backend",
+        "gpu",
+        "--results",
+        str(results),
+        "--quiet",
+    ]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+    )
     log = results / "sweeps" / "resume" / "evals.jsonl"
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and (not log.exists() or log.read_text().count("\n") < 8):

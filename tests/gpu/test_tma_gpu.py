@@ -50,12 +50,12 @@ def test_tma_boxes_land_where_the_swizzle_map_says(probe, dtype, swizzle):
         logical = np.zeros((box_rows, inner), dtype=storage)
         r0, r1 = max(y, 0), min(y + box_rows, rows)
         c0, c1 = max(x, 0), min(x + inner, cols)
-        logical[r0 - y:r1 - y, c0 - x:c1 - x] = a[r0:r1, c0:c1]
+        logical[r0 - y : r1 - y, c0 - x : c1 - x] = a[r0:r1, c0:c1]
         expected = np.zeros(got.size, dtype=np.uint8)
         flat = logical.reshape(-1).view(np.uint8)
         for element in range(box_rows * inner):
             at = swizzled_offset(element * size, swizzle)
-            expected[at:at + size] = flat[element * size:(element + 1) * size]
+            expected[at : at + size] = flat[element * size : (element + 1) * size]
         wrong = np.flatnonzero(got != expected)
         assert wrong.size == 0, (swizzle, dtype, (x, y), f"{wrong.size} bytes differ, first at {wrong[:8]}")
 
@@ -63,6 +63,7 @@ def test_tma_boxes_land_where_the_swizzle_map_says(probe, dtype, swizzle):
 def random_request(rng: random.Random, base: int) -> TensorMapRequest:
     """A request near the rules' edges: each field is valid most of the time, so requests that break
     one rule alone are common."""
+
     def rarely(bad, good):
         return bad if rng.random() < 0.1 else good
 
@@ -73,16 +74,27 @@ def random_request(rng: random.Random, base: int) -> TensorMapRequest:
     strides = [size]
     for d in range(rank - 1, 0, -1):
         padded = -(-strides[0] * shape[d] // 16) * 16
-        strides.insert(0, rarely(rng.choice([padded + 8, strides[0] * shape[d], max(padded - 16, 8)]),
-                                 rng.choice([padded, padded + 16])))
+        strides.insert(
+            0,
+            rarely(
+                rng.choice([padded + 8, strides[0] * shape[d], max(padded - 16, 8)]), rng.choice([padded, padded + 16])
+            ),
+        )
     swizzle = rng.choice(list(SWIZZLE_BYTES))
     box = [rarely(rng.choice([0, 257]), rng.choice([1, 8, 64, 256])) for _ in range(rank)]
     box[-1] = max(1, rarely(rng.choice([4, 8, 24]), rng.choice([16, 32, 64, 128, 256])) // size)
     element_strides = tuple(rarely(rng.choice([0, 9]), rng.choice([1, 1, 2, 8])) for _ in range(rank))
-    return TensorMapRequest(dtype, shape, tuple(strides), tuple(box), base + rarely(8, 0), swizzle,
-                            element_strides if rng.random() < 0.3 else None,
-                            rarely("nan", "zero") if dtype not in ("float16", "bfloat16", "float32") else
-                            rng.choice(["zero", "nan"]), rng.choice(["none", "128B", "256B"]))
+    return TensorMapRequest(
+        dtype,
+        shape,
+        tuple(strides),
+        tuple(box),
+        base + rarely(8, 0),
+        swizzle,
+        element_strides if rng.random() < 0.3 else None,
+        rarely("nan", "zero") if dtype not in ("float16", "bfloat16", "float32") else rng.choice(["zero", "nan"]),
+        rng.choice(["none", "128B", "256B"]),
+    )
 
 
 def test_the_validator_rejects_exactly_what_the_driver_rejects(probe):
@@ -90,7 +102,7 @@ def test_the_validator_rejects_exactly_what_the_driver_rejects(probe):
     requests = [random_request(rng, 0) for _ in range(3000)]
     accepted = probe(tma_probe.driver_accepts, requests)
     assert 300 < accepted.count(False) < 2700  # both verdicts are well represented
-    mismatches = [(r, violations(r), ok) for r, ok in zip(requests, accepted, strict=True)
-                  if ok == bool(violations(r))]
-    assert not mismatches, "\n".join(f"{r}: ours {v or 'accept'}, driver {'accepts' if ok else 'rejects'}"
-                                      for r, v, ok in mismatches[:20])
+    mismatches = [(r, violations(r), ok) for r, ok in zip(requests, accepted, strict=True) if ok == bool(violations(r))]
+    assert not mismatches, "\n".join(
+        f"{r}: ours {v or 'accept'}, driver {'accepts' if ok else 'rejects'}" for r, v, ok in mismatches[:20]
+    )

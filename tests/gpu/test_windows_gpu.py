@@ -62,25 +62,50 @@ def test_unfold_paddings(runner, builder, padding):
 
 
 def test_unfold_pads_with_a_custom_value(runner, builder):
-    problem = WINDOWS.parse_problem({"dtype": "float16", "rows": 37, "cols": 45, "window": [4, 8], "step": [3, 2],
-                                     "op": "unfold", "padding": "value", "pad_value": -2.5})
+    problem = WINDOWS.parse_problem(
+        {
+            "dtype": "float16",
+            "rows": 37,
+            "cols": 45,
+            "window": [4, 8],
+            "step": [3, 2],
+            "op": "unfold",
+            "padding": "value",
+            "pad_value": -2.5,
+        }
+    )
     assert evaluate(runner, builder, WINDOWS, problem, WINDOWS.default_config(problem)).status is Status.OK
 
 
 def test_a_shifted_read_is_rejected(runner, builder):
     problem = problem_of("unfold", "float32", SHAPES[0])
-    config = WINDOWS.config({"template": "direct", "BI": 2, "BJ": 4, "threads": 128, "vector": 4,
-                             "staging": "shared"})
-    assert_sabotage_caught(runner, builder, WINDOWS, problem, config, "jj * SC + v * VEC + e)", "jj * SC + v * VEC)",
-                           expect="elements wrong")
+    config = WINDOWS.config({"template": "direct", "BI": 2, "BJ": 4, "threads": 128, "vector": 4, "staging": "shared"})
+    assert_sabotage_caught(
+        runner,
+        builder,
+        WINDOWS,
+        problem,
+        config,
+        "jj * SC + v * VEC + e)",
+        "jj * SC + v * VEC)",
+        expect="elements wrong",
+    )
 
 
 @pytest.mark.parametrize("op", ["sum", "max"])
 def test_a_row_left_out_of_a_separable_reduction_is_rejected(runner, builder, op):
     problem = problem_of(op, "bfloat16", SHAPES[4])
     config = WINDOWS.config({"template": "separable", "BI": 2, "BJ": 4, "threads": 128})
-    assert_sabotage_caught(runner, builder, WINDOWS, problem, config, "for (int a = 0; a < TH; ++a) acc",
-                           "for (int a = 1; a < TH; ++a) acc", expect="elements wrong")
+    assert_sabotage_caught(
+        runner,
+        builder,
+        WINDOWS,
+        problem,
+        config,
+        "for (int a = 0; a < TH; ++a) acc",
+        "for (int a = 1; a < TH; ++a) acc",
+        expect="elements wrong",
+    )
 
 
 @pytest.mark.parametrize("op", OPS)

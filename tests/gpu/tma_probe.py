@@ -27,8 +27,9 @@ def dump_boxes(array: np.ndarray, request: TensorMapRequest, corners: list[tuple
     (x, y) corner (innermost first) with TMA, and return each box's shared-memory bytes as they lie."""
     cu = _context()
     builder = NvrtcBuilder("sm_90")
-    built = builder.build_one(KernelSource(kernel_source("tma/dump.cu"), "tma_dump_2d",
-                                           (str(kernels_dir() / "include"),)))
+    built = builder.build_one(
+        KernelSource(kernel_source("tma/dump.cu"), "tma_dump_2d", (str(kernels_dir() / "include"),))
+    )
     builder.close()
     if built.status.value != "ok":
         raise RuntimeError(built.log)
@@ -36,8 +37,9 @@ def dump_boxes(array: np.ndarray, request: TensorMapRequest, corners: list[tuple
     function = checked(cu.cuModuleGetFunction(module, built.lowered_name.encode()))
     address = int(checked(cu.cuMemAlloc(array.nbytes)))
     checked(cu.cuMemcpyHtoD(address, np.ascontiguousarray(array).ctypes.data, array.nbytes))
-    tensor_map = encode(TensorMapRequest(request.dtype, request.shape, request.strides, request.box, address,
-                                         request.swizzle))
+    tensor_map = encode(
+        TensorMapRequest(request.dtype, request.shape, request.strides, request.box, address, request.swizzle)
+    )
     nbytes = int(np.prod(request.box)) * array.itemsize
     out = int(checked(cu.cuMemAlloc(nbytes)))
     boxes = []
@@ -58,8 +60,17 @@ def driver_accepts(requests: list[TensorMapRequest]) -> list[bool]:
     base = int(checked(cu.cuMemAlloc(1 << 20)))
     verdicts = []
     for r in requests:
-        placed = TensorMapRequest(r.dtype, r.shape, r.strides, r.box, base + r.address, r.swizzle, r.element_strides,
-                                  r.oob_fill, r.l2_promotion)
+        placed = TensorMapRequest(
+            r.dtype,
+            r.shape,
+            r.strides,
+            r.box,
+            base + r.address,
+            r.swizzle,
+            r.element_strides,
+            r.oob_fill,
+            r.l2_promotion,
+        )
         err, *_ = cu.cuTensorMapEncodeTiled(*driver_arguments(placed))
         verdicts.append(int(err) == 0)
     return verdicts

@@ -40,7 +40,14 @@ def ceiling_answers(conn, copy_status: Status = Status.OK) -> None:
     product of 2 ms, with the verification messages the GPU worker gives."""
     conn.send(("ready", DEVICE))
     for _ in requests_read_ahead(conn):
-        copy = (Outcome(Status.OK, "bit for bit", samples_ms=(0.5,) * 20) if copy_status is Status.OK
-                else Outcome(copy_status, "copy: 3 of 268435456 words differ from the source, first at 7"))
-        conn.send([copy, Outcome(Status.OK, "relative error 2.00e-03 against the float32 product",
-                                 samples_ms=(2.0, 2.0, 2.1))])
+        copy = (
+            Outcome(Status.OK, "bit for bit", samples_ms=(0.5,) * 20)
+            if copy_status is Status.OK
+            else Outcome(copy_status, "copy: 3 of 268435456 words differ from the source, first at 7")
+        )
+        conn.send(
+            [
+                copy,
+                Outcome(Status.OK, "relative error 2.00e-03 against the float32 product", samples_ms=(2.0, 2.0, 2.1)),
+            ]
+        )

@@ -45,8 +45,14 @@ DEVICE = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
 
 def fake_ms(config: dict) -> float:
     """A deterministic timing model with one clear optimum per problem."""
-    return (1.0 + abs(config["BM"] - 8) * 0.1 + abs(config["BN"] - 128) / 640 + (16 - config["vec_bytes"]) * 0.02
-            + (config["bounds"] == "checked") * 0.05 + (config["threads"] == 64) * 0.03)
+    return (
+        1.0
+        + abs(config["BM"] - 8) * 0.1
+        + abs(config["BN"] - 128) / 640
+        + (16 - config["vec_bytes"]) * 0.02
+        + (config["bounds"] == "checked") * 0.05
+        + (config["threads"] == 64) * 0.03
+    )
 
 
 def write_sweep(tmp_path: Path, strategy: str = "tpe", trials: int = 12) -> Path:
@@ -69,12 +75,32 @@ def write_recording(sweep: Path, path: Path, status_of=lambda config: Status.OK)
             status = status_of(values)
             ms = fake_ms(values)
             timing = Timing(tuple(ms * (1 + 0.001 * k) for k in range(10))) if status is Status.OK else None
-            log.append(EvalRecord("tile_copy", named.problem.to_dict(), values, status,
-                                  message="" if status is Status.OK else "planted failure", timing=timing,
-                                  metrics=KernelMetrics(32, 0, 0), bytes_moved=work.bytes_moved, device=DEVICE))
-        log.append(EvalRecord("tile_copy", named.problem.to_dict(), {}, Status.OK, timing=Timing((3.0,) * 10),
-                              bytes_moved=work.bytes_moved, device=DEVICE, baseline="torch: fake",
-                              phase="final"))
+            log.append(
+                EvalRecord(
+                    "tile_copy",
+                    named.problem.to_dict(),
+                    values,
+                    status,
+                    message="" if status is Status.OK else "planted failure",
+                    timing=timing,
+                    metrics=KernelMetrics(32, 0, 0),
+                    bytes_moved=work.bytes_moved,
+                    device=DEVICE,
+                )
+            )
+        log.append(
+            EvalRecord(
+                "tile_copy",
+                named.problem.to_dict(),
+                {},
+                Status.OK,
+                timing=Timing((3.0,) * 10),
+                bytes_moved=work.bytes_moved,
+                device=DEVICE,
+                baseline="torch: fake",
+                phase="final",
+            )
+        )
     return path
 
 

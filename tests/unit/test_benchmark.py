@@ -23,8 +23,20 @@ def live_log(sweep_file, results, device=DEVICE, flops=0, baselines=((2.0, "torc
         config = spec.family.default_config(named.problem).as_dict()
         rows = ((0.5, "", config), (0.4, "", {**config, "threads": 128}), *((ms, name, {}) for ms, name in baselines))
         for ms, baseline, cfg in rows:
-            log.append(EvalRecord("tile_copy", named.problem.to_dict(), cfg, Status.OK, timing=Timing((ms,) * 20),
-                                  bytes_moved=moved, flops=flops, device=device, baseline=baseline, phase="final"))
+            log.append(
+                EvalRecord(
+                    "tile_copy",
+                    named.problem.to_dict(),
+                    cfg,
+                    Status.OK,
+                    timing=Timing((ms,) * 20),
+                    bytes_moved=moved,
+                    flops=flops,
+                    device=device,
+                    baseline=baseline,
+                    phase="final",
+                )
+            )
     return spec
 
 
@@ -46,16 +58,27 @@ def test_every_baseline_is_listed_and_the_fastest_one_sets_the_ratio(sweep_file,
     case = benchmark([sweep_file], tmp_path, "x")["cases"][0]
     assert (case["baseline"], case["ratio"]) == ("torch: cat", pytest.approx(2.0))
     assert [(b["name"], b["ratio"]) for b in case["baselines"]] == [
-        ("torch: cat", pytest.approx(2.0)), ("torch: x[mask]", pytest.approx(6.0))]
+        ("torch: cat", pytest.approx(2.0)),
+        ("torch: x[mask]", pytest.approx(6.0)),
+    ]
 
 
 def test_a_baseline_that_failed_verification_is_listed_as_rejected(sweep_file, tmp_path):
     spec = live_log(sweep_file, tmp_path)
     named = spec.problems[0]
     message = "torch: y: output dst differs from the reference"
-    EvalLog(tmp_path / "sweeps" / spec.name / "evals.jsonl").append(EvalRecord(
-        "tile_copy", named.problem.to_dict(), {}, Status.WRONG_RESULT, message, device=DEVICE, baseline="torch: y",
-        phase="final"))
+    EvalLog(tmp_path / "sweeps" / spec.name / "evals.jsonl").append(
+        EvalRecord(
+            "tile_copy",
+            named.problem.to_dict(),
+            {},
+            Status.WRONG_RESULT,
+            message,
+            device=DEVICE,
+            baseline="torch: y",
+            phase="final",
+        )
+    )
     case = benchmark([sweep_file], tmp_path, "x")["cases"][0]
     assert [b["name"] for b in case["baselines"]] == ["torch: x"] and case["ratio"] == pytest.approx(5.0)
     assert case["rejected_baselines"] == [{"name": "torch: y", "status": "wrong_result", "message": message}]

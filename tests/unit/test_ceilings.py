@@ -18,13 +18,16 @@ from tunebox.runner.protocol import CeilingsJob, EvaluateJob, Outcome, RetimeJob
 from tunebox.runner.timing import FINAL
 
 
-@pytest.mark.parametrize("sizes, names", [
-    ({"copy_bytes": 1 << 20}, "copy size 1048576"),
-    ({"copy_bytes": (1 << 30) + 2}, "multiple of 4"),
-    ({"copy_bytes": "1G"}, "copy size '1G'"),
-    ({"matmul_size": 8200}, "matrix size 8200"),
-    ({"matmul_size": 512}, "multiple of 64 from 1024"),
-])
+@pytest.mark.parametrize(
+    "sizes, names",
+    [
+        ({"copy_bytes": 1 << 20}, "copy size 1048576"),
+        ({"copy_bytes": (1 << 30) + 2}, "multiple of 4"),
+        ({"copy_bytes": "1G"}, "copy size '1G'"),
+        ({"matmul_size": 8200}, "matrix size 8200"),
+        ({"matmul_size": 512}, "multiple of 64 from 1024"),
+    ],
+)
 def test_sizes_outside_the_ranges_are_refused_before_any_worker_starts(sizes, names):
     with pytest.raises(InvalidProblem, match=names):
         measure(**sizes, target=failing_canary)  # a started worker would raise DeviceUnavailable instead

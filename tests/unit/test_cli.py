@@ -28,8 +28,20 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def tuned(sweep_file, recording, tmp_path, capsys):
     results = tmp_path / "r"
-    code, out, _ = run(capsys, "tune", str(sweep_file), "--backend", "replay", "--recording", str(recording),
-                       "--results", str(results), "--trials", "8", "--quiet")
+    code, out, _ = run(
+        capsys,
+        "tune",
+        str(sweep_file),
+        "--backend",
+        "replay",
+        "--recording",
+        str(recording),
+        "--results",
+        str(results),
+        "--trials",
+        "8",
+        "--quiet",
+    )
     assert code == 0
     assert "REPLAYED" in out and "copy:" in out and "transpose:" in out
     return results
@@ -63,13 +75,16 @@ def test_shipped_winners_answer_the_benchmark_problem(capsys):
     assert "H200" in answer["explanation"]
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["query", "no_such_family", "{}"], "unknown family"),
-    (["query", "tile_copy", "{not json"], "not valid JSON"),
-    (["query", "tile_copy", '{"dtype": "float32", "src": [-4, 4], "dst": [4, 4]}'], "src"),
-    (["query", "tile_copy", '{"dtype": "float64", "src": [4, 4], "dst": [4, 4]}'], "unknown dtype"),
-    (["tune", "no/such/file.toml", "--backend", "replay"], "no such sweep file"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["query", "no_such_family", "{}"], "unknown family"),
+        (["query", "tile_copy", "{not json"], "not valid JSON"),
+        (["query", "tile_copy", '{"dtype": "float32", "src": [-4, 4], "dst": [4, 4]}'], "src"),
+        (["query", "tile_copy", '{"dtype": "float64", "src": [4, 4], "dst": [4, 4]}'], "unknown dtype"),
+        (["tune", "no/such/file.toml", "--backend", "replay"], "no such sweep file"),
+    ],
+)
 def test_bad_input_is_one_clear_line(capsys, tmp_path, argv, fragment):
     argv = [*argv, "--db", str(tmp_path / "w.sqlite")] if argv[0] == "query" else argv
     code, out, err = run(capsys, *argv)
@@ -106,10 +121,12 @@ def test_version(capsys):
 def test_every_option_of_every_subcommand_has_help():
     top = parser()
     subcommands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    missing = [f"{name} {'/'.join(action.option_strings) or action.dest}"
-               for name, sub in [("tunebox", top), *subcommands.choices.items()]
-               for action in sub._actions
-               if not isinstance(action, argparse._SubParsersAction) and not action.help]
+    missing = [
+        f"{name} {'/'.join(action.option_strings) or action.dest}"
+        for name, sub in [("tunebox", top), *subcommands.choices.items()]
+        for action in sub._actions
+        if not isinstance(action, argparse._SubParsersAction) and not action.help
+    ]
     assert missing == []
     tune_db = next(a for a in subcommands.choices["tune"]._actions if "--db" in a.option_strings)
     assert "winners-replay.sqlite" in tune_db.help  # the replay backend's default
@@ -118,8 +135,9 @@ def test_every_option_of_every_subcommand_has_help():
 @pytest.mark.parametrize("argv", [["families"], ["--help"], ["families", "--help"]])
 def test_a_closed_stdout_ends_quietly(argv):
     """`tunebox families | head -1`: the reader is gone before tunebox writes; no traceback."""
-    proc = subprocess.Popen([sys.executable, "-m", "tunebox", *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=REPO)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tunebox", *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO
+    )
     proc.stdout.close()  # head -1 has read its line and gone
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) in (0, 1) and err == ""  # 1: the write failed (EPIPE), as Python's own
@@ -131,9 +149,11 @@ def test_ceilings_never_suggests_an_option_it_lacks(capsys, monkeypatch):
     from tunebox.errors import DeviceUnavailable
 
     def no_gpu(**sizes):
-        raise DeviceUnavailable("tunebox ceilings measures the GPU of the host it runs on (no usable GPU: "
-                                "CUDA_ERROR_NO_DEVICE. Use --backend replay on a machine without a GPU.); "
-                                "run it on a GPU host")
+        raise DeviceUnavailable(
+            "tunebox ceilings measures the GPU of the host it runs on (no usable GPU: "
+            "CUDA_ERROR_NO_DEVICE. Use --backend replay on a machine without a GPU.); "
+            "run it on a GPU host"
+        )
 
     monkeypatch.setattr(tunebox.ceilings, "measure", no_gpu)
     code, out, err = run(capsys, "ceilings", "--out", "c.json", "--command", "x")
@@ -156,8 +176,9 @@ def test_ceilings_without_a_gpu_says_so_without_other_options(capsys):
 
 def test_query_of_a_database_that_does_not_exist_is_an_error(capsys, tmp_path):
     typo = tmp_path / "winers.sqlite"
-    code, out, err = run(capsys, "query", "tile_copy", '{"dtype": "float32", "src": [4, 4], "dst": [4, 4]}',
-                         "--db", str(typo))
+    code, out, err = run(
+        capsys, "query", "tile_copy", '{"dtype": "float32", "src": [4, 4], "dst": [4, 4]}', "--db", str(typo)
+    )
     assert code == 2 and out == "" and f"no winners database at {typo}" in err and "TUNEBOX_DB" in err
     assert not typo.exists()
 
@@ -166,12 +187,24 @@ def test_query_finds_the_default_database_from_any_directory(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "TUNEBOX_DB"}
     env["PYTHONPATH"] = str(REPO)
     problem = '{"dtype": "float32", "src": [16384, 16384], "dst": [16384, 16384]}'
-    done = subprocess.run([sys.executable, "-m", "tunebox", "query", "tile_copy", problem], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "tunebox", "query", "tile_copy", problem],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "no winners database" not in done.stdout and json.loads(done.stdout)["source"] in ("exact", "default")
-    help_text = subprocess.run([sys.executable, "-m", "tunebox", "query", "--help"], cwd=tmp_path, env=env,
-                               capture_output=True, text=True, timeout=120).stdout
+    help_text = subprocess.run(
+        [sys.executable, "-m", "tunebox", "query", "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
     assert "TUNEBOX_DB" in " ".join(help_text.split())
 
 
@@ -189,13 +222,32 @@ def test_a_second_sweep_of_the_same_results_is_refused_at_once(sweep_file, recor
     results = tmp_path / "r"
     lock_dir = results / "sweeps" / "small-replay"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from tunebox.store.lock import SweepLock; "
-         "SweepLock(sys.argv[1]).acquire(); print('locked', flush=True); time.sleep(120)", str(lock_dir)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from tunebox.store.lock import SweepLock; "
+            "SweepLock(sys.argv[1]).acquire(); print('locked', flush=True); time.sleep(120)",
+            str(lock_dir),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         assert holder.stdout.readline() == "locked\n"
-        argv = ["tune", str(sweep_file), "--backend", "replay", "--recording", str(recording),
-                "--results", str(results), "--trials", "3", "--quiet"]
+        argv = [
+            "tune",
+            str(sweep_file),
+            "--backend",
+            "replay",
+            "--recording",
+            str(recording),
+            "--results",
+            str(results),
+            "--trials",
+            "3",
+            "--quiet",
+        ]
         start = time.monotonic()
         code, out, err = run(capsys, *argv)
         assert code == 2 and out == "" and time.monotonic() - start < 10
@@ -210,15 +262,28 @@ def test_a_second_sweep_of_the_same_results_is_refused_at_once(sweep_file, recor
 
 
 def progress_at(done: int, record=None, index: int = 1, budget: int = 12) -> SweepProgress:
-    return SweepProgress("copy", index, 2, done, budget, done + (index - 1) * budget, 2 * budget, run_done=done,
-                         elapsed_s=2.0, best_ms=0.4123 if done else None, deadline_s=3600.0, record=record)
+    return SweepProgress(
+        "copy",
+        index,
+        2,
+        done,
+        budget,
+        done + (index - 1) * budget,
+        2 * budget,
+        run_done=done,
+        elapsed_s=2.0,
+        best_ms=0.4123 if done else None,
+        deadline_s=3600.0,
+        record=record,
+    )
 
 
 def test_progress_line_has_problem_count_totals_rate_best_and_time_left():
     from tunebox.cli import describe
 
     assert describe(progress_at(4, record=object())) == (
-        "[1/2 copy] 4/12 variants (sweep 4/24), 2.0 variants/s, best 0.4123 ms, ~10 s left")
+        "[1/2 copy] 4/12 variants (sweep 4/24), 2.0 variants/s, best 0.4123 ms, ~10 s left"
+    )
     assert describe(progress_at(0)) == "[1/2 copy] 0/12 variants (sweep 0/24), - variants/s, best -, ? left"
 
 
@@ -268,8 +333,18 @@ def test_progress_on_a_terminal_is_one_line_rewritten():
 
 
 def test_tune_shows_progress_unless_quiet(sweep_file, recording, tmp_path, capsys):
-    argv = ["tune", str(sweep_file), "--backend", "replay", "--recording", str(recording),
-            "--results", str(tmp_path / "r"), "--trials", "3"]
+    argv = [
+        "tune",
+        str(sweep_file),
+        "--backend",
+        "replay",
+        "--recording",
+        str(recording),
+        "--results",
+        str(tmp_path / "r"),
+        "--trials",
+        "3",
+    ]
     code, _, err = run(capsys, *argv)
     assert code == 0 and "[1/2 copy] 0/3 variants (sweep 0/6)" in err
     assert "[2/2 transpose] 3/3 variants (sweep 6/6)" in err

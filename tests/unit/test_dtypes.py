@@ -12,12 +12,30 @@ from tunebox.dtypes import ELEMENT_TYPES, PADDING_MODES, element_type, padding_b
 from tunebox.errors import InvalidProblem
 
 PADDING = {
-    "float32": {"zero": 0x00000000, "neg_zero": 0x80000000, "nan": 0x7FC00000, "pos_inf": 0x7F800000,
-                "neg_inf": 0xFF800000, "value": 0xC0500000},
-    "bfloat16": {"zero": 0x0000, "neg_zero": 0x8000, "nan": 0x7FC0, "pos_inf": 0x7F80, "neg_inf": 0xFF80,
-                 "value": 0xC050},
-    "float16": {"zero": 0x0000, "neg_zero": 0x8000, "nan": 0x7E00, "pos_inf": 0x7C00, "neg_inf": 0xFC00,
-                "value": 0xC280},
+    "float32": {
+        "zero": 0x00000000,
+        "neg_zero": 0x80000000,
+        "nan": 0x7FC00000,
+        "pos_inf": 0x7F800000,
+        "neg_inf": 0xFF800000,
+        "value": 0xC0500000,
+    },
+    "bfloat16": {
+        "zero": 0x0000,
+        "neg_zero": 0x8000,
+        "nan": 0x7FC0,
+        "pos_inf": 0x7F80,
+        "neg_inf": 0xFF80,
+        "value": 0xC050,
+    },
+    "float16": {
+        "zero": 0x0000,
+        "neg_zero": 0x8000,
+        "nan": 0x7E00,
+        "pos_inf": 0x7C00,
+        "neg_inf": 0xFC00,
+        "value": 0xC280,
+    },
 }
 
 
@@ -59,21 +77,24 @@ def test_unknown_dtype_raises(name: object) -> None:
         element_type(name)
 
 
-@pytest.mark.parametrize(("value", "bits"), [
-    (1.0, 0x3F80),
-    (1 + 2**-8, 0x3F80),  # halfway between 0x3f80 and 0x3f81: ties to even (down)
-    (1 + 3 * 2**-8, 0x3F82),  # halfway between 0x3f81 and 0x3f82: ties to even (up)
-    (-(1 + 2**-8), 0xBF80),
-    (-(1 + 3 * 2**-8), 0xBF82),
-    (1 + 2**-8 + 2**-20, 0x3F81),  # just above halfway: up
-    (1 + 2**-8 - 2**-20, 0x3F80),  # just below halfway: down
-    (2 + 2**-7, 0x4000),  # halfway at exponent 1: ties to even
-    (3.0, 0x4040),
-    (-3.25, 0xC050),
-    (2.0**-133, 0x0001),  # smallest bfloat16 subnormal
-    (3.3895313892515355e38, 0x7F7F),  # largest finite bfloat16
-    (3.4e38, 0x7F80),  # rounds past the largest finite value to +inf
-])
+@pytest.mark.parametrize(
+    ("value", "bits"),
+    [
+        (1.0, 0x3F80),
+        (1 + 2**-8, 0x3F80),  # halfway between 0x3f80 and 0x3f81: ties to even (down)
+        (1 + 3 * 2**-8, 0x3F82),  # halfway between 0x3f81 and 0x3f82: ties to even (up)
+        (-(1 + 2**-8), 0xBF80),
+        (-(1 + 3 * 2**-8), 0xBF82),
+        (1 + 2**-8 + 2**-20, 0x3F81),  # just above halfway: up
+        (1 + 2**-8 - 2**-20, 0x3F80),  # just below halfway: down
+        (2 + 2**-7, 0x4000),  # halfway at exponent 1: ties to even
+        (3.0, 0x4040),
+        (-3.25, 0xC050),
+        (2.0**-133, 0x0001),  # smallest bfloat16 subnormal
+        (3.3895313892515355e38, 0x7F7F),  # largest finite bfloat16
+        (3.4e38, 0x7F80),  # rounds past the largest finite value to +inf
+    ],
+)
 def test_bfloat16_round_to_nearest_even(value: float, bits: int) -> None:
     assert element_type("bfloat16").bits_of(value) == bits
 
@@ -92,8 +113,11 @@ def test_bfloat16_rounds_float64_once() -> None:
 @pytest.mark.parametrize("dtype", sorted(ELEMENT_TYPES))
 def test_encode_decode_round_trip(dtype: str) -> None:
     et = element_type(dtype)
-    bits = np.arange(1 << 16, dtype=np.uint64).astype(et.storage) if et.itemsize == 2 else \
-        np.random.default_rng(0).integers(0, 2**32, 1 << 16, dtype=np.uint64).astype(np.uint32)
+    bits = (
+        np.arange(1 << 16, dtype=np.uint64).astype(et.storage)
+        if et.itemsize == 2
+        else np.random.default_rng(0).integers(0, 2**32, 1 << 16, dtype=np.uint64).astype(np.uint32)
+    )
     with np.errstate(invalid="ignore"):  # signalling NaN patterns quieten in the float64 cast
         values = et.decode(bits)
     assert values.dtype == np.float64

@@ -20,9 +20,14 @@ def test_installed_layout(tmp_path):
     site = tmp_path / "site"
     shutil.copytree(REPO / "tunebox", site / "tunebox", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "kernels", site / "tunebox" / "kernels")  # where package data installs
-    found = subprocess.run([sys.executable, "-c", "from tunebox.kernels_dir import kernels_dir; print(kernels_dir())"],
-                           cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
-                           capture_output=True, text=True, timeout=60)
+    found = subprocess.run(
+        [sys.executable, "-c", "from tunebox.kernels_dir import kernels_dir; print(kernels_dir())"],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert found.returncode == 0, found.stderr
     assert Path(found.stdout.strip()) == site / "tunebox" / "kernels"
     assert (Path(found.stdout.strip()) / "tile_copy" / "tile_copy.cu").is_file()

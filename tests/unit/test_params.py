@@ -7,11 +7,13 @@ import pytest
 from tunebox.errors import InvalidConfig
 from tunebox.params import Config, Param, Space
 
-SPACE = Space((
-    Param("BM", (1, 2, 4, 8), "rows"),
-    Param("BN", (32, 64, 128), "cols"),
-    Param("mode", ("checked", "split", "unchecked"), "bounds"),
-))
+SPACE = Space(
+    (
+        Param("BM", (1, 2, 4, 8), "rows"),
+        Param("BN", (32, 64, 128), "cols"),
+        Param("mode", ("checked", "split", "unchecked"), "bounds"),
+    )
+)
 GOOD = {"BM": 4, "BN": 64, "mode": "split"}
 
 
@@ -55,7 +57,7 @@ def test_value_outside_domain_raises_naming_parameter() -> None:
 
 HOSTILE_INT_VALUES = [
     "1\n#include </etc/passwd>",
-    "0){asm(\"trap;\");}//",
+    '0){asm("trap;");}//',
     "4 ",
     "4",
     1e309,
@@ -78,8 +80,9 @@ def test_hostile_values_rejected_for_int_parameter(value: object) -> None:
         SPACE["BM"].check(value)
 
 
-@pytest.mark.parametrize("value", ["split\n#include </etc/passwd>", "split ", " split", "Split", 1, True, b"split"],
-                         ids=repr)
+@pytest.mark.parametrize(
+    "value", ["split\n#include </etc/passwd>", "split ", " split", "Split", 1, True, b"split"], ids=repr
+)
 def test_hostile_values_rejected_for_str_parameter(value: object) -> None:
     with pytest.raises(InvalidConfig, match="mode"):
         SPACE.validate({**GOOD, "mode": value})
@@ -182,10 +185,12 @@ def test_param_choices_all_int_or_all_str(choices: tuple) -> None:
 # -- the conditional space ------------------------------------------------------------------------
 from tunebox.params import TEMPLATE, TemplateSpaces  # noqa: E402
 
-SPACES = TemplateSpaces((
-    ("vector", Space((Param("BM", (1, 2, 4)), Param("vec", (4, 8))))),
-    ("ring", Space((Param("BM", (1, 2, 4)), Param("stages", (2, 3))))),
-))
+SPACES = TemplateSpaces(
+    (
+        ("vector", Space((Param("BM", (1, 2, 4)), Param("vec", (4, 8))))),
+        ("ring", Space((Param("BM", (1, 2, 4)), Param("stages", (2, 3))))),
+    )
+)
 
 
 def test_a_configuration_names_its_template_and_holds_only_its_parameters() -> None:
@@ -211,8 +216,10 @@ def test_the_conditional_space_has_no_combination_of_unrelated_parameters() -> N
 def test_restrict_keeps_templates_shared_and_per_template_lists() -> None:
     sliced = SPACES.restrict({TEMPLATE: ["ring"], "BM": [1, 4], "ring": {"stages": [3]}})
     assert sliced.names() == ("ring",)
-    assert [c.as_dict() for c in sliced] == [{"BM": 1, "stages": 3, TEMPLATE: "ring"},
-                                             {"BM": 4, "stages": 3, TEMPLATE: "ring"}]
+    assert [c.as_dict() for c in sliced] == [
+        {"BM": 1, "stages": 3, TEMPLATE: "ring"},
+        {"BM": 4, "stages": 3, TEMPLATE: "ring"},
+    ]
     both = SPACES.restrict({"BM": [2]})
     assert both.size() == 2 + 2
     with pytest.raises(InvalidConfig, match="no kept template has a parameter 'vec'"):

@@ -8,7 +8,7 @@ import pytest
 
 from tunebox.families import get
 from tunebox.kernels_dir import kernels_dir
-from tunebox.source_graph import cuda_closure, python_closure
+from tunebox.source_graph import cuda_closure, digest, python_closure
 
 PACKAGE = Path(__import__("tunebox").__file__).resolve().parent
 
@@ -22,8 +22,14 @@ def test_cuda_closure_follows_includes_transitively(tmp_path: Path) -> None:
 
 def test_python_closure_follows_relative_and_absolute_tunebox_imports() -> None:
     closure = set(python_closure((PACKAGE / "families" / "faults" / "planted.py",)))
-    for module in ("families/faults/operation.py", "families/contract.py", "families/base.py", "params.py",
-                   "dtypes.py", "tma.py"):
+    for module in (
+        "families/faults/operation.py",
+        "families/contract.py",
+        "families/base.py",
+        "params.py",
+        "dtypes.py",
+        "tma.py",
+    ):
         assert PACKAGE / module in closure, module
     assert not any("numpy" in str(p) or "optuna" in str(p) for p in closure)
 
@@ -38,13 +44,35 @@ def test_every_family_depends_on_its_templates_modules_and_kernels() -> None:
         assert Path(__import__(type(family.operation).__module__, fromlist=["_"]).__file__).resolve() in files
 
 
+def edited(path: Path) -> bytes:
+    """A change that alters what ``path`` does: a statement for Python, a line for device code."""
+    return b"\nCHANGED = 1\n" if path.suffix == ".py" else b"\n#define CHANGED 1\n"
+
+
 def test_the_hash_changes_when_any_source_changes(monkeypatch: pytest.MonkeyPatch) -> None:
     family = get("faults")
     before = family.source_hash()
     original = Path.read_bytes
     for changed in family.source_files:
-        monkeypatch.setattr(Path, "read_bytes",
-                            lambda self, c=changed: original(self) + (b"//" if self == c else b""))
+        monkeypatch.setattr(
+            Path, "read_bytes", lambda self, c=changed: original(self) + (edited(c) if self == c else b"")
+        )
         assert family.source_hash() != before, changed
         monkeypatch.setattr(Path, "read_bytes", original)
     assert family.source_hash() == before
+
+
+def test_formatting_comments_and_docstrings_leave_a_python_digest_alone(tmp_path: Path) -> None:
+    plain = tmp_path / "plain.py"
+    plain.write_text("def f(x):\n    return x + 1\n")
+    styled = tmp_path / "styled.py"
+    styled.write_text('"""A module."""\n\n\ndef f( x ):  # one more\n    """Add one."""\n    return (x + 1)\n')
+    assert digest(plain) == digest(styled)
+    changed = tmp_path / "changed.py"
+    changed.write_text("def f(x):\n    return x + 2\n")
+    assert digest(changed) != digest(plain)
+    kernel = tmp_path / "k.cu"
+    kernel.write_text("// one\n")
+    other = tmp_path / "l.cu"
+    other.write_text("// two\n")
+    assert digest(kernel) != digest(other)  # device sources count byte for byte

@@ -70,14 +70,23 @@ def test_shipped_sweep_loads() -> None:
     assert spec.family.name == "tile_copy"
     assert spec.source == SHIPPED
     assert [p.name for p in spec.problems] == [
-        "copy_f32_16384", "transpose_f32_16384", "pad_bf16_16383x16381", "transpose_bf16_12345x6789",
-        "crop_f16_nan_pad"]
+        "copy_f32_16384",
+        "transpose_f32_16384",
+        "pad_bf16_16383x16381",
+        "transpose_bf16_12345x6789",
+        "crop_f16_nan_pad",
+    ]
     assert spec.search.strategy in STRATEGIES and spec.search.trials >= 1
     assert 0 < spec.space.size() <= spec.family.space.size()
     crop = spec.problems[4].problem
     assert isinstance(crop, TileCopyProblem)
     assert (crop.element, crop.src, crop.dst, crop.origin, crop.padding) == (
-        "float16", (4099, 4097), (4096, 4096), (-3, 5), "nan")
+        "float16",
+        (4099, 4097),
+        (4096, 4096),
+        (-3, 5),
+        "nan",
+    )
     assert spec.problems[3].problem.transpose and spec.problems[3].problem.dst == (6789, 12345)
     # every problem has its valid default and at least one valid variant in the sweep's slice
     for named in spec.problems:
@@ -114,7 +123,7 @@ def test_not_toml(tmp_path: Path) -> None:
 
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "bin.toml"
-    path.write_bytes(b"name = \"\xff\xfe\"\n")
+    path.write_bytes(b'name = "\xff\xfe"\n')
     with pytest.raises(SpaceError, match="TOML"):
         load_sweep(path)
 
@@ -124,15 +133,14 @@ def test_unknown_top_level_key(tmp_path: Path) -> None:
 
 
 def test_unknown_family(tmp_path: Path) -> None:
-    raises(tmp_path, GOOD.replace('family = "tile_copy"', 'family = "conv2d"'), "conv2d", "tile_copy",
-           names_file=False)
+    raises(tmp_path, GOOD.replace('family = "tile_copy"', 'family = "conv2d"'), "conv2d", "tile_copy", names_file=False)
 
 
 def test_missing_family(tmp_path: Path) -> None:
     raises(tmp_path, GOOD.replace('family = "tile_copy"\n', ""), "family", names_file=False)
 
 
-@pytest.mark.parametrize("value", ['["tile_copy"]', "{ name = \"tile_copy\" }", "3"])
+@pytest.mark.parametrize("value", ['["tile_copy"]', '{ name = "tile_copy" }', "3"])
 def test_family_of_the_wrong_type(tmp_path: Path, value: str) -> None:
     """A non-string family (an array or inline table is unhashable) must still be a SpaceError."""
     raises(tmp_path, GOOD.replace('family = "tile_copy"', f"family = {value}"), "family", names_file=False)
@@ -163,11 +171,23 @@ def test_bad_strategy(tmp_path: Path, strategy: str) -> None:
     assert all(s in message for s in STRATEGIES)
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("trials", "0"), ("trials", "-1"), ("trials", "2.5"), ("trials", "true"), ("trials", '"5"'),
-    ("seed", "-1"), ("finalists", "0"), ("seconds", "0"), ("seconds", "0.5"), ("seconds", '"60"'),
-    ("seconds", "nan"), ("seconds", "-inf"),
-])
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("trials", "0"),
+        ("trials", "-1"),
+        ("trials", "2.5"),
+        ("trials", "true"),
+        ("trials", '"5"'),
+        ("seed", "-1"),
+        ("finalists", "0"),
+        ("seconds", "0"),
+        ("seconds", "0.5"),
+        ("seconds", '"60"'),
+        ("seconds", "nan"),
+        ("seconds", "-inf"),
+    ],
+)
 def test_bad_search_values(tmp_path: Path, field: str, value: str) -> None:
     old = {"trials": "trials = 5", "seed": "seed = 3", "finalists": "finalists = 2", "seconds": "seconds = 60"}
     raises(tmp_path, GOOD.replace(old[field], f"{field} = {value}"), f"search.{field}")
@@ -183,22 +203,25 @@ def test_space_value_outside_domain(tmp_path: Path, value: str) -> None:
 
 
 def test_no_problems(tmp_path: Path) -> None:
-    raises(tmp_path, GOOD[:GOOD.index("[[problems]]")], "problems")
+    raises(tmp_path, GOOD[: GOOD.index("[[problems]]")], "problems")
 
 
 def test_problems_not_tables(tmp_path: Path) -> None:
-    raises(tmp_path, GOOD[:GOOD.index("[[problems]]")] + "problems = [1, 2]\n", "problems")
+    raises(tmp_path, GOOD[: GOOD.index("[[problems]]")] + "problems = [1, 2]\n", "problems")
 
 
 def test_problem_unknown_key(tmp_path: Path) -> None:
-    raises(tmp_path, GOOD.replace('origin = [64, 64]', 'origin = [64, 64]\nstride = [1, 1]'), "'a'", "stride")
+    raises(tmp_path, GOOD.replace("origin = [64, 64]", "origin = [64, 64]\nstride = [1, 1]"), "'a'", "stride")
 
 
-@pytest.mark.parametrize(("old", "new"), [
-    ("src = [65, 73]", "src = [-65, 73]"),
-    ("dst = [64, 32]", "dst = [64, -1]"),
-    ("dst = [64, 32]", "dst = [0, 32]"),
-])
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("src = [65, 73]", "src = [-65, 73]"),
+        ("dst = [64, 32]", "dst = [64, -1]"),
+        ("dst = [64, 32]", "dst = [0, 32]"),
+    ],
+)
 def test_problem_negative_extent(tmp_path: Path, old: str, new: str) -> None:
     raises(tmp_path, GOOD.replace(old, new), "'a'", new.split(" =")[0])
 

@@ -11,29 +11,33 @@ import pytest
 from tunebox.errors import InvalidConfig
 from tunebox.tma import TensorMapRequest, encode, swizzled_offset, violations
 
-GOOD = TensorMapRequest("bfloat16", shape=(4096, 4096), strides=(8192, 2), box=(64, 64), address=0x7F0000001000,
-                        swizzle="128B")
+GOOD = TensorMapRequest(
+    "bfloat16", shape=(4096, 4096), strides=(8192, 2), box=(64, 64), address=0x7F0000001000, swizzle="128B"
+)
 
 
 def test_a_valid_request_breaks_no_rule():
     assert violations(GOOD) == []
 
 
-@pytest.mark.parametrize("change, fragment", [
-    ({"address": 0x7F0000001008}, "16-byte aligned"),
-    ({"shape": (0, 4096)}, "[1, 2^32]"),
-    ({"strides": (8192, 4)}, "innermost stride must be the element size"),
-    ({"shape": (4096, 4095), "strides": (8190, 2)}, "multiples of 16"),
-    ({"dtype": "float32", "strides": (16384, 4), "box": (256, 256), "swizzle": "none"}, "at most 131072"),
-    ({"box": (257, 64)}, "[1, 256]"),
-    ({"box": (64, 4), "swizzle": "none"}, "multiple of 16"),
-    ({"element_strides": (9, 1)}, "element strides"),
-    ({"box": (64, 128)}, "swizzle 128B spans 128 bytes"),
-    ({"box": (64, 32), "swizzle": "32B"}, "swizzle 32B spans 32 bytes"),
-    ({"swizzle": "96B"}, "not one of"),
-    ({"dtype": "int32", "strides": (16384, 4), "box": (64, 32), "oob_fill": "nan"}, "floating-point types only"),
-    ({"l2_promotion": "512B"}, "l2_promotion"),
-])
+@pytest.mark.parametrize(
+    "change, fragment",
+    [
+        ({"address": 0x7F0000001008}, "16-byte aligned"),
+        ({"shape": (0, 4096)}, "[1, 2^32]"),
+        ({"strides": (8192, 4)}, "innermost stride must be the element size"),
+        ({"shape": (4096, 4095), "strides": (8190, 2)}, "multiples of 16"),
+        ({"dtype": "float32", "strides": (16384, 4), "box": (256, 256), "swizzle": "none"}, "at most 131072"),
+        ({"box": (257, 64)}, "[1, 256]"),
+        ({"box": (64, 4), "swizzle": "none"}, "multiple of 16"),
+        ({"element_strides": (9, 1)}, "element strides"),
+        ({"box": (64, 128)}, "swizzle 128B spans 128 bytes"),
+        ({"box": (64, 32), "swizzle": "32B"}, "swizzle 32B spans 32 bytes"),
+        ({"swizzle": "96B"}, "not one of"),
+        ({"dtype": "int32", "strides": (16384, 4), "box": (64, 32), "oob_fill": "nan"}, "floating-point types only"),
+        ({"l2_promotion": "512B"}, "l2_promotion"),
+    ],
+)
 def test_each_rule_names_itself(change, fragment):
     broken = violations(replace(GOOD, **change))
     assert any(fragment in b for b in broken), broken
@@ -49,15 +53,24 @@ def test_rules_that_were_found_on_the_driver_pass_where_they_should():
 
 def test_the_validator_agrees_with_the_driver_on_every_recorded_request():
     """cuTensorMapEncodeTiled's verdicts on 3140 seeded requests, recorded on the H200."""
-    recording = json.loads((Path(__file__).resolve().parents[2] / "results" / "recordings"
-                            / "tma_driver_verdicts.json").read_text())
+    recording = json.loads(
+        (Path(__file__).resolve().parents[2] / "results" / "recordings" / "tma_driver_verdicts.json").read_text()
+    )
     requests = recording["requests"]
     assert len(requests) == 3140 and 0 < sum(r["driver"] for r in requests) < 3140
     disagree = []
     for r in requests:
-        req = TensorMapRequest(r["dtype"], tuple(r["shape"]), tuple(r["strides"]), tuple(r["box"]), r["address"],
-                               r["swizzle"], tuple(r["element_strides"]) if r["element_strides"] else None,
-                               r["oob_fill"], r["l2_promotion"])
+        req = TensorMapRequest(
+            r["dtype"],
+            tuple(r["shape"]),
+            tuple(r["strides"]),
+            tuple(r["box"]),
+            r["address"],
+            r["swizzle"],
+            tuple(r["element_strides"]) if r["element_strides"] else None,
+            r["oob_fill"],
+            r["l2_promotion"],
+        )
         if bool(violations(req)) == r["driver"]:
             disagree.append((req, violations(req), r["driver"]))
     assert not disagree, disagree[:5]

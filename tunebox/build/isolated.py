@@ -52,8 +52,7 @@ class IsolatedCompiler:
                 self._discard()
                 return BuildResult(source, arch, Status.COMPILE_ERROR, log="the compiler process died")
         self._discard()
-        return BuildResult(source, arch, Status.TIMEOUT,
-                           log=f"compile killed after {self.timeout_s:.0f} s")
+        return BuildResult(source, arch, Status.TIMEOUT, log=f"compile killed after {self.timeout_s:.0f} s")
 
     def close(self) -> None:
         with self._lock:

@@ -97,16 +97,25 @@ def compile_nvrtc(source: KernelSource, arch: str, options: list[str]) -> BuildR
         text = bytes(buf).rstrip(b"\0 ").decode(errors="replace")
         if int(err) != 0:
             return BuildResult(source, arch, Status.COMPILE_ERROR, log=text)
-        lowered, *helpers = (_check(nvrtc.nvrtcGetLoweredName(prog, e.encode()))
-                             for e in (source.name_expression, *source.helpers))
+        lowered, *helpers = (
+            _check(nvrtc.nvrtcGetLoweredName(prog, e.encode())) for e in (source.name_expression, *source.helpers)
+        )
         cubin = bytearray(_check(nvrtc.nvrtcGetCUBINSize(prog)))
         _check(nvrtc.nvrtcGetCUBIN(prog, cubin))
     finally:
         nvrtc.nvrtcDestroyProgram(prog)
     registers, spill_bytes = _kernel_resources(text, lowered.decode())
-    return BuildResult(source, arch, Status.OK, cubin=bytes(cubin), lowered_name=lowered.decode(),
-                       helper_symbols=tuple(h.decode() for h in helpers), log=text,
-                       registers=registers, spill_bytes=spill_bytes)
+    return BuildResult(
+        source,
+        arch,
+        Status.OK,
+        cubin=bytes(cubin),
+        lowered_name=lowered.decode(),
+        helper_symbols=tuple(h.decode() for h in helpers),
+        log=text,
+        registers=registers,
+        spill_bytes=spill_bytes,
+    )
 
 
 def _kernel_resources(log: str, main: str) -> tuple[int, int]:
@@ -129,22 +138,37 @@ class NvrtcBuilder:
     compiles run in this process's threads. ``build`` and ``submit`` are thread-safe.
     """
 
-    def __init__(self, arch: str = "sm_90", cache_dir: Path | None = None, workers: int | None = None,
-                 timeout_s: float | None = None):
+    def __init__(
+        self,
+        arch: str = "sm_90",
+        cache_dir: Path | None = None,
+        workers: int | None = None,
+        timeout_s: float | None = None,
+    ):
         self.arch = arch
         self.cache_dir = cache_dir
-        self._pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2,
-                                        thread_name_prefix="nvrtc")
+        self._pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2, thread_name_prefix="nvrtc")
         self._isolated = IsolatedCompiler(timeout_s) if timeout_s is not None else None
 
     def options(self, source: KernelSource) -> list[str]:
-        return [f"--gpu-architecture={self.arch}{source.arch_suffix}", "--std=c++17", "--ptxas-options=-v",
-                "-default-device", *(f"-I{d}" for d in source.include_dirs)]
+        return [
+            f"--gpu-architecture={self.arch}{source.arch_suffix}",
+            "--std=c++17",
+            "--ptxas-options=-v",
+            "-default-device",
+            *(f"-I{d}" for d in source.include_dirs),
+        ]
 
     def cache_key(self, source: KernelSource) -> str:
         h = hashlib.sha256()
-        for part in (source.code, source.name_expression, *source.helpers, " ".join(self.options(source)),
-                     nvrtc_version(), _headers_digest(source.include_dirs)):
+        for part in (
+            source.code,
+            source.name_expression,
+            *source.helpers,
+            " ".join(self.options(source)),
+            nvrtc_version(),
+            _headers_digest(source.include_dirs),
+        ):
             h.update(part.encode())
             h.update(b"\0")
         return h.hexdigest()
@@ -192,12 +216,18 @@ class NvrtcBuilder:
             cubin = paths[0].read_bytes()
             if hashlib.sha256(cubin).hexdigest() != meta["sha256"]:
                 raise ValueError("checksum mismatch")
-            return BuildResult(source, self.arch, Status.OK, cubin=cubin,
-                               lowered_name=str(meta["lowered_name"]),
-                               helper_symbols=tuple(str(h) for h in meta.get("helper_symbols", ())),
-                               log=str(meta["log"]),
-                               registers=int(meta["registers"]), spill_bytes=int(meta["spill_bytes"]),
-                               cache_hit=True)
+            return BuildResult(
+                source,
+                self.arch,
+                Status.OK,
+                cubin=cubin,
+                lowered_name=str(meta["lowered_name"]),
+                helper_symbols=tuple(str(h) for h in meta.get("helper_symbols", ())),
+                log=str(meta["log"]),
+                registers=int(meta["registers"]),
+                spill_bytes=int(meta["spill_bytes"]),
+                cache_hit=True,
+            )
         except (OSError, ValueError, KeyError, TypeError) as exc:
             log.warning("ignoring damaged cache entry %s: %s", paths[1], exc)
             return None
@@ -207,9 +237,14 @@ class NvrtcBuilder:
         if paths is None:
             return
         paths[0].parent.mkdir(parents=True, exist_ok=True)
-        meta = {"lowered_name": result.lowered_name, "helper_symbols": list(result.helper_symbols),
-                "log": result.log, "registers": result.registers,
-                "spill_bytes": result.spill_bytes, "sha256": hashlib.sha256(result.cubin).hexdigest()}
+        meta = {
+            "lowered_name": result.lowered_name,
+            "helper_symbols": list(result.helper_symbols),
+            "log": result.log,
+            "registers": result.registers,
+            "spill_bytes": result.spill_bytes,
+            "sha256": hashlib.sha256(result.cubin).hexdigest(),
+        }
         for path, data in ((paths[0], result.cubin), (paths[1], json.dumps(meta).encode())):
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
             with os.fdopen(fd, "wb") as f:

@@ -20,8 +20,7 @@ ENTRY_POINT_GROUP = "tunebox.families"
 @cache
 def _locations() -> dict[str, str]:
     """Family name -> "module:attribute" (the subpackages first; an entry point may not shadow one)."""
-    found = {info.name: f"{__name__}.{info.name}:FAMILY"
-             for info in pkgutil.iter_modules(__path__) if info.ispkg}
+    found = {info.name: f"{__name__}.{info.name}:FAMILY" for info in pkgutil.iter_modules(__path__) if info.ispkg}
     for point in entry_points(group=ENTRY_POINT_GROUP):
         found.setdefault(point.name, point.value)
     return found

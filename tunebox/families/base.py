@@ -189,12 +189,22 @@ class Instantiation:
         structs = "".join(arg_structs.values())
         aliases = {alias: CType(f"{alias}_t") for alias in arg_structs}
         code = kernel_source(self.relative) + "\n" + structs + config_struct({**dict(self.members), **aliases})
-        return KernelSource(code, f"{self.kernel}<{CONFIG_STRUCT}>", (str(kernels_dir() / "include"),),
-                            tuple(f"{h}<{CONFIG_STRUCT}>" for h in self.helpers), self.arch_suffix)
+        return KernelSource(
+            code,
+            f"{self.kernel}<{CONFIG_STRUCT}>",
+            (str(kernels_dir() / "include"),),
+            tuple(f"{h}<{CONFIG_STRUCT}>" for h in self.helpers),
+            self.arch_suffix,
+        )
 
 
-def instantiate(relative: str, kernel: str, members: Mapping[str, int | bool | CType],
-                helpers: tuple[str, ...] = (), arch_suffix: str = "") -> Instantiation:
+def instantiate(
+    relative: str,
+    kernel: str,
+    members: Mapping[str, int | bool | CType],
+    helpers: tuple[str, ...] = (),
+    arch_suffix: str = "",
+) -> Instantiation:
     """The variant ``kernel<Cfg>`` of the device source ``relative`` (under kernels/), ``Cfg`` the named
     configuration struct of ``members`` (defined after the source, so it may use its types), with the
     tile library on the include path; ``helpers`` are further kernels of the source, also ``<Cfg>``."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import InvalidConfig
 from ..params import TEMPLATE, Config, Param, Space, TemplateSpaces, Value
-from ..source_graph import cuda_closure, python_closure
+from ..source_graph import cuda_closure, digest, python_closure
 from .base import (
     Arg,
     Baseline,
@@ -59,8 +59,11 @@ class TemplateConfig:
 
     @classmethod
     def space(cls) -> Space:
-        return Space(tuple(Param(f.name, tuple(f.metadata["choices"]), f.metadata.get("doc", ""))
-                           for f in dataclasses.fields(cls)))
+        return Space(
+            tuple(
+                Param(f.name, tuple(f.metadata["choices"]), f.metadata.get("doc", "")) for f in dataclasses.fields(cls)
+            )
+        )
 
     def values(self) -> dict[str, Value]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -244,10 +247,11 @@ class Family(Generic[P]):
         return tuple(sorted(set(python) | set(cuda)))
 
     def source_hash(self) -> str:
-        """Hash of every file in ``source_files`` (16 hex digits): a winner stored under another hash
+        """Hash of every file in ``source_files`` (16 hex digits; each file's ``source_graph.digest``:
+        Python by its syntax tree, device sources by their bytes): a winner stored under another hash
         was measured on other code and is never served as exact."""
         h = hashlib.sha256()
         for path in self.source_files:
             h.update(f"{path.parent.name}/{path.name}".encode())
-            h.update(path.read_bytes())
+            h.update(digest(path))
         return h.hexdigest()[:16]

@@ -20,8 +20,13 @@ from dataclasses import dataclass
 from ..errors import InvalidConfig
 from .base import Arg, BufferArg, ScalarArg, TensorMapArg
 
-SCALARS = {"i32": ("int", 4), "i64": ("long long", 8), "u16": ("unsigned short", 2), "u32": ("unsigned int", 4),
-           "f32": ("float", 4)}  # ctype -> (C++ type, size = alignment)
+SCALARS = {
+    "i32": ("int", 4),
+    "i64": ("long long", 8),
+    "u16": ("unsigned short", 2),
+    "u32": ("unsigned int", 4),
+    "f32": ("float", 4),
+}  # ctype -> (C++ type, size = alignment)
 POINTER_BYTES = 8
 TENSOR_MAP_BYTES, TENSOR_MAP_ALIGN = 128, 64
 _POINTEE = re.compile(r"[A-Za-z_][A-Za-z0-9_:]*( [A-Za-z_][A-Za-z0-9_:]*)*")
@@ -62,11 +67,16 @@ class ArgStruct:
     def source(self) -> str:
         """The C++ struct, with the layout checked member by member at compile time."""
         lines = [f"struct {self.type_name} {{", *(f"  {m.declaration} {m.name};" for m in self.members), "};"]
-        lines += [f"static_assert(sizeof(decltype({self.type_name}::{m.name})) == {m.size} && "
-                  f"alignof(decltype({self.type_name}::{m.name})) == {m.align}, "
-                  f'"argument {m.name}: host and device layouts differ");' for m in self.members]
-        lines.append(f"static_assert(sizeof({self.type_name}) == {self.size} && alignof({self.type_name}) == "
-                     f'{self.align}, "{self.type_name}: host and device layouts differ");')
+        lines += [
+            f"static_assert(sizeof(decltype({self.type_name}::{m.name})) == {m.size} && "
+            f"alignof(decltype({self.type_name}::{m.name})) == {m.align}, "
+            f'"argument {m.name}: host and device layouts differ");'
+            for m in self.members
+        ]
+        lines.append(
+            f"static_assert(sizeof({self.type_name}) == {self.size} && alignof({self.type_name}) == "
+            f'{self.align}, "{self.type_name}: host and device layouts differ");'
+        )
         return "\n".join(lines) + "\n"
 
 
@@ -91,8 +101,7 @@ def _named(name: str, arg: ScalarArg | TensorMapArg) -> str:
 def named(args: Sequence[Arg]) -> bool:
     """Whether ``args`` describe an argument struct (every argument named, every buffer typed); a
     kernel not yet moved to one takes its arguments one by one."""
-    return bool(args) and all(
-        (arg.name and arg.pointee) if isinstance(arg, BufferArg) else arg.name for arg in args)
+    return bool(args) and all((arg.name and arg.pointee) if isinstance(arg, BufferArg) else arg.name for arg in args)
 
 
 def arg_structs(args: Sequence[Arg], prologue: Sequence[tuple[str, Sequence[Arg]]]) -> dict[str, str]:

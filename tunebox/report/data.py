@@ -88,8 +88,10 @@ def describe(device: DeviceInfo | None) -> str:
     """One-line description of a device and its toolchain ("" when unknown)."""
     if device is None:
         return ""
-    return (f"{device.name} (compute capability {device.compute_capability}, "
-            f"driver {device.driver_version}, NVRTC {device.nvrtc_version})")
+    return (
+        f"{device.name} (compute capability {device.compute_capability}, "
+        f"driver {device.driver_version}, NVRTC {device.nvrtc_version})"
+    )
 
 
 def _nan(value: float | None) -> float:
@@ -134,21 +136,22 @@ def evaluations_frame(inputs: ReportInputs) -> pd.DataFrame:
 
     records = [r for r in inputs.records if r.family == inputs.family]
     if not records:
-        raise ValueError(f"no evaluations to report: run a sweep first "
-                         f"(no record of family {inputs.family!r})")
+        raise ValueError(f"no evaluations to report: run a sweep first (no record of family {inputs.family!r})")
     rows = []
     for trial, rec in enumerate(records):
         key = canonical_json(rec.problem)
-        rows.append({
-            "trial": trial,
-            "problem_key": key,
-            "name": inputs.problem_names.get(key) or label(rec.problem),
-            **measures(rec),
-            "config": config_label(rec.config),
-            "config_key": canonical_json(rec.config),
-            "message": rec.message,
-            "device": describe(rec.device),
-        })
+        rows.append(
+            {
+                "trial": trial,
+                "problem_key": key,
+                "name": inputs.problem_names.get(key) or label(rec.problem),
+                **measures(rec),
+                "config": config_label(rec.config),
+                "config_key": canonical_json(rec.config),
+                "message": rec.message,
+                "device": describe(rec.device),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -184,13 +187,24 @@ def winners_frame(inputs: ReportInputs) -> pd.DataFrame:
         baselines = _timed_ok(group[group["kind"] == BASELINE])
         counts = variants["status"].value_counts()
         work = group["intensity"].dropna()
-        row: dict[str, Any] = {"problem_key": key, "name": group["name"].iloc[0], "template": "",
-                               "config": NO_VALID, "trial": -1, "median_ms": math.nan,
-                               "bandwidth_gbps": math.nan, "copy_fraction": math.nan, "tflops": math.nan,
-                               "peak_fraction": math.nan,
-                               "intensity": float(work.iloc[0]) if len(work) else math.nan,
-                               "default_ms": math.nan, "speedup_vs_default": math.nan, "baseline": "",
-                               "baseline_ms": math.nan, "speedup_vs_baseline": math.nan}
+        row: dict[str, Any] = {
+            "problem_key": key,
+            "name": group["name"].iloc[0],
+            "template": "",
+            "config": NO_VALID,
+            "trial": -1,
+            "median_ms": math.nan,
+            "bandwidth_gbps": math.nan,
+            "copy_fraction": math.nan,
+            "tflops": math.nan,
+            "peak_fraction": math.nan,
+            "intensity": float(work.iloc[0]) if len(work) else math.nan,
+            "default_ms": math.nan,
+            "speedup_vs_default": math.nan,
+            "baseline": "",
+            "baseline_ms": math.nan,
+            "speedup_vs_baseline": math.nan,
+        }
         if not baselines.empty:
             fastest = baselines.loc[baselines["median_ms"].idxmin()]
             row.update(baseline=fastest["baseline"], baseline_ms=fastest["median_ms"])
@@ -200,12 +214,18 @@ def winners_frame(inputs: ReportInputs) -> pd.DataFrame:
             default = inputs.default_configs.get(str(key))
             if default is not None:
                 row["default_ms"] = ok.loc[ok["config_key"] == canonical_json(default), "median_ms"].min()
-            row.update(template=best["template"], config=best["config"], trial=int(best["trial"]),
-                       median_ms=best["median_ms"], bandwidth_gbps=best["bandwidth_gbps"],
-                       copy_fraction=best["bandwidth_gbps"] / inputs.copy_limit_gbps,
-                       tflops=best["tflops"], peak_fraction=best["tflops"] / inputs.tensor_peak_tflops,
-                       speedup_vs_default=row["default_ms"] / best["median_ms"],
-                       speedup_vs_baseline=row["baseline_ms"] / best["median_ms"])
+            row.update(
+                template=best["template"],
+                config=best["config"],
+                trial=int(best["trial"]),
+                median_ms=best["median_ms"],
+                bandwidth_gbps=best["bandwidth_gbps"],
+                copy_fraction=best["bandwidth_gbps"] / inputs.copy_limit_gbps,
+                tflops=best["tflops"],
+                peak_fraction=best["tflops"] / inputs.tensor_peak_tflops,
+                speedup_vs_default=row["default_ms"] / best["median_ms"],
+                speedup_vs_baseline=row["baseline_ms"] / best["median_ms"],
+            )
         row["variants"] = len(variants)
         row.update({s.value: int(counts.get(s.value, 0)) for s in Status})
         rows.append(row)
@@ -241,13 +261,21 @@ def status_frame(inputs: ReportInputs) -> pd.DataFrame:
                     continue
                 first = selected.iloc[0]
                 example_config = first["baseline"] or " ".join(
-                    part for part in (first["template"], first["config"]) if part)
+                    part for part in (first["template"], first["config"]) if part
+                )
                 messages = selected["message"][selected["message"] != ""]
-                rows.append({"problem_key": key, "name": group["name"].iloc[0], "kind": kind, "status": status,
-                             "count": len(selected), "example_config": example_config,
-                             "example": messages.iloc[0] if len(messages) else ""})
-    return pd.DataFrame(rows, columns=["problem_key", "name", "kind", "status", "count", "example_config",
-                                       "example"])
+                rows.append(
+                    {
+                        "problem_key": key,
+                        "name": group["name"].iloc[0],
+                        "kind": kind,
+                        "status": status,
+                        "count": len(selected),
+                        "example_config": example_config,
+                        "example": messages.iloc[0] if len(messages) else "",
+                    }
+                )
+    return pd.DataFrame(rows, columns=["problem_key", "name", "kind", "status", "count", "example_config", "example"])
 
 
 def outcomes_frame(inputs: ReportInputs) -> pd.DataFrame:
@@ -297,9 +325,29 @@ def counts(inputs: ReportInputs) -> dict[str, int]:
     return result
 
 
-RESULT_COLUMNS = ("trial", "family", "problem", "problem_key", "template", "status", "median_ms", "noise",
-                  "bandwidth_gbps", "tflops", "intensity", "flops", "bytes_moved", "phase", "baseline", "kind",
-                  "replayed", "device", "config", "config_key", "message")
+RESULT_COLUMNS = (
+    "trial",
+    "family",
+    "problem",
+    "problem_key",
+    "template",
+    "status",
+    "median_ms",
+    "noise",
+    "bandwidth_gbps",
+    "tflops",
+    "intensity",
+    "flops",
+    "bytes_moved",
+    "phase",
+    "baseline",
+    "kind",
+    "replayed",
+    "device",
+    "config",
+    "config_key",
+    "message",
+)
 
 
 def results_frame(records: Iterable[EvalRecord], problem_names: Mapping[str, str] | None = None) -> pd.DataFrame:
@@ -321,18 +369,25 @@ def results_frame(records: Iterable[EvalRecord], problem_names: Mapping[str, str
     params: dict[str, None] = {}  # parameter names in order of first appearance
     for trial, rec in enumerate(records):
         key = canonical_json(rec.problem)
-        row: dict[str, Any] = {"trial": trial, "family": rec.family, "problem": names.get(key) or label(rec.problem),
-                               "problem_key": key, **measures(rec),
-                               "device": rec.device.name if rec.device else "", "config": config_label(rec.config),
-                               "config_key": canonical_json(rec.config), "message": rec.message}
+        row: dict[str, Any] = {
+            "trial": trial,
+            "family": rec.family,
+            "problem": names.get(key) or label(rec.problem),
+            "problem_key": key,
+            **measures(rec),
+            "device": rec.device.name if rec.device else "",
+            "config": config_label(rec.config),
+            "config_key": canonical_json(rec.config),
+            "message": rec.message,
+        }
         for name, value in rec.config.items():
             if name != TEMPLATE:
                 column = f"param_{name}" if name in RESULT_COLUMNS else name
                 params[column] = None
                 row[column] = value
         rows.append(row)
-    head = list(RESULT_COLUMNS[:RESULT_COLUMNS.index("template") + 1])
-    columns = [*head, *params, *RESULT_COLUMNS[len(head):]]
+    head = list(RESULT_COLUMNS[: RESULT_COLUMNS.index("template") + 1])
+    columns = [*head, *params, *RESULT_COLUMNS[len(head) :]]
     frame = pd.DataFrame(rows, columns=columns)
     if params:
         frame[list(params)] = frame[list(params)].convert_dtypes()

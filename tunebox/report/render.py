@@ -41,8 +41,10 @@ log = logging.getLogger(__name__)
 
 _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _NO_SPEEDUP = "No speed-up plot: no default variant or library baseline was timed successfully."
-_NOT_LOGGED = ("Configurations that break a validity rule are never proposed, compiled or logged, so they are not "
-               "counted here; `tunebox space` on the sweep file counts the valid configurations of each problem.")
+_NOT_LOGGED = (
+    "Configurations that break a validity rule are never proposed, compiled or logged, so they are not "
+    "counted here; `tunebox space` on the sweep file counts the valid configurations of each problem."
+)
 _CSS = """body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;margin:1em 0;font-size:.92em}
 th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
@@ -86,8 +88,11 @@ class _Column:
 
 
 def _table(columns: list[_Column], rows: list[dict[str, Any]]) -> _Table:
-    return _Table(tuple(c.header for c in columns), tuple(c.numeric for c in columns),
-                  tuple(tuple(c.cell(r) for c in columns) for r in rows))
+    return _Table(
+        tuple(c.header for c in columns),
+        tuple(c.numeric for c in columns),
+        tuple(tuple(c.cell(r) for c in columns) for r in rows),
+    )
 
 
 def _fmt(value: float, spec: str, suffix: str = "") -> str:
@@ -103,28 +108,36 @@ def _pct(value: float) -> str:
 
 def _short(text: str, limit: int) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _winners_table(winners: pd.DataFrame, arithmetic: bool, templates: bool) -> _Table:
     columns = [_Column("Problem", False, lambda w: str(w["name"]))]
     if templates:
         columns.append(_Column("Template", False, lambda w: str(w["template"]) or "—"))
-    columns += [_Column("Best config", False, lambda w: str(w["config"])),
-                _Column("Median (ms)", True, lambda w: _fmt(w["median_ms"], ".4g"))]
+    columns += [
+        _Column("Best config", False, lambda w: str(w["config"])),
+        _Column("Median (ms)", True, lambda w: _fmt(w["median_ms"], ".4g")),
+    ]
     if arithmetic:
-        columns += [_Column("TFLOP/s", True, lambda w: _fmt(w["tflops"], ".4g")),
-                    _Column("% of bf16 peak", True, lambda w: _pct(w["peak_fraction"])),
-                    _Column("FLOP/byte", True, lambda w: _fmt(w["intensity"], ",.0f"))]
+        columns += [
+            _Column("TFLOP/s", True, lambda w: _fmt(w["tflops"], ".4g")),
+            _Column("% of bf16 peak", True, lambda w: _pct(w["peak_fraction"])),
+            _Column("FLOP/byte", True, lambda w: _fmt(w["intensity"], ",.0f")),
+        ]
     else:
-        columns += [_Column("GB/s", True, lambda w: _fmt(w["bandwidth_gbps"], ",.0f")),
-                    _Column("% of copy limit", True, lambda w: _pct(w["copy_fraction"]))]
-    columns += [_Column("× vs default", True, lambda w: _fmt(w["speedup_vs_default"], ".2f", "×")),
-                _Column("× vs baseline", True, lambda w: _fmt(w["speedup_vs_baseline"], ".2f", "×")),
-                _Column("Baseline", False, lambda w: str(w["baseline"]) or "—"),
-                _Column("Variants", True, lambda w: str(w["variants"])),
-                _Column("OK", True, lambda w: str(w[Status.OK.value])),
-                _Column("Failed", True, lambda w: str(w["variants"] - w[Status.OK.value]))]
+        columns += [
+            _Column("GB/s", True, lambda w: _fmt(w["bandwidth_gbps"], ",.0f")),
+            _Column("% of copy limit", True, lambda w: _pct(w["copy_fraction"])),
+        ]
+    columns += [
+        _Column("× vs default", True, lambda w: _fmt(w["speedup_vs_default"], ".2f", "×")),
+        _Column("× vs baseline", True, lambda w: _fmt(w["speedup_vs_baseline"], ".2f", "×")),
+        _Column("Baseline", False, lambda w: str(w["baseline"]) or "—"),
+        _Column("Variants", True, lambda w: str(w["variants"])),
+        _Column("OK", True, lambda w: str(w[Status.OK.value])),
+        _Column("Failed", True, lambda w: str(w["variants"] - w[Status.OK.value])),
+    ]
     return _table(columns, winners.to_dict("records"))
 
 
@@ -145,15 +158,20 @@ def _failures_section(status: pd.DataFrame, total: int) -> _Section:
     if status.empty:
         return _Section("What failed and why", (f"Nothing failed: all {total} evaluation(s) ended ok.", _NOT_LOGGED))
     failed = int(status["count"].sum())
-    columns = [_Column("Problem", False, lambda s: str(s["name"])),
-               _Column("Kind", False, lambda s: str(s["kind"])),
-               _Column("Status", False, lambda s: str(s["status"])),
-               _Column("Count", True, lambda s: str(s["count"])),
-               _Column("Example", False, lambda s: _short(str(s["example_config"]), 80) or "—"),
-               _Column("Example message", False, lambda s: _short(str(s["example"]), 240) or "—")]
+    columns = [
+        _Column("Problem", False, lambda s: str(s["name"])),
+        _Column("Kind", False, lambda s: str(s["kind"])),
+        _Column("Status", False, lambda s: str(s["status"])),
+        _Column("Count", True, lambda s: str(s["count"])),
+        _Column("Example", False, lambda s: _short(str(s["example_config"]), 80) or "—"),
+        _Column("Example message", False, lambda s: _short(str(s["example"]), 240) or "—"),
+    ]
     statuses = ", ".join(dict.fromkeys(status["status"]))
-    text = (f"{failed} of {total} evaluation(s) did not end ok ({statuses}): every one is counted below, "
-            "per problem, kind of record and status, with the first one's configuration and message.", _NOT_LOGGED)
+    text = (
+        f"{failed} of {total} evaluation(s) did not end ok ({statuses}): every one is counted below, "
+        "per problem, kind of record and status, with the first one's configuration and message.",
+        _NOT_LOGGED,
+    )
     return _Section("What failed and why", text, _table(columns, status.to_dict("records")))
 
 
@@ -170,16 +188,22 @@ def _headline(events: pd.DataFrame, tally: dict[str, int], inputs: ReportInputs)
     others = {RETIMED: "finalist re-timing(s)", BASELINE: "library baseline timing(s)"}
     extra = [f"{tally.get(kind, 0)} {words}" for kind, words in others.items()]
     extra += [f"{n} {kind} record(s)" for kind, n in tally.items() if kind not in (*others, "problems", "variants")]
-    counted = (f"{tally['problems']} problem(s), {tally['variants']} variant(s) evaluated, "
-               f"{', '.join(extra)}; {total} evaluation(s) in all.")
+    counted = (
+        f"{tally['problems']} problem(s), {tally['variants']} variant(s) evaluated, "
+        f"{', '.join(extra)}; {total} evaluation(s) in all."
+    )
     if inputs.arithmetic:
-        basis = (f"Rates in TFLOP/s (the problem's floating-point operations per median time) against the dense "
-                 f"bf16 tensor-core peak of {inputs.tensor_peak_tflops:,.0f} TFLOP/s. The roofline places every "
-                 f"variant at its arithmetic intensity (FLOP per byte moved) under both ceilings: the copy limit "
-                 f"({inputs.copy_limit_gbps:,.0f} GB/s) and the bf16 tensor peak.")
+        basis = (
+            f"Rates in TFLOP/s (the problem's floating-point operations per median time) against the dense "
+            f"bf16 tensor-core peak of {inputs.tensor_peak_tflops:,.0f} TFLOP/s. The roofline places every "
+            f"variant at its arithmetic intensity (FLOP per byte moved) under both ceilings: the copy limit "
+            f"({inputs.copy_limit_gbps:,.0f} GB/s) and the bf16 tensor peak."
+        )
     else:
-        basis = (f"Bandwidth in GB/s (bytes read + written per median time) against the device copy limit of "
-                 f"{inputs.copy_limit_gbps:,.0f} GB/s.")
+        basis = (
+            f"Bandwidth in GB/s (bytes read + written per median time) against the device copy limit of "
+            f"{inputs.copy_limit_gbps:,.0f} GB/s."
+        )
     return f"Device: {device}; {source}.", counted, basis
 
 
@@ -216,15 +240,21 @@ def _plot_history(history: pd.DataFrame, path: Path) -> Path:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ok = group[group["median_ms"].notna()]
         failed = group[group["status"] != Status.OK.value]
-        ax.plot(failed["problem_trial"], [0.03] * len(failed), "x", color="tab:red", markersize=4,
-                transform=ax.get_xaxis_transform(), label="failed")
+        ax.plot(
+            failed["problem_trial"],
+            [0.03] * len(failed),
+            "x",
+            color="tab:red",
+            markersize=4,
+            transform=ax.get_xaxis_transform(),
+            label="failed",
+        )
         if ok.empty:
             ax.text(0.5, 0.5, NO_VALID, ha="center", va="center", transform=ax.transAxes)
             ax.set_yticks([])
             continue
         ax.plot(ok["problem_trial"], ok["median_ms"], "o", markersize=3, alpha=0.6, label="variant")
-        ax.step(group["problem_trial"], group["best_ms"], where="post", color="tab:orange",
-                label="best so far")
+        ax.step(group["problem_trial"], group["best_ms"], where="post", color="tab:orange", label="best so far")
         ax.set_yscale("log")
         ax.legend(fontsize=7)
     fig.suptitle("Optimization history")
@@ -255,16 +285,22 @@ def _roof(ax: Axes, low: float, high: float, limit_gbps: float, peak_tflops: flo
 
     x = np.geomspace(low, high, 256)
     memory = x * limit_gbps / 1e3  # GB/s x FLOP/byte = GFLOP/s
-    ax.plot(x, memory, "--", color="tab:red", linewidth=1,
-            label=f"copy limit {limit_gbps:,.0f} GB/s × intensity")
-    ax.axhline(peak_tflops, linestyle="--", color="tab:purple", linewidth=1,
-               label=f"bf16 tensor peak {peak_tflops:,.0f} TFLOP/s")
-    ax.plot(x, np.minimum(memory, peak_tflops), color="black", linewidth=2, alpha=0.35,
-            label="attainable (lower of both)")
+    ax.plot(x, memory, "--", color="tab:red", linewidth=1, label=f"copy limit {limit_gbps:,.0f} GB/s × intensity")
+    ax.axhline(
+        peak_tflops,
+        linestyle="--",
+        color="tab:purple",
+        linewidth=1,
+        label=f"bf16 tensor peak {peak_tflops:,.0f} TFLOP/s",
+    )
+    ax.plot(
+        x, np.minimum(memory, peak_tflops), color="black", linewidth=2, alpha=0.35, label="attainable (lower of both)"
+    )
 
 
-def _plot_roofline(events: pd.DataFrame, winners: pd.DataFrame, limit_gbps: float, peak_tflops: float,
-                   path: Path) -> Path:
+def _plot_roofline(
+    events: pd.DataFrame, winners: pd.DataFrame, limit_gbps: float, peak_tflops: float, path: Path
+) -> Path:
     """Every OK variant, baseline and winner at its arithmetic intensity (log-log) under both ceilings."""
     from matplotlib import colormaps
 
@@ -281,15 +317,27 @@ def _plot_roofline(events: pd.DataFrame, winners: pd.DataFrame, limit_gbps: floa
     for i, (key, group) in enumerate(timed.groupby("problem_key", sort=False)):
         color = colors(i % 10)
         variants = group[group["kind"] != BASELINE]
-        ax.plot(variants["intensity"], variants["tflops"], "o", color=color, markersize=3, alpha=0.35,
-                label=_short(str(group["name"].iloc[0]), 40))
+        ax.plot(
+            variants["intensity"],
+            variants["tflops"],
+            "o",
+            color=color,
+            markersize=3,
+            alpha=0.35,
+            label=_short(str(group["name"].iloc[0]), 40),
+        )
         baselines = group[group["kind"] == BASELINE]
         ax.plot(baselines["intensity"], baselines["tflops"], "x", color=color, markersize=7)
         win = winners[(winners["problem_key"] == key) & winners["tflops"].notna()]
         for w in win.to_dict("records"):
             ax.plot([w["intensity"]], [w["tflops"]], "*", color=color, markersize=13, markeredgecolor="black")
-            ax.annotate(_pct(w["peak_fraction"]), (w["intensity"], w["tflops"]), textcoords="offset points",
-                        xytext=(8, -4), fontsize=8)
+            ax.annotate(
+                _pct(w["peak_fraction"]),
+                (w["intensity"], w["tflops"]),
+                textcoords="offset points",
+                xytext=(8, -4),
+                fontsize=8,
+            )
     if timed.empty:
         ax.text(0.5, 0.5, "no timed variant", ha="center", va="center", transform=ax.transAxes)
     ax.plot([], [], "*", color="grey", markersize=11, markeredgecolor="black", label="winner (% of bf16 peak)")
@@ -332,9 +380,14 @@ def _plot_speedup(winners: pd.DataFrame, path: Path) -> Path | None:
 def _html_table(table: _Table) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in table.headers)
     body = "".join(
-        "<tr>" + "".join(f'<td class="num">{html.escape(c)}</td>' if num else f"<td>{html.escape(c)}</td>"
-                         for c, num in zip(row, table.numeric, strict=True)) + "</tr>\n"
-        for row in table.rows)
+        "<tr>"
+        + "".join(
+            f'<td class="num">{html.escape(c)}</td>' if num else f"<td>{html.escape(c)}</td>"
+            for c, num in zip(row, table.numeric, strict=True)
+        )
+        + "</tr>\n"
+        for row in table.rows
+    )
     return f"<table>\n<thead><tr>{head}</tr></thead>\n<tbody>\n{body}</tbody>\n</table>"
 
 
@@ -343,8 +396,10 @@ def _md_cell(text: str) -> str:
 
 
 def _md_table(table: _Table) -> str:
-    lines = ["| " + " | ".join(_md_cell(h) for h in table.headers) + " |",
-             "|" + "|".join("---:" if num else "---" for num in table.numeric) + "|"]
+    lines = [
+        "| " + " | ".join(_md_cell(h) for h in table.headers) + " |",
+        "|" + "|".join("---:" if num else "---" for num in table.numeric) + "|",
+    ]
     lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
     return "\n".join(lines)
 
@@ -365,40 +420,60 @@ def _md_section(section: _Section) -> str:
 
 
 def _file_notes(files: ReportFiles, images: list[tuple[Path, str]]) -> list[tuple[str, str]]:
-    notes = [(files.html.name, "this report as one self-contained page (plots embedded)"),
-             (files.markdown.name, "this report in Markdown (plots linked)")]
+    notes = [
+        (files.html.name, "this report as one self-contained page (plots embedded)"),
+        (files.markdown.name, "this report in Markdown (plots linked)"),
+    ]
     return notes + [(image.name, caption) for image, caption in images]
 
 
-def _write_html(files: ReportFiles, title: str, headline: tuple[str, ...], sections: list[_Section],
-                images: list[tuple[Path, str]], note: str) -> None:
+def _write_html(
+    files: ReportFiles,
+    title: str,
+    headline: tuple[str, ...],
+    sections: list[_Section],
+    images: list[tuple[Path, str]],
+    note: str,
+) -> None:
     figures = "\n".join(
         f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,'
         f'{base64.b64encode(image.read_bytes()).decode("ascii")}"><figcaption>{html.escape(caption)}'
-        f"</figcaption></figure>" for image, caption in images)
+        f"</figcaption></figure>"
+        for image, caption in images
+    )
     body = "\n".join(_html_section(section) for section in sections)
     note_html = f'<p class="note">{html.escape(note)}</p>\n' if note else ""
     head = "\n".join(f'<p class="headline">{html.escape(text)}</p>' for text in headline)
-    listed = "\n".join(f"<li><code>{html.escape(name)}</code>: {html.escape(what)}</li>"
-                       for name, what in _file_notes(files, images))
+    listed = "\n".join(
+        f"<li><code>{html.escape(name)}</code>: {html.escape(what)}</li>" for name, what in _file_notes(files, images)
+    )
     files.html.write_text(
         f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{html.escape(title)}</title>\n<style>\n{_CSS}\n</style>\n</head>\n<body>\n"
         f"<h1>{html.escape(title)}</h1>\n{head}\n{body}\n<h2>Plots</h2>\n{figures}\n{note_html}"
         f"<h2>Files written</h2>\n<p>In the report directory:</p>\n<ul>\n{listed}\n</ul>\n</body>\n</html>\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
 
 
-def _write_markdown(files: ReportFiles, title: str, headline: tuple[str, ...], sections: list[_Section],
-                    images: list[tuple[Path, str]], note: str) -> None:
+def _write_markdown(
+    files: ReportFiles,
+    title: str,
+    headline: tuple[str, ...],
+    sections: list[_Section],
+    images: list[tuple[Path, str]],
+    note: str,
+) -> None:
     parts = [f"# {_md_cell(title)}", *(_md_cell(text) for text in headline)]
     parts += [_md_section(section) for section in sections]
     parts.append("## Plots\n\n" + "\n\n".join(f"![{caption}]({image.name})" for image, caption in images))
     if note:
         parts.append(f"_{note}_")
-    parts.append("## Files written\n\nIn the report directory:\n\n" + "\n".join(
-        f"- `{name}`: {_md_cell(what)}" for name, what in _file_notes(files, images)))
+    parts.append(
+        "## Files written\n\nIn the report directory:\n\n"
+        + "\n".join(f"- `{name}`: {_md_cell(what)}" for name, what in _file_notes(files, images))
+    )
     files.markdown.write_text("\n\n".join(parts) + "\n", encoding="utf-8")
 
 
@@ -422,13 +497,20 @@ def build_report(inputs: ReportInputs, out_dir: Path, title: str) -> ReportFiles
     rate_plot = (out_dir / f"{stem}_roofline.png", out_dir / f"{stem}_bandwidth.png")
     images = [(_plot_history(history_frame(inputs), out_dir / f"{stem}_history.png"), "Optimization history")]
     if arithmetic:
-        images.append((_plot_roofline(events, winners, inputs.copy_limit_gbps, inputs.tensor_peak_tflops,
-                                      rate_plot[0]),
-                       "Roofline: every variant at its arithmetic intensity (FLOP/byte) against the copy limit "
-                       "and the bf16 tensor peak"))
+        images.append(
+            (
+                _plot_roofline(events, winners, inputs.copy_limit_gbps, inputs.tensor_peak_tflops, rate_plot[0]),
+                "Roofline: every variant at its arithmetic intensity (FLOP/byte) against the copy limit "
+                "and the bf16 tensor peak",
+            )
+        )
     else:
-        images.append((_plot_bandwidth(winners, inputs.copy_limit_gbps, rate_plot[1]),
-                       "Achieved bandwidth of each winner vs the device copy limit"))
+        images.append(
+            (
+                _plot_bandwidth(winners, inputs.copy_limit_gbps, rate_plot[1]),
+                "Achieved bandwidth of each winner vs the device copy limit",
+            )
+        )
     rate_plot[1 if arithmetic else 0].unlink(missing_ok=True)
     speedup = _plot_speedup(winners, out_dir / f"{stem}_speedup.png")
     if speedup is None:
@@ -437,9 +519,11 @@ def build_report(inputs: ReportInputs, out_dir: Path, title: str) -> ReportFiles
         images.append((speedup, "Speed-up of each winner vs the default variant and the library baseline"))
     note = "" if speedup else _NO_SPEEDUP
     templates = bool((events["template"] != "").any())
-    sections = [_Section("Winners", table=_winners_table(winners, arithmetic, templates)),
-                _Section("Outcomes by status", table=_outcomes_table(outcomes_frame(inputs))),
-                _failures_section(status_frame(inputs), len(events))]
+    sections = [
+        _Section("Winners", table=_winners_table(winners, arithmetic, templates)),
+        _Section("Outcomes by status", table=_outcomes_table(outcomes_frame(inputs))),
+        _failures_section(status_frame(inputs), len(events)),
+    ]
     headline = _headline(events, counts(inputs), inputs)
     files = ReportFiles(out_dir / f"{stem}.html", out_dir / f"{stem}.md", tuple(p for p, _ in images))
     _write_html(files, title, headline, sections, images, note)

@@ -38,16 +38,18 @@ class Backend(Protocol):
         """The canonical JSON of every configuration this backend can evaluate for ``problem``: None
         for all (a GPU); a recording's recorded ones (ReplayMiss when it never saw the problem)."""
 
-    def submit(self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None,
-               seed: int) -> None:
+    def submit(
+        self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None, seed: int
+    ) -> None:
         """Queue an evaluation (verify, then screen-time); ``build`` is None on replay, which compiles
         nothing. Raises ReplayMiss when a recording has no answer."""
 
     def next_outcome(self) -> Outcome:
         """The outcome of the oldest queued evaluation."""
 
-    def retime(self, family: Family[Any], problem: Problem,
-               items: Sequence[tuple[Config, BuildResult | None]], seed: int) -> list[Outcome]: ...
+    def retime(
+        self, family: Family[Any], problem: Problem, items: Sequence[tuple[Config, BuildResult | None]], seed: int
+    ) -> list[Outcome]: ...
 
     def close(self) -> None: ...
 
@@ -70,10 +72,14 @@ class GpuBackend:
         self.runner.submit(PrepareJob(family.name, problem.to_dict(), seed))
         self._preparing += 1
 
-    def submit(self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None,
-               seed: int) -> None:
-        self.runner.submit(EvaluateJob(family.name, problem.to_dict(),
-                                       variant_of(family, problem, config, _compiled(build)), SCREEN, seed))
+    def submit(
+        self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None, seed: int
+    ) -> None:
+        self.runner.submit(
+            EvaluateJob(
+                family.name, problem.to_dict(), variant_of(family, problem, config, _compiled(build)), SCREEN, seed
+            )
+        )
 
     def next_outcome(self) -> Outcome:
         """The next evaluation's outcome; worker seconds spent preparing ahead are added to its
@@ -96,11 +102,17 @@ class GpuBackend:
             if reply.status is Status.OK:
                 self._prepared_seconds += reply.stage_seconds.get("prepare", 0.0)
 
-    def retime(self, family: Family[Any], problem: Problem, items: Sequence[tuple[Config, BuildResult | None]],
-               seed: int) -> list[Outcome]:
+    def retime(
+        self, family: Family[Any], problem: Problem, items: Sequence[tuple[Config, BuildResult | None]], seed: int
+    ) -> list[Outcome]:
         self._read_prepared()
-        job = RetimeJob(family.name, problem.to_dict(),
-                        tuple(variant_of(family, problem, c, _compiled(b)) for c, b in items), FINAL, seed)
+        job = RetimeJob(
+            family.name,
+            problem.to_dict(),
+            tuple(variant_of(family, problem, c, _compiled(b)) for c, b in items),
+            FINAL,
+            seed,
+        )
         return self.runner.run(job, timeout_s=self.runner.job_timeout_s * (len(items) + 2))
 
     def close(self) -> None:
@@ -134,8 +146,7 @@ class ReplayBackend:
                     screened.add(canonical_json(r.config))
         devices = {r.device for r in records if r.device is not None}
         if len(devices) != 1:
-            raise ReplayMiss(f"{recording}: a recording must come from exactly one device, "
-                             f"found {len(devices)}")
+            raise ReplayMiss(f"{recording}: a recording must come from exactly one device, found {len(devices)}")
         self.device = devices.pop()
         self._answers: deque[Outcome] = deque()
 
@@ -145,15 +156,18 @@ class ReplayBackend:
     def answerable(self, family: Family[Any], problem: Problem) -> set[str]:
         configs = self._screened.get((family.name, problem.key()))
         if not configs:
-            raise ReplayMiss(f"{family.name} {problem.key()} is not in the recording {self.recording}: replay answers "
-                             "only the recorded problems (measure a new one on a GPU: --backend gpu)")
+            raise ReplayMiss(
+                f"{family.name} {problem.key()} is not in the recording {self.recording}: replay answers "
+                "only the recorded problems (measure a new one on a GPU: --backend gpu)"
+            )
         return configs
 
     def _find(self, family: Family[Any], problem: Problem, config: dict[str, Any], phase: str) -> EvalRecord | None:
         return self._index.get((family.name, problem.key(), canonical_json(config), phase))
 
-    def submit(self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None,
-               seed: int) -> None:
+    def submit(
+        self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None, seed: int
+    ) -> None:
         record = self._find(family, problem, config.as_dict(), "screen")
         if record is None:
             raise ReplayMiss(f"{config.label()} is not in the recording {self.recording}")
@@ -162,17 +176,19 @@ class ReplayBackend:
     def next_outcome(self) -> Outcome:
         return self._answers.popleft()
 
-    def retime(self, family: Family[Any], problem: Problem, items: Sequence[tuple[Config, BuildResult | None]],
-               seed: int) -> list[Outcome]:
+    def retime(
+        self, family: Family[Any], problem: Problem, items: Sequence[tuple[Config, BuildResult | None]], seed: int
+    ) -> list[Outcome]:
         outcomes: list[Outcome] = []
         for config, _ in items:
-            record = (self._find(family, problem, config.as_dict(), "final")
-                      or self._find(family, problem, config.as_dict(), "screen"))
-            outcomes.append(_outcome(record) if record else
-                            Outcome(Status.INVALID, "finalist not in the recording"))
+            record = self._find(family, problem, config.as_dict(), "final") or self._find(
+                family, problem, config.as_dict(), "screen"
+            )
+            outcomes.append(_outcome(record) if record else Outcome(Status.INVALID, "finalist not in the recording"))
         baselines = self._baselines.get((family.name, problem.key()))
-        outcomes += ([_outcome(b) for b in baselines] if baselines else
-                     [Outcome(Status.INVALID, "no baseline in the recording")])
+        outcomes += (
+            [_outcome(b) for b in baselines] if baselines else [Outcome(Status.INVALID, "no baseline in the recording")]
+        )
         return outcomes
 
     def close(self) -> None:
@@ -180,6 +196,11 @@ class ReplayBackend:
 
 
 def _outcome(record: EvalRecord) -> Outcome:
-    return Outcome(record.status, record.message,
-                   record.timing.samples_ms if record.timing else (), record.metrics,
-                   stage_seconds=dict(record.stage_seconds), baseline=record.baseline)
+    return Outcome(
+        record.status,
+        record.message,
+        record.timing.samples_ms if record.timing else (),
+        record.metrics,
+        stage_seconds=dict(record.stage_seconds),
+        baseline=record.baseline,
+    )

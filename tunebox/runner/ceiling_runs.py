@@ -24,8 +24,10 @@ Verified = tuple[Callable[[], None], str] | Outcome  # (launch, how it was check
 
 def measure_ceilings(session: GpuSession, job: CeilingsJob) -> list[Outcome]:
     """The copy's outcome, then the product's: samples (ms) and how each was verified, or why not."""
-    checks = [_verified_copy(session, job.copy_bytes, job.input_seed),
-              _verified_matmul(session, job.matmul_size, job.input_seed)]
+    checks = [
+        _verified_copy(session, job.copy_bytes, job.input_seed),
+        _verified_matmul(session, job.matmul_size, job.input_seed),
+    ]
     runnable = [c for c in checks if isinstance(c, tuple)]
     timed = iter(session.time_interleaved([launch for launch, _ in runnable], job.bench) if runnable else [])
     return [Outcome(Status.OK, c[1], samples_ms=next(timed)) if isinstance(c, tuple) else c for c in checks]
@@ -39,8 +41,7 @@ def _verified_copy(session: GpuSession, nbytes: int, seed: int) -> Verified:
     session.fill(target, 0xFFFFFFFF, 4, words)
 
     def launch() -> None:
-        checked(session.driver.cuMemcpyDtoDAsync(int(target.handle), int(source.handle), nbytes,
-                                                 session.stream.handle))
+        checked(session.driver.cuMemcpyDtoDAsync(int(target.handle), int(source.handle), nbytes, session.stream.handle))
 
     launch()
     count, first = session.mismatches(target, source, words, 4)
@@ -65,8 +66,10 @@ def _verified_matmul(session: GpuSession, size: int, seed: int) -> Verified:
         reference = a.float() @ b.float()
         error = float((c.float() - reference).norm() / reference.norm())
     if not error <= MATMUL_MAX_ERROR:  # NaN (an unwritten output) fails too
-        return Outcome(Status.WRONG_RESULT, f"matmul: relative error {error:.2e} against the float32 product "
-                                            f"(allowed {MATMUL_MAX_ERROR:g})")
+        return Outcome(
+            Status.WRONG_RESULT,
+            f"matmul: relative error {error:.2e} against the float32 product (allowed {MATMUL_MAX_ERROR:g})",
+        )
     del reference
 
     def launch() -> None:

@@ -29,8 +29,13 @@ log = logging.getLogger(__name__)
 
 
 class GpuRunner:
-    def __init__(self, job_timeout_s: float = 60.0, start_timeout_s: float = 180.0,
-                 recycle_after: int = 500, target: Callable[[Connection], None] = worker.main) -> None:
+    def __init__(
+        self,
+        job_timeout_s: float = 60.0,
+        start_timeout_s: float = 180.0,
+        recycle_after: int = 500,
+        target: Callable[[Connection], None] = worker.main,
+    ) -> None:
         """``target`` is the worker's entry point (``worker.main``; tests pass stand-ins)."""
         self.target = target
         self.job_timeout_s = job_timeout_s
@@ -46,8 +51,7 @@ class GpuRunner:
     def start(self) -> DeviceInfo:
         """Start a worker and wait for its canary; raises DeviceUnavailable if it cannot."""
         parent, child = self._ctx.Pipe()
-        self._proc = self._ctx.Process(target=self.target, args=(child,), daemon=True,
-                                       name="tunebox-gpu-worker")
+        self._proc = self._ctx.Process(target=self.target, args=(child,), daemon=True, name="tunebox-gpu-worker")
         self._proc.start()
         child.close()
         self._conn, self._jobs = parent, 0
@@ -60,8 +64,7 @@ class GpuRunner:
             kind, payload = "failed", "the GPU worker exited during start-up"
         if kind != "ready":
             self._kill()
-            raise DeviceUnavailable(f"no usable GPU: {payload}. Use --backend replay on a machine "
-                                    "without a GPU.")
+            raise DeviceUnavailable(f"no usable GPU: {payload}. Use --backend replay on a machine without a GPU.")
         return cast(DeviceInfo, payload)  # the worker's ("ready", DeviceInfo)
 
     @overload
@@ -94,13 +97,16 @@ class GpuRunner:
         and re-sends the jobs queued behind it."""
         _, timeout = self._queued[0]
         if not self._conn.poll(timeout):
-            return self._lost(f"job exceeded {timeout:.0f} s", Outcome(
-                Status.TIMEOUT, f"killed after {timeout:.0f} s without an answer", fatal=True))
+            return self._lost(
+                f"job exceeded {timeout:.0f} s",
+                Outcome(Status.TIMEOUT, f"killed after {timeout:.0f} s without an answer", fatal=True),
+            )
         try:
             reply: Outcome | list[Outcome] = self._conn.recv()  # what the worker answers a job
         except (EOFError, OSError):
-            return self._lost("worker died", Outcome(
-                Status.RUNTIME_ERROR, "the GPU worker died during the job", fatal=True))
+            return self._lost(
+                "worker died", Outcome(Status.RUNTIME_ERROR, "the GPU worker died during the job", fatal=True)
+            )
         if reply.fatal if isinstance(reply, Outcome) else any(o.fatal for o in reply):
             return self._lost("sticky CUDA error", reply)
         self._queued.popleft()

@@ -61,8 +61,9 @@ class GpuSession:
         self.stream = self.device.create_stream()
         cc = self.device.compute_capability
         self.arch = f"sm_{cc.major}{cc.minor}"
-        self.info = DeviceInfo(self.device.name, f"{cc.major}.{cc.minor}",
-                               str(checked(driver.cuDriverGetVersion())), nvrtc_version())
+        self.info = DeviceInfo(
+            self.device.name, f"{cc.major}.{cc.minor}", str(checked(driver.cuDriverGetVersion())), nvrtc_version()
+        )
         l2 = self.device.properties.l2_cache_size
         self.flush_words = max(1, 2 * l2 // 4)
         self.flush_buffer = self.device.allocate(self.flush_words * 4, stream=self.stream)
@@ -81,8 +82,7 @@ class GpuSession:
     def upload(self, array: np.ndarray) -> Any:
         buf = self.device.allocate(max(array.nbytes, 1), stream=self.stream)
         self.stream.sync()
-        checked(self.driver.cuMemcpyHtoD(int(buf.handle), np.ascontiguousarray(array).ctypes.data,
-                                     array.nbytes))
+        checked(self.driver.cuMemcpyHtoD(int(buf.handle), np.ascontiguousarray(array).ctypes.data, array.nbytes))
         return buf
 
     def device_copy(self, buf: Any, nbytes: int) -> Any:
@@ -99,8 +99,7 @@ class GpuSession:
     def download(self, buf: Any, count: int, dtype: DTypeLike, offset: int = 0) -> np.ndarray:
         out = np.empty(count, dtype=dtype)
         self.stream.sync()
-        checked(self.driver.cuMemcpyDtoH(out.ctypes.data, int(buf.handle) + offset * out.itemsize,
-                                     out.nbytes))
+        checked(self.driver.cuMemcpyDtoH(out.ctypes.data, int(buf.handle) + offset * out.itemsize, out.nbytes))
         return out
 
     def fill(self, buf: Any, value: int, itemsize: int, count: int) -> None:
@@ -108,8 +107,7 @@ class GpuSession:
         checked(fn(int(buf.handle), value, count, self.stream.handle))
 
     def flush_l2(self) -> None:
-        checked(self.driver.cuMemsetD32Async(int(self.flush_buffer.handle), 0, self.flush_words,
-                                         self.stream.handle))
+        checked(self.driver.cuMemsetD32Async(int(self.flush_buffer.handle), 0, self.flush_words, self.stream.handle))
 
     # -- problems -----------------------------------------------------------------------------
     def prepare(self, family_name: str, problem_data: dict[str, Any], seed: int) -> ProblemState:
@@ -139,8 +137,7 @@ class GpuSession:
                 buffers[spec.name] = self.device.allocate(max(size, 1), stream=self.stream)
             if spec.role == "output":
                 expected_dev[spec.name] = self.upload(expected[spec.name])
-        self.state = ProblemState(family, problem, seed, inputs, buffers, pristine, expected_dev,
-                                  expected, tolerance)
+        self.state = ProblemState(family, problem, seed, inputs, buffers, pristine, expected_dev, expected, tolerance)
         return self.state
 
     def poison_outputs(self, st: ProblemState) -> None:
@@ -162,9 +159,14 @@ class GpuSession:
             word = 4 if host.nbytes % 4 == 0 else 2 if host.nbytes % 2 == 0 else 1
             count, first = self.mismatches(st.buffers[spec.name], st.pristine[spec.name], host.nbytes // word, word)
             if count:
-                checked(self.driver.cuMemcpyDtoDAsync(int(st.buffers[spec.name].handle),
-                                                      int(st.pristine[spec.name].handle), host.nbytes,
-                                                      self.stream.handle))
+                checked(
+                    self.driver.cuMemcpyDtoDAsync(
+                        int(st.buffers[spec.name].handle),
+                        int(st.pristine[spec.name].handle),
+                        host.nbytes,
+                        self.stream.handle,
+                    )
+                )
                 index = tuple(int(i) for i in np.unravel_index(first * word // host.itemsize, host.shape))
                 problems.append(f"input {spec.name} was modified ({count} words, first at {index})")
         for spec in st.family.buffers(st.problem):
@@ -175,8 +177,9 @@ class GpuSession:
             if st.tolerance is None:
                 count, first = self.mismatches(st.buffers[spec.name], st.expected[spec.name], n, et.itemsize)
             else:
-                count, first = self.mismatches_within(st.buffers[spec.name], st.expected[spec.name], n, et.name,
-                                                      st.tolerance)
+                count, first = self.mismatches_within(
+                    st.buffers[spec.name], st.expected[spec.name], n, et.name, st.tolerance
+                )
             if not count:
                 continue
             index = tuple(int(i) for i in np.unravel_index(first, spec.shape))
@@ -185,8 +188,10 @@ class GpuSession:
             unwritten = " (never written)" if got == et.poison else ""
             tol = st.tolerance
             within = f" (tolerance rtol {tol.rtol:g}, atol {tol.atol:g})" if tol else ""
-            problems.append(f"{spec.name}: {count} of {n} elements wrong{within}; first at {index}: "
-                            f"got 0x{got:x}{unwritten}, expected 0x{want:x}")
+            problems.append(
+                f"{spec.name}: {count} of {n} elements wrong{within}; first at {index}: "
+                f"got 0x{got:x}{unwritten}, expected 0x{want:x}"
+            )
         self.stream.sync()
         return "; ".join(problems)
 
@@ -199,8 +204,9 @@ class GpuSession:
         if element not in self._within:
             word, bf16 = {"float32": ("unsigned int", "false"), "bfloat16": ("unsigned short", "true")}[element]
             builder = NvrtcBuilder(self.arch, cache_dir=None, workers=1)
-            built = builder.build_one(KernelSource(kernel_source("runtime/compare.cu"),
-                                                   f"mismatches_within<{word}, {bf16}>", ()))
+            built = builder.build_one(
+                KernelSource(kernel_source("runtime/compare.cu"), f"mismatches_within<{word}, {bf16}>", ())
+            )
             builder.close()
             self._within[element] = load_kernel(built.cubin, built.lowered_name, 0, self.device.device_id)
         return self._count(self._within[element], a, b, n, np.float32(tolerance.rtol), np.float32(tolerance.atol))
@@ -209,13 +215,21 @@ class GpuSession:
         from cuda.core import LaunchConfig, launch
 
         checked(self.driver.cuMemsetD32Async(int(self.scratch.handle), 0, 2, self.stream.handle))
-        checked(self.driver.cuMemsetD32Async(int(self.scratch.handle) + 8, 0xFFFFFFFF, 2,
-                                         self.stream.handle))
+        checked(self.driver.cuMemsetD32Async(int(self.scratch.handle) + 8, 0xFFFFFFFF, 2, self.stream.handle))
         count_ptr = np.uint64(int(self.scratch.handle))
         first_ptr = np.uint64(int(self.scratch.handle) + 8)
         blocks = int(min(max(1, (n + 255) // 256), 132 * 16))
-        launch(self.stream, LaunchConfig(grid=blocks, block=256), kernel, a, b, np.int64(n), *tolerance, count_ptr,
-               first_ptr)
+        launch(
+            self.stream,
+            LaunchConfig(grid=blocks, block=256),
+            kernel,
+            a,
+            b,
+            np.int64(n),
+            *tolerance,
+            count_ptr,
+            first_ptr,
+        )
         count, first = self.download(self.scratch, 2, np.uint64)
         return int(count), int(first)
 
@@ -228,12 +242,16 @@ class GpuSession:
             kernel = load_kernel(variant.cubin, step.kernel, step.geometry.shared_bytes, self.device.device_id)
             steps.append((kernel, step.geometry, marshal(step.args, st.buffers)))
         attrs = kernel.attributes  # the main kernel's, launched last
-        metrics = KernelMetrics(int(attrs.num_regs), int(attrs.shared_size_bytes) + variant.geometry.shared_bytes,
-                                int(attrs.local_size_bytes))
+        metrics = KernelMetrics(
+            int(attrs.num_regs),
+            int(attrs.shared_size_bytes) + variant.geometry.shared_bytes,
+            int(attrs.local_size_bytes),
+        )
         return steps_launcher(self.stream, steps), metrics
 
-    def time_interleaved(self, launches: list[Callable[[], None]], bench: BenchConfig,
-                         deciding: int | None = None) -> list[tuple[float, ...]]:
+    def time_interleaved(
+        self, launches: list[Callable[[], None]], bench: BenchConfig, deciding: int | None = None
+    ) -> list[tuple[float, ...]]:
         """Samples (ms) of each launch, taken in rounds (one sample of each launch in turn), L2
         flushed before every sample. The first ``deciding`` launches (default: all) stay in every
         round until ``bench``'s rule holds for each of them; any other launch (a baseline) leaves the

@@ -21,8 +21,7 @@ print(n)
 def gpu_status() -> tuple[bool, str]:
     """(available, reason). Never raises."""
     try:
-        done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"probe failed: {exc}"
     if done.returncode == 0:

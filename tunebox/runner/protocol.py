@@ -42,12 +42,16 @@ class Variant:
 def variant_of(family: Family[Any], problem: Problem, config: Config, build: BuildResult) -> Variant:
     """The launchable form of a compiled variant of ``family`` for ``problem``."""
     # a prologue step names its helper kernel; the source instantiates it (``pad_rows<Cfg>``)
-    symbols = {expression.partition("<")[0]: symbol
-               for expression, symbol in zip(build.source.helpers, build.helper_symbols, strict=True)}
-    prologue = tuple(KernelLaunch(symbols[step.kernel], step.geometry, step.args)
-                     for step in family.prologue(problem, config))
-    return Variant(build.cubin, build.lowered_name, family.geometry(problem, config), family.args(problem, config),
-                   prologue)
+    symbols = {
+        expression.partition("<")[0]: symbol
+        for expression, symbol in zip(build.source.helpers, build.helper_symbols, strict=True)
+    }
+    prologue = tuple(
+        KernelLaunch(symbols[step.kernel], step.geometry, step.args) for step in family.prologue(problem, config)
+    )
+    return Variant(
+        build.cubin, build.lowered_name, family.geometry(problem, config), family.args(problem, config), prologue
+    )
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,5 @@ class BenchConfig:
 SCREEN = BenchConfig()
 """Every variant: quick, at least 10 flushed samples."""
 
-FINAL = BenchConfig(min_samples=20, max_samples=500, max_noise=0.005, min_gpu_seconds=0.05,
-                    max_seconds=5.0)
+FINAL = BenchConfig(min_samples=20, max_samples=500, max_noise=0.005, min_gpu_seconds=0.05, max_seconds=5.0)
 """Finalists, re-timed interleaved before a winner is declared (nvbench-like rule)."""

@@ -133,10 +133,11 @@ def _retime(session: GpuSession, job: RetimeJob) -> list[Outcome]:
     baselines = _torch_baselines(session, st) if job.with_baseline else []
     runnable = [b for b in baselines if isinstance(b, tuple)]
     # the finalists' noise decides when to stop: they choose the winner; the baselines ride along
-    timed = session.time_interleaved([fn for fn, _ in launches] + [fn for _, fn in runnable], job.bench,
-                                     deciding=len(launches))
+    timed = session.time_interleaved(
+        [fn for fn, _ in launches] + [fn for _, fn in runnable], job.bench, deciding=len(launches)
+    )
     outcomes = [Outcome(Status.OK, samples_ms=s, metrics=m) for s, (_, m) in zip(timed, launches, strict=False)]
-    samples = iter(timed[len(launches):])
+    samples = iter(timed[len(launches) :])
     for b in baselines:  # in the family's order; one that could not run says why
         outcomes.append(Outcome(Status.OK, samples_ms=next(samples), baseline=b[0]) if isinstance(b, tuple) else b)
     return outcomes
@@ -175,8 +176,9 @@ def _on_device(session: GpuSession, buffer: Any, like: np.ndarray) -> Any:
     return tensor
 
 
-def _verified(st: ProblemState, stream: Any, inputs: dict[str, Any], expected: dict[str, Any],
-              baseline: Baseline) -> tuple[str, Callable[[], None]] | Outcome:
+def _verified(
+    st: ProblemState, stream: Any, inputs: dict[str, Any], expected: dict[str, Any], baseline: Baseline
+) -> tuple[str, Callable[[], None]] | Outcome:
     """(name, launch) of a torch baseline that reproduces the reference, else a WRONG_RESULT Outcome
     saying how far off it is."""
     import torch
@@ -186,11 +188,17 @@ def _verified(st: ProblemState, stream: Any, inputs: dict[str, Any], expected: d
     stream.synchronize()
     for name, ref in expected.items():
         got = outputs[name].contiguous().view(ref.dtype)
-        wrong = (f"shape {tuple(got.shape)} instead of {tuple(ref.shape)}" if got.shape != ref.shape
-                 else _disagreement(got, ref, st.tolerance))
+        wrong = (
+            f"shape {tuple(got.shape)} instead of {tuple(ref.shape)}"
+            if got.shape != ref.shape
+            else _disagreement(got, ref, st.tolerance)
+        )
         if wrong:
-            return Outcome(Status.WRONG_RESULT, f"{baseline.name}: output {name} differs from the reference: {wrong}",
-                           baseline=baseline.name)
+            return Outcome(
+                Status.WRONG_RESULT,
+                f"{baseline.name}: output {name} differs from the reference: {wrong}",
+                baseline=baseline.name,
+            )
 
     def launch() -> None:
         with torch.cuda.stream(stream):
@@ -209,8 +217,9 @@ def _disagreement(got: Any, ref: Any, tolerance: Tolerance | None) -> str:
         return f"{wrong} of {ref.numel()} elements" if wrong else ""
 
     def value(bits: Any) -> Any:  # float32 bits as they are; bfloat16 bits moved to the top half of a float32
-        return bits.view(torch.float32) if bits.element_size() == 4 else (bits.to(torch.int32) << 16).view(
-            torch.float32)
+        return (
+            bits.view(torch.float32) if bits.element_size() == 4 else (bits.to(torch.int32) << 16).view(torch.float32)
+        )
 
     x, y = value(got), value(ref)
     error = (x - y).abs()
@@ -221,8 +230,10 @@ def _disagreement(got: Any, ref: Any, tolerance: Tolerance | None) -> str:
     errors = error[wrong]
     nan = int(errors.isnan().sum())
     largest = f"; largest error {float(errors.nan_to_num(nan=0.0).max()):g}" if nan < count else ""
-    return (f"{count} of {ref.numel()} elements beyond the tolerance (rtol {tolerance.rtol:g}, atol "
-            f"{tolerance.atol:g}){largest}" + (f"; {nan} NaN where the reference is not" if nan else ""))
+    return (
+        f"{count} of {ref.numel()} elements beyond the tolerance (rtol {tolerance.rtol:g}, atol "
+        f"{tolerance.atol:g}){largest}" + (f"; {nan} NaN where the reference is not" if nan else "")
+    )
 
 
 def _signed(bits: np.ndarray) -> np.ndarray:

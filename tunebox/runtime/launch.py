@@ -51,15 +51,21 @@ def device_array(obj: Any) -> DeviceArray:
 
         if not obj.is_cuda or not obj.is_contiguous():
             raise InvalidProblem("tunebox.launch needs contiguous CUDA tensors")
-        return DeviceArray(obj.data_ptr(), tuple(obj.shape), str(obj.dtype).removeprefix("torch."),
-                           torch.cuda.current_stream(obj.device).cuda_stream)
+        return DeviceArray(
+            obj.data_ptr(),
+            tuple(obj.shape),
+            str(obj.dtype).removeprefix("torch."),
+            torch.cuda.current_stream(obj.device).cuda_stream,
+        )
     cai = getattr(obj, "__cuda_array_interface__", None)
     if cai is None:
         raise InvalidProblem(f"{type(obj).__name__} is not a CUDA array (no __cuda_array_interface__)")
     shape = tuple(cai["shape"])
     if cai["typestr"] not in _TYPESTR:
-        raise InvalidProblem(f"unsupported element type {cai['typestr']}; use one of {sorted(_TYPESTR.values())} "
-                             "(bfloat16 arrays: pass torch tensors)")
+        raise InvalidProblem(
+            f"unsupported element type {cai['typestr']}; use one of {sorted(_TYPESTR.values())} "
+            "(bfloat16 arrays: pass torch tensors)"
+        )
     contiguous = np.empty(shape, dtype=np.dtype(cai["typestr"]))  # never touches the device
     if cai.get("strides") not in (None, contiguous.strides):
         raise InvalidProblem("tunebox.launch needs C-contiguous arrays")
@@ -103,8 +109,9 @@ class Launcher:
     def choose(self, family: Family[Any], problem: Problem) -> LookupResult:
         return self._lookup.lookup(family, problem, self.device_info())
 
-    def __call__(self, family_name: str, arrays: dict[str, Any], stream: int | None = None,
-                 **options: Any) -> LookupResult:
+    def __call__(
+        self, family_name: str, arrays: dict[str, Any], stream: int | None = None, **options: Any
+    ) -> LookupResult:
         """Run ``family_name`` on ``arrays`` (buffer name -> array); returns the lookup answer used.
         Workspace the variant needs is allocated here, once per problem and stream."""
         family = get_family(family_name)
@@ -114,8 +121,7 @@ class Launcher:
             got = described.get(spec.name)
             if spec.role != "workspace" and (got is None or got.shape != spec.shape or got.dtype != spec.dtype):
                 raise InvalidProblem(f"{family_name}: buffer {spec.name} must be {spec.dtype}{list(spec.shape)}")
-        handle = int(stream if stream is not None else next((d.stream for d in described.values() if d.stream), 0)
-                     or 0)
+        handle = int(stream if stream is not None else next((d.stream for d in described.values() if d.stream), 0) or 0)
         with self._lock:
             plan = self._plans.get((family_name, problem))
             if plan is None:
@@ -123,11 +129,14 @@ class Launcher:
                 self._plans[(family_name, problem)] = plan
             answer, steps = plan
             bound = self._bind(family, problem, handle)
-            pointers = {**{name: d.pointer for name, d in described.items()},
-                        **{name: int(buf.handle) for name, buf in bound.workspace.items()}}
+            pointers = {
+                **{name: d.pointer for name, d in described.items()},
+                **{name: int(buf.handle) for name, buf in bound.workspace.items()},
+            }
             if pointers != bound.pointers:  # arguments and tensor maps encoded once per set of addresses
-                bound.run = steps_launcher(bound.stream, [(kernel, geo, marshal(args, pointers))
-                                                          for kernel, geo, args in steps])
+                bound.run = steps_launcher(
+                    bound.stream, [(kernel, geo, marshal(args, pointers)) for kernel, geo, args in steps]
+                )
                 bound.pointers = pointers
             run = bound.run
         assert run is not None  # set above on the first call: ``bound.pointers`` starts as None
@@ -145,11 +154,19 @@ class Launcher:
         built = self._builds.get(source) or self._builder.build_one(source)
         self._builds[source] = built
         if built.status is not Status.OK:
-            raise CompileError(f"{family.name} {config.label()}: the chosen variant did not compile "
-                               f"({built.status.value}); see .log", built.log)
+            raise CompileError(
+                f"{family.name} {config.label()}: the chosen variant did not compile ({built.status.value}); see .log",
+                built.log,
+            )
         variant = variant_of(family, problem, config, built)
-        steps = [(load_kernel(built.cubin, step.kernel, step.geometry.shared_bytes, self._device.device_id),
-                  step.geometry, step.args) for step in variant.launches]
+        steps = [
+            (
+                load_kernel(built.cubin, step.kernel, step.geometry.shared_bytes, self._device.device_id),
+                step.geometry,
+                step.args,
+            )
+            for step in variant.launches
+        ]
         return answer, steps
 
     def _bind(self, family: Family[Any], problem: Problem, handle: int) -> _Binding:
@@ -160,9 +177,13 @@ class Launcher:
         key = (family.name, problem, handle)
         if key not in self._bindings:
             stream = Stream.from_handle(handle)
-            workspace = {spec.name: self._device.allocate(max(1, math.prod(spec.shape) *
-                                                          element_type(spec.dtype).itemsize), stream=stream)
-                         for spec in family.buffers(problem) if spec.role == "workspace"}
+            workspace = {
+                spec.name: self._device.allocate(
+                    max(1, math.prod(spec.shape) * element_type(spec.dtype).itemsize), stream=stream
+                )
+                for spec in family.buffers(problem)
+                if spec.role == "workspace"
+            }
             self._bindings[key] = _Binding(stream, workspace)
         return self._bindings[key]
 
@@ -187,4 +208,3 @@ def launch(family_name: str, arrays: dict[str, Any], stream: int | None = None, 
     if _default is None:
         _default = Launcher()
     return _default(family_name, arrays, stream, **options)
-

@@ -116,8 +116,14 @@ class Lookup:
         """The configuration for ``problem`` on ``device`` (see the module doc for the order)."""
         self._fresh()
         problem_key = problem.key()
-        cache_key = (family.name, problem_key, device.name, device.compute_capability,
-                     device.nvrtc_version, device.driver_version)
+        cache_key = (
+            family.name,
+            problem_key,
+            device.name,
+            device.compute_capability,
+            device.nvrtc_version,
+            device.driver_version,
+        )
         result = self._cache.get(cache_key)
         if result is None:
             with self._lock:
@@ -125,8 +131,14 @@ class Lookup:
                 self._cache[cache_key] = result
         return _copy(result)  # a fresh config dict: a caller mutating its answer cannot poison the cache
 
-    def query(self, family_name: str, problem_data: dict[str, Any], *, device: str | None = None,
-              device_info: DeviceInfo | None = None) -> LookupResult:
+    def query(
+        self,
+        family_name: str,
+        problem_data: dict[str, Any],
+        *,
+        device: str | None = None,
+        device_info: DeviceInfo | None = None,
+    ) -> LookupResult:
         """``lookup`` from a family name and problem data (as ``Family.parse_problem`` takes them). Without
         ``device_info`` the device is the database's (see ``device``). A query seen before is answered
         without parsing the problem again. The query is checked before the database."""
@@ -162,8 +174,10 @@ class Lookup:
         with self._lock:
             seen = [d for d in self._open().devices(family) if name is None or d.name == name]
             if len(seen) > 1:
-                raise SpaceError(f"{self.db_path} holds winners of {family} from several devices/toolchains "
-                                 f"({', '.join(sorted({d.name for d in seen}))}); name one with --device")
+                raise SpaceError(
+                    f"{self.db_path} holds winners of {family} from several devices/toolchains "
+                    f"({', '.join(sorted({d.name for d in seen}))}); name one with --device"
+                )
             info = seen[0] if seen else DeviceInfo(name or "unknown device", "0.0", "none", "none")
             self._devices[(family, name)] = info
         return info
@@ -184,7 +198,8 @@ class Lookup:
             raise DatabaseError(
                 f"no winners database at {self.db_path}{where}: check the path, point --db (from Python: "
                 f"db=) or the {ENV_DB} environment variable at a winners database, or run a sweep "
-                "(tunebox tune <sweep file>) to make one") from None
+                "(tunebox tune <sweep file>) to make one"
+            ) from None
         except OSError as exc:
             raise DatabaseError(f"{self.db_path}: cannot read the winners database ({exc})") from exc
         try:
@@ -200,21 +215,33 @@ class Lookup:
             self._stamp = self._current()  # after opening (which may create the WAL), before reading
         return self._db
 
-    def _resolve(self, family: Family[Any], problem: Problem, problem_key: str,
-                 device: DeviceInfo) -> LookupResult:
+    def _resolve(self, family: Family[Any], problem: Problem, problem_key: str, device: DeviceInfo) -> LookupResult:
         db = self._open()
         family_hash = family.source_hash()
-        key = WinnerKey(family.name, family_hash, problem_key, problem.dtype, device.name,
-                        device.compute_capability, device.nvrtc_version, device.driver_version)
+        key = WinnerKey(
+            family.name,
+            family_hash,
+            problem_key,
+            problem.dtype,
+            device.name,
+            device.compute_capability,
+            device.nvrtc_version,
+            device.driver_version,
+        )
         exact = db.get(key)
         if exact is not None:
             if self._valid_for(family, problem, exact):
                 return self._result(family, problem_key, exact, "exact", "exact match")
-            log.warning("%s %s: the exact winner's config %s is invalid for this family; ignoring it",
-                        family.name, problem_key, exact.config)
+            log.warning(
+                "%s %s: the exact winner's config %s is invalid for this family; ignoring it",
+                family.name,
+                problem_key,
+                exact.config,
+            )
         ranked: list[tuple[float, float, str, Winner]] = []
-        for cand in db.candidates(family.name, family_hash, device.name, device.compute_capability,
-                                  dtype=problem.dtype):
+        for cand in db.candidates(
+            family.name, family_hash, device.name, device.compute_capability, dtype=problem.dtype
+        ):
             try:
                 other = family.parse_problem(json.loads(cand.key.problem_key))
             except (ValueError, InvalidProblem) as exc:
@@ -228,10 +255,17 @@ class Lookup:
             if self._valid_for(family, problem, cand):
                 how = f"nearest tuned problem {cand.key.problem_key} (distance {distance:.3g})"
                 return self._result(family, problem_key, cand, "nearest", how)
-            log.debug("%s %s: nearest candidate %s has a config invalid here; skipping",
-                      family.name, problem_key, cand.key.problem_key)
-        reason = (f"no tuned problem valid for this one among {len(ranked)} comparable"
-                  if ranked else "no comparable tuned problem")
+            log.debug(
+                "%s %s: nearest candidate %s has a config invalid here; skipping",
+                family.name,
+                problem_key,
+                cand.key.problem_key,
+            )
+        reason = (
+            f"no tuned problem valid for this one among {len(ranked)} comparable"
+            if ranked
+            else "no comparable tuned problem"
+        )
         return self._default(family, problem, problem_key, f"{reason} on {device.name}")
 
     @staticmethod
@@ -243,24 +277,32 @@ class Lookup:
         return not family.violations(problem, config)
 
     @staticmethod
-    def _result(family: Family[Any], problem_key: str, winner: Winner,
-                source: Literal["exact", "nearest"], how: str) -> LookupResult:
+    def _result(
+        family: Family[Any], problem_key: str, winner: Winner, source: Literal["exact", "nearest"], how: str
+    ) -> LookupResult:
         origin = "replayed recording" if winner.replayed else "measured"
-        explanation = (f"{how} tuned on {winner.key.device_name} ({origin}, "
-                       f"median {winner.median_ms:.4g} ms)")
-        return LookupResult(family.name, problem_key, dict(winner.config), source,
-                            winner.key.problem_key, winner.median_ms, winner.replayed, explanation)
+        explanation = f"{how} tuned on {winner.key.device_name} ({origin}, median {winner.median_ms:.4g} ms)"
+        return LookupResult(
+            family.name,
+            problem_key,
+            dict(winner.config),
+            source,
+            winner.key.problem_key,
+            winner.median_ms,
+            winner.replayed,
+            explanation,
+        )
 
     @staticmethod
     def _default(family: Family[Any], problem: Problem, problem_key: str, reason: str) -> LookupResult:
         config = family.default_config(problem).as_dict()
-        return LookupResult(family.name, problem_key, config, "default", None, None, False,
-                            f"family default: {reason}")
+        return LookupResult(family.name, problem_key, config, "default", None, None, False, f"family default: {reason}")
 
 
 def _copy(r: LookupResult) -> LookupResult:
-    return LookupResult(r.family, r.problem_key, dict(r.config), r.source, r.matched_problem_key,
-                        r.median_ms, r.replayed, r.explanation)
+    return LookupResult(
+        r.family, r.problem_key, dict(r.config), r.source, r.matched_problem_key, r.median_ms, r.replayed, r.explanation
+    )
 
 
 def _frozen(value: Any) -> Hashable:

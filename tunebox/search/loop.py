@@ -46,8 +46,7 @@ log = logging.getLogger(__name__)
 # (binary hash, (geometry, args, prologue)): identical runs are timed once; on replay (configuration JSON,)
 _Identity = tuple[str, LaunchIdentity] | tuple[str]
 
-FAILURES = {Status.COMPILE_ERROR, Status.RESOURCE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT,
-            Status.WRONG_RESULT}
+FAILURES = {Status.COMPILE_ERROR, Status.RESOURCE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.WRONG_RESULT}
 
 
 class _Kind(Enum):
@@ -120,13 +119,22 @@ class SweepResult:
         steady: dict[str, float] = {}
         if len(self.answers) > 1:
             window = self.answers[-1][0] - self.answers[0][0]
-            steady = {"first_answer_seconds": self.answers[0][0], "steady_seconds": window,
-                      "steady_variants_per_second": (len(self.answers) - 1) / window if window else 0.0,
-                      "steady_device_busy": sum(d for _, d in self.answers[1:]) / window if window else 0.0}
-        return {"name": self.name, "replayed": self.replayed, "evaluated": self.evaluated,
-                "seconds": self.seconds, "variants_per_second": self.evaluated / self.seconds if self.seconds else 0.0,
-                "device_busy": device / self.seconds if self.seconds else 0.0, **steady,
-                **{f"{stage}_seconds": value for stage, value in self.breakdown.items()}}
+            steady = {
+                "first_answer_seconds": self.answers[0][0],
+                "steady_seconds": window,
+                "steady_variants_per_second": (len(self.answers) - 1) / window if window else 0.0,
+                "steady_device_busy": sum(d for _, d in self.answers[1:]) / window if window else 0.0,
+            }
+        return {
+            "name": self.name,
+            "replayed": self.replayed,
+            "evaluated": self.evaluated,
+            "seconds": self.seconds,
+            "variants_per_second": self.evaluated / self.seconds if self.seconds else 0.0,
+            "device_busy": device / self.seconds if self.seconds else 0.0,
+            **steady,
+            **{f"{stage}_seconds": value for stage, value in self.breakdown.items()},
+        }
 
 
 @dataclass(frozen=True)
@@ -246,10 +254,18 @@ def input_seed(base: int, problem: Problem) -> int:
 class Sweep:
     """One sweep over every problem of a ``SweepSpec`` (the composition root builds it)."""
 
-    def __init__(self, spec: SweepSpec, backend: Backend, builder: NvrtcBuilder, out_dir: Path,
-                 db_path: Path, listeners: tuple[Listener, ...] = (),
-                 settings: LoopSettings | None = None, *,
-                 progress: Callable[[SweepProgress], None] | None = None) -> None:
+    def __init__(
+        self,
+        spec: SweepSpec,
+        backend: Backend,
+        builder: NvrtcBuilder,
+        out_dir: Path,
+        db_path: Path,
+        listeners: tuple[Listener, ...] = (),
+        settings: LoopSettings | None = None,
+        *,
+        progress: Callable[[SweepProgress], None] | None = None,
+    ) -> None:
         self.spec, self.backend, self.builder = spec, backend, builder
         self.family: Family[Any] = spec.family
         self.log = EvalLog(out_dir / "evals.jsonl")
@@ -279,11 +295,21 @@ class Sweep:
         for index, named in enumerate(self.spec.problems, start=1):
             self._index = index
             outcomes.append(self._problem(named, history))
-        result = SweepResult(self.spec.name, self.backend.replayed, tuple(outcomes), self.evaluated,
-                             time.perf_counter() - start, dict(self.breakdown), self.log.path, self.db_path,
-                             tuple(self.answers))
-        append_run(self.out_dir / "summary.json",
-                   {**result.summary(), "finished": datetime.now(UTC).isoformat(timespec="seconds")})
+        result = SweepResult(
+            self.spec.name,
+            self.backend.replayed,
+            tuple(outcomes),
+            self.evaluated,
+            time.perf_counter() - start,
+            dict(self.breakdown),
+            self.log.path,
+            self.db_path,
+            tuple(self.answers),
+        )
+        append_run(
+            self.out_dir / "summary.json",
+            {**result.summary(), "finished": datetime.now(UTC).isoformat(timespec="seconds")},
+        )
         return result
 
     def _report(self, name: str, done: int, best: float | None, record: EvalRecord | None) -> None:
@@ -296,19 +322,32 @@ class Sweep:
         to_come = len(self.spec.problems) - len(known)
         each = sum(known) / len(known) if search.strategy == "exhaustive" else search.trials
         now = time.perf_counter()
-        self.progress(SweepProgress(
-            problem=name, index=self._index, problems=len(self.spec.problems), done=min(done, budget),
-            budget=budget, sweep_done=sum(known[:-1]) + min(done, budget),
-            sweep_budget=sum(known) + round(each * to_come), run_done=self._run_done,
-            elapsed_s=now - self.started, best_ms=best, deadline_s=max(0.0, self.deadline - now),
-            record=record))
+        self.progress(
+            SweepProgress(
+                problem=name,
+                index=self._index,
+                problems=len(self.spec.problems),
+                done=min(done, budget),
+                budget=budget,
+                sweep_done=sum(known[:-1]) + min(done, budget),
+                sweep_budget=sum(known) + round(each * to_come),
+                run_done=self._run_done,
+                elapsed_s=now - self.started,
+                best_ms=best,
+                deadline_s=max(0.0, self.deadline - now),
+                record=record,
+            )
+        )
 
     # -- one problem ------------------------------------------------------------------------------
     def _problem(self, named: NamedProblem, history: list[EvalRecord]) -> ProblemOutcome:
         problem, family = named.problem, self.family
         mine = [r for r in history if r.family == family.name and canonical_json(r.problem) == problem.key()]
-        done = {canonical_json(r.config): r for r in mine  # a config the space no longer holds is history only
-                if r.phase == "screen" and not r.baseline and self.spec.space.holds(r.config)}
+        done = {
+            canonical_json(r.config): r
+            for r in mine  # a config the space no longer holds is history only
+            if r.phase == "screen" and not r.baseline and self.spec.space.holds(r.config)
+        }
         seed = input_seed(self.spec.search.seed, problem)
         self.backend.prepare(family, problem, seed)  # the worker builds inputs while the search starts up
         valid = self._valid(named)
@@ -330,8 +369,11 @@ class Sweep:
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
         while True:
             accepting = time.perf_counter() < self.deadline
-            while (accepting and evaluated + len(compiling) + len(queued) < budget
-                   and len(compiling) < self.settings.pipeline_depth):
+            while (
+                accepting
+                and evaluated + len(compiling) + len(queued) < budget
+                and len(compiling) < self.settings.pipeline_depth
+            ):
                 ask = strategy.ask()
                 if ask is None:
                     break
@@ -413,8 +455,16 @@ class Sweep:
             self._tracker_started = True
         return _ctrl_c_to_main_thread_only()
 
-    def _dispatch(self, problem: Problem, ask: Ask, config: Config, future: Future[BuildResult | None] | None,
-                  seed: int, binaries: dict[_Identity, EvalRecord], queued: deque[_Queued]) -> _Queued:
+    def _dispatch(
+        self,
+        problem: Problem,
+        ask: Ask,
+        config: Config,
+        future: Future[BuildResult | None] | None,
+        seed: int,
+        binaries: dict[_Identity, EvalRecord],
+        queued: deque[_Queued],
+    ) -> _Queued:
         """Wait for a variant's compile and queue it: on the device, or answered without it."""
         if future is None:
             return _Queued(_Kind.SAME_CONFIG, ask, config)
@@ -425,8 +475,12 @@ class Sweep:
         if not build.cache_hit:
             self.breakdown["compile"] += build.seconds
         if build.status is not Status.OK:
-            return _Queued(_Kind.KNOWN, ask, config,
-                           record=self._record(problem, config, Outcome(build.status, build.log[-2000:]), seed))
+            return _Queued(
+                _Kind.KNOWN,
+                ask,
+                config,
+                record=self._record(problem, config, Outcome(build.status, build.log[-2000:]), seed),
+            )
         identity = (build.binary_hash, variant_of(self.family, problem, config, build).launch_identity)
         if identity in binaries:
             return _Queued(_Kind.KNOWN, ask, config, record=_twin(binaries[identity], config))
@@ -435,8 +489,14 @@ class Sweep:
         self.backend.submit(self.family, problem, config, build, seed)
         return _Queued(_Kind.DEVICE, ask, config, identity=identity)
 
-    def _complete(self, problem: Problem, item: _Queued, seed: int, binaries: dict[_Identity, EvalRecord],
-                  same_config: EvalRecord | None) -> EvalRecord:
+    def _complete(
+        self,
+        problem: Problem,
+        item: _Queued,
+        seed: int,
+        binaries: dict[_Identity, EvalRecord],
+        same_config: EvalRecord | None,
+    ) -> EvalRecord:
         """The record of a queued variant."""
         if item.kind is _Kind.SAME_CONFIG:
             assert same_config is not None  # its twin was dispatched first, so it is answered by now
@@ -458,16 +518,27 @@ class Sweep:
         binaries[item.identity] = record
         return record
 
-    def _record(self, problem: Problem, config: Config | None, outcome: Outcome, seed: int,
-                phase: str = "screen") -> EvalRecord:
+    def _record(
+        self, problem: Problem, config: Config | None, outcome: Outcome, seed: int, phase: str = "screen"
+    ) -> EvalRecord:
         work = self.family.work(problem)
         return EvalRecord(
-            family=self.family.name, problem=problem.to_dict(),
-            config=config.as_dict() if config else {}, status=outcome.status,
-            message=outcome.message, timing=Timing(outcome.samples_ms) if outcome.samples_ms else None,
-            metrics=outcome.metrics, bytes_moved=work.bytes_moved, flops=work.flops,
-            device=self.backend.device, replayed=self.backend.replayed, input_seed=seed,
-            baseline=outcome.baseline, phase=phase, stage_seconds=dict(outcome.stage_seconds))
+            family=self.family.name,
+            problem=problem.to_dict(),
+            config=config.as_dict() if config else {},
+            status=outcome.status,
+            message=outcome.message,
+            timing=Timing(outcome.samples_ms) if outcome.samples_ms else None,
+            metrics=outcome.metrics,
+            bytes_moved=work.bytes_moved,
+            flops=work.flops,
+            device=self.backend.device,
+            replayed=self.backend.replayed,
+            input_seed=seed,
+            baseline=outcome.baseline,
+            phase=phase,
+            stage_seconds=dict(outcome.stage_seconds),
+        )
 
     def _notify(self, name: str, record: EvalRecord) -> None:
         for listener in self.listeners:
@@ -475,19 +546,25 @@ class Sweep:
 
     def _check_breaker(self, failures: deque[Status], record: EvalRecord) -> None:
         failures.append(record.status)
-        if (len(failures) == failures.maxlen and len(set(failures)) == 1
-                and failures[0] in FAILURES - {Status.WRONG_RESULT, Status.COMPILE_ERROR}):
+        if (
+            len(failures) == failures.maxlen
+            and len(set(failures)) == 1
+            and failures[0] in FAILURES - {Status.WRONG_RESULT, Status.COMPILE_ERROR}
+        ):
             raise SweepAborted(
                 f"stopping: the last {failures.maxlen} variants all ended in {failures[0].value} "
                 f"(last: {record.message[:300]}). This looks systematic (driver, device or family "
-                "source), not a bad variant; fix it and run the same command again to resume.")
+                "source), not a bad variant; fix it and run the same command again to resume."
+            )
 
     # -- finalists and the winner -----------------------------------------------------------------
-    def _finish(self, named: NamedProblem, records: list[EvalRecord], history: list[EvalRecord],
-                seed: int) -> ProblemOutcome:
+    def _finish(
+        self, named: NamedProblem, records: list[EvalRecord], history: list[EvalRecord], seed: int
+    ) -> ProblemOutcome:
         problem = named.problem
-        ok = sorted((r for r in records if r.status is Status.OK and r.timing),
-                    key=lambda r: cast(Timing, r.timing).median_ms)
+        ok = sorted(
+            (r for r in records if r.status is Status.OK and r.timing), key=lambda r: cast(Timing, r.timing).median_ms
+        )
         finalists = ok[: self.spec.search.finalists]
         started = time.perf_counter()
         final = self._retime(problem, finalists, history, seed) if finalists else []
@@ -508,8 +585,9 @@ class Sweep:
             counts[r.status.value] = counts.get(r.status.value, 0) + 1
         return ProblemOutcome(named.name, problem, winner, baseline, default, stored, counts)
 
-    def _retime(self, problem: Problem, finalists: list[EvalRecord], history: list[EvalRecord],
-                seed: int) -> list[EvalRecord]:
+    def _retime(
+        self, problem: Problem, finalists: list[EvalRecord], history: list[EvalRecord], seed: int
+    ) -> list[EvalRecord]:
         wanted = {canonical_json(r.config) for r in finalists}
         for phase in reversed(final_phases(history, problem.key())):
             if {canonical_json(r.config) for r in phase if r.config} == wanted and any(not r.config for r in phase):
@@ -522,9 +600,11 @@ class Sweep:
             with self._compile_pool_without_ctrl_c():
                 futures = [self.builder.submit(source) for source in sources]
             builds = [future.result() for future in futures]  # waited for where Ctrl-C reaches
-        outcomes = [_harness_checked(o) for o in
-                    self.backend.retime(self.family, problem, list(zip(configs, builds, strict=True)), seed)]
+        outcomes = [
+            _harness_checked(o)
+            for o in self.backend.retime(self.family, problem, list(zip(configs, builds, strict=True)), seed)
+        ]
         records = [self._record(problem, c, o, seed, "final") for c, o in zip(configs, outcomes, strict=False)]
-        records += [self._record(problem, None, o, seed, "final") for o in outcomes[len(configs):]]  # baselines
+        records += [self._record(problem, None, o, seed, "final") for o in outcomes[len(configs) :]]  # baselines
         self.log.append_all(records)  # one write: the phase is in the log whole, or its tail torn
         return records

@@ -144,8 +144,14 @@ class TpeStrategy:
     random, so every ask gives a new configuration until none is left. Evaluations that failed are
     told as pruned: TPE counts them among the worst."""
 
-    def __init__(self, space: TemplateSpaces, valid: Sequence[Config], seed: int,
-                 history: Iterable[EvalRecord] = (), patience: int = 3) -> None:
+    def __init__(
+        self,
+        space: TemplateSpaces,
+        valid: Sequence[Config],
+        seed: int,
+        history: Iterable[EvalRecord] = (),
+        patience: int = 3,
+    ) -> None:
         self.tree = ValidTree(space, valid)
         self.valid = list(valid)
         self.patience = patience

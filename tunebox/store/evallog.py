@@ -76,8 +76,7 @@ class EvalLog:
                 end = start + newline + 1
                 break
             end = start
-        log.warning("%s: cutting off a torn last line (%d bytes) left by an interrupted writer",
-                    self.path, size - end)
+        log.warning("%s: cutting off a torn last line (%d bytes) left by an interrupted writer", self.path, size - end)
         os.ftruncate(fd, end)
         return end
 
@@ -86,7 +85,8 @@ class EvalLog:
         if written != len(data):
             raise DatabaseError(
                 f"{self.path}: short write ({written} of {len(data)} bytes; disk full?); the torn "
-                "line is skipped on read and cut off by the next append. Free space and run again.")
+                "line is skipped on read and cut off by the next append. Free space and run again."
+            )
 
     def _sync_dir(self) -> None:
         dir_fd = os.open(self.path.parent, os.O_RDONLY)
@@ -106,8 +106,11 @@ class EvalLog:
         lines = data.split(b"\n")
         complete = lines[:-1]  # the element after the final newline is b"" or a torn tail
         if lines[-1]:
-            log.warning("%s: skipping a torn last line (%d bytes, no newline): a writer was "
-                        "interrupted", self.path, len(lines[-1]))
+            log.warning(
+                "%s: skipping a torn last line (%d bytes, no newline): a writer was interrupted",
+                self.path,
+                len(lines[-1]),
+            )
         if not complete:
             return []
         self._check_header(complete[0])
@@ -118,13 +121,18 @@ class EvalLog:
                 records.append(EvalRecord.from_json(raw.decode()))
             except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 if index == last and not lines[-1]:
-                    log.warning("%s: skipping an undecodable last line %d (%s): a writer was "
-                                "interrupted", self.path, index + 1, exc)
+                    log.warning(
+                        "%s: skipping an undecodable last line %d (%s): a writer was interrupted",
+                        self.path,
+                        index + 1,
+                        exc,
+                    )
                     continue
                 raise DatabaseError(
                     f"{self.path}: line {index + 1} is not a valid record ({exc}); the log is "
                     "damaged. Move it aside (e.g. rename it to *.damaged) and start a new log; "
-                    "records before that line can still be read from the moved file.") from exc
+                    "records before that line can still be read from the moved file."
+                ) from exc
         return records
 
     def _check_header(self, raw: bytes) -> None:
@@ -136,8 +144,10 @@ class EvalLog:
         if type(version) is not int or version < 1:
             raise DatabaseError(
                 f"{self.path}: line 1 is not a tunebox evaluation log header; this is not an "
-                "evaluation log (or it is damaged). Point tunebox at another file or move this aside.")
+                "evaluation log (or it is damaged). Point tunebox at another file or move this aside."
+            )
         if version > SCHEMA_VERSION:
             raise DatabaseError(
                 f"{self.path}: evaluation log version {version} was written by a newer tunebox; "
-                f"upgrade tunebox to read it (this one reads version {SCHEMA_VERSION}).")
+                f"upgrade tunebox to read it (this one reads version {SCHEMA_VERSION})."
+            )

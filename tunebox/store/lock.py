@@ -49,13 +49,17 @@ class SweepLock:
             raise SweepLocked(
                 f"another sweep is running in {self.directory} (lock {self.path} held by {holder}); "
                 "wait for it to finish or stop it, then run this command again (it resumes from the "
-                "evaluation log)") from None
+                "evaluation log)"
+            ) from None
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
-        me = {"pid": os.getpid(), "started": datetime.now(UTC).isoformat(timespec="seconds"),
-              "command": " ".join(sys.argv)}
+        me = {
+            "pid": os.getpid(),
+            "started": datetime.now(UTC).isoformat(timespec="seconds"),
+            "command": " ".join(sys.argv),
+        }
         data = (json.dumps(me) + "\n").encode()
         os.ftruncate(fd, 0)
         os.pwrite(fd, data, 0)

@@ -37,15 +37,24 @@ SCHEMA_VERSION = 1
 _RETRIES = 8
 _T = TypeVar("_T")
 
-_KEY_COLUMNS = ("family", "family_hash", "problem_key", "dtype", "device_name", "compute_capability",
-                "nvrtc_version", "driver_version")
-_VALUE_COLUMNS = ("config_json", "median_ms", "noise", "bandwidth_gbps", "replayed", "record_json",
-                  "created_at")
+_KEY_COLUMNS = (
+    "family",
+    "family_hash",
+    "problem_key",
+    "dtype",
+    "device_name",
+    "compute_capability",
+    "nvrtc_version",
+    "driver_version",
+)
+_VALUE_COLUMNS = ("config_json", "median_ms", "noise", "bandwidth_gbps", "replayed", "record_json", "created_at")
 _SELECT = f"SELECT {', '.join(_KEY_COLUMNS + _VALUE_COLUMNS)} FROM winners"
 _KEY_WHERE = " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS)
 _SELECT_MEDIAN = f"SELECT median_ms FROM winners WHERE {_KEY_WHERE}"
-_UPSERT = (f"INSERT OR REPLACE INTO winners ({', '.join(_KEY_COLUMNS + _VALUE_COLUMNS)}) "
-           f"VALUES ({', '.join('?' * (len(_KEY_COLUMNS) + len(_VALUE_COLUMNS)))})")
+_UPSERT = (
+    f"INSERT OR REPLACE INTO winners ({', '.join(_KEY_COLUMNS + _VALUE_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * (len(_KEY_COLUMNS) + len(_VALUE_COLUMNS)))})"
+)
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS winners ("
@@ -92,8 +101,13 @@ class WinnersDB:
         try:
             if self.read_only:
                 # a reader may serve several threads (``Lookup`` serialises its use of the connection)
-                conn = sqlite3.connect(self.path.resolve().as_uri() + "?mode=ro", uri=True, timeout=60,
-                                       isolation_level=None, check_same_thread=False)
+                conn = sqlite3.connect(
+                    self.path.resolve().as_uri() + "?mode=ro",
+                    uri=True,
+                    timeout=60,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
             else:
                 conn = sqlite3.connect(self.path, timeout=60, isolation_level=None)
         except sqlite3.Error as exc:
@@ -120,11 +134,13 @@ class WinnersDB:
             raise DatabaseError(
                 f"{self.path}: not a readable SQLite database ({exc}); the file is damaged or is "
                 "not a winners database. Restore it from a backup or move it aside; nothing was "
-                "changed.") from exc
+                "changed."
+            ) from exc
         if problems != ["ok"]:
             raise DatabaseError(
                 f"{self.path}: integrity check failed ({'; '.join(map(str, problems))[:300]}); the "
-                "file is damaged. Restore it from a backup or move it aside; nothing was changed.")
+                "file is damaged. Restore it from a backup or move it aside; nothing was changed."
+            )
         if self.read_only:
             return
         self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
@@ -142,7 +158,8 @@ class WinnersDB:
         if not {"meta", "winners"} <= tables:
             raise DatabaseError(
                 f"{self.path}: not a tunebox winners database (tables: {sorted(tables)}); point "
-                "tunebox at another file. Nothing was changed.")
+                "tunebox at another file. Nothing was changed."
+            )
         row = conn.execute("SELECT value FROM meta WHERE key = ?", ("schema_version",)).fetchone()
         try:
             version = int(row[0])
@@ -151,19 +168,20 @@ class WinnersDB:
         except (TypeError, ValueError):
             raise DatabaseError(
                 f"{self.path}: schema_version is missing or malformed ({row!r}); the database was "
-                "tampered with or damaged. Restore it or move it aside.") from None
+                "tampered with or damaged. Restore it or move it aside."
+            ) from None
         if version > SCHEMA_VERSION:
             raise DatabaseError(
                 f"{self.path}: schema version {version} was written by a newer tunebox (this one "
-                f"reads version {SCHEMA_VERSION}); open it with a newer version; nothing was changed.")
+                f"reads version {SCHEMA_VERSION}); open it with a newer version; nothing was changed."
+            )
         return False
 
     @staticmethod
     def _create_schema(conn: sqlite3.Connection) -> None:
         for statement in _SCHEMA:
             conn.execute(statement)
-        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)",
-                     ("schema_version", str(SCHEMA_VERSION)))
+        conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES (?, ?)", ("schema_version", str(SCHEMA_VERSION)))
 
     def close(self) -> None:
         if self._conn is not None:
@@ -186,8 +204,7 @@ class WinnersDB:
             try:
                 return action()
             except sqlite3.Error as exc:
-                locked = isinstance(exc, sqlite3.OperationalError) and (
-                    "locked" in str(exc) or "busy" in str(exc))
+                locked = isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
                 if not locked or attempt == _RETRIES - 1:
                     raise DatabaseError(f"{self.path}: write failed ({exc})") from exc
                 delay = random.uniform(0.5, 1.5) * 0.05 * 2**attempt
@@ -231,12 +248,23 @@ class WinnersDB:
             raise ValueError(f"record of family {record.family!r} stored under {key.family!r}")
         d = record.device
         if d is not None and (d.name, d.compute_capability, d.nvrtc_version, d.driver_version) != (
-                key.device_name, key.compute_capability, key.nvrtc_version, key.driver_version):
+            key.device_name,
+            key.compute_capability,
+            key.nvrtc_version,
+            key.driver_version,
+        ):
             raise ValueError(f"record measured on {d} stored under another device key")
         bandwidth = record.bandwidth_gbps
-        row = (*astuple(key), json.dumps(record.config, sort_keys=True, allow_nan=False), median, noise,
-               bandwidth if bandwidth and math.isfinite(bandwidth) else None, int(record.replayed),
-               record.to_json(), datetime.now(UTC).isoformat(timespec="seconds"))
+        row = (
+            *astuple(key),
+            json.dumps(record.config, sort_keys=True, allow_nan=False),
+            median,
+            noise,
+            bandwidth if bandwidth and math.isfinite(bandwidth) else None,
+            int(record.replayed),
+            record.to_json(),
+            datetime.now(UTC).isoformat(timespec="seconds"),
+        )
 
         def compare_and_set(conn: sqlite3.Connection) -> bool:
             old = conn.execute(_SELECT_MEDIAN, astuple(key)).fetchone()
@@ -246,16 +274,22 @@ class WinnersDB:
             return True
 
         stored = self._write(compare_and_set)
-        log.debug("%s %s: %s %.4g ms", key.family, key.problem_key,
-                  "stored" if stored else "kept the better stored winner over", median)
+        log.debug(
+            "%s %s: %s %.4g ms",
+            key.family,
+            key.problem_key,
+            "stored" if stored else "kept the better stored winner over",
+            median,
+        )
         return stored
 
     def get(self, key: WinnerKey) -> Winner | None:
         rows = self._query(f"{_SELECT} WHERE {_KEY_WHERE}", astuple(key))
         return rows[0] if rows else None
 
-    def candidates(self, family: str, family_hash: str, device_name: str, compute_capability: str,
-                   dtype: str | None = None) -> list[Winner]:
+    def candidates(
+        self, family: str, family_hash: str, device_name: str, compute_capability: str, dtype: str | None = None
+    ) -> list[Winner]:
         """Winners of the same family, sources and device (any toolchain), for nearest fallback."""
         sql = f"{_SELECT} WHERE family = ? AND family_hash = ? AND device_name = ? AND compute_capability = ?"
         params: tuple[str, ...] = (family, family_hash, device_name, compute_capability)
@@ -266,16 +300,22 @@ class WinnersDB:
 
     def devices(self, family: str) -> list[DeviceInfo]:
         """The devices (with their toolchains) that hold winners of ``family``, without decoding rows."""
-        sql = ("SELECT DISTINCT device_name, compute_capability, driver_version, nvrtc_version FROM winners "
-               "WHERE family = ? ORDER BY device_name, compute_capability, driver_version, nvrtc_version")
+        sql = (
+            "SELECT DISTINCT device_name, compute_capability, driver_version, nvrtc_version FROM winners "
+            "WHERE family = ? ORDER BY device_name, compute_capability, driver_version, nvrtc_version"
+        )
         try:
             rows = self.conn.execute(sql, (family,)).fetchall()
         except sqlite3.Error as exc:
-            raise DatabaseError(f"{self.path}: query failed ({exc}); the database is damaged or of "
-                                "another layout. Restore it or move it aside.") from exc
+            raise DatabaseError(
+                f"{self.path}: query failed ({exc}); the database is damaged or of "
+                "another layout. Restore it or move it aside."
+            ) from exc
         if not all(isinstance(v, str) for row in rows for v in row):
-            raise DatabaseError(f"{self.path}: a device column of {family} holds a non-text value; the "
-                                "database was tampered with or damaged. Restore it or move it aside.")
+            raise DatabaseError(
+                f"{self.path}: a device column of {family} holds a non-text value; the "
+                "database was tampered with or damaged. Restore it or move it aside."
+            )
         return [DeviceInfo(*row) for row in rows]
 
     def all(self) -> list[Winner]:
@@ -285,14 +325,16 @@ class WinnersDB:
         try:
             rows = self.conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
-            raise DatabaseError(f"{self.path}: query failed ({exc}); the database is damaged or of "
-                                "another layout. Restore it or move it aside.") from exc
+            raise DatabaseError(
+                f"{self.path}: query failed ({exc}); the database is damaged or of "
+                "another layout. Restore it or move it aside."
+            ) from exc
         return [self._winner(row) for row in rows]
 
     def _winner(self, row: tuple[Any, ...]) -> Winner:
         """Validate one row; any inconsistency means tampering or damage."""
-        key = WinnerKey(*row[:len(_KEY_COLUMNS)])
-        config_json, median, noise, bandwidth, replayed, record_json, created_at = row[len(_KEY_COLUMNS):]
+        key = WinnerKey(*row[: len(_KEY_COLUMNS)])
+        config_json, median, noise, bandwidth, replayed, record_json, created_at = row[len(_KEY_COLUMNS) :]
         try:
             if not all(isinstance(v, str) for v in (*astuple(key), config_json, record_json, created_at)):
                 raise ValueError("a text column holds a non-text value")
@@ -304,8 +346,7 @@ class WinnersDB:
                     raise ValueError(f"{name}={value!r} is not a finite non-negative number")
             if median <= 0:
                 raise ValueError(f"median_ms={median!r} is not positive")
-            if bandwidth is not None and (not isinstance(bandwidth, float | int)
-                                          or not math.isfinite(bandwidth)):
+            if bandwidth is not None and (not isinstance(bandwidth, float | int) or not math.isfinite(bandwidth)):
                 raise ValueError(f"bandwidth_gbps={bandwidth!r} is not finite")
             if replayed not in (0, 1):
                 raise ValueError(f"replayed={replayed!r} is not 0 or 1")
@@ -317,6 +358,15 @@ class WinnersDB:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise DatabaseError(
                 f"{self.path}: bad winner row for {key.family} {key.problem_key}: {exc}; the database "
-                "was tampered with or damaged. Restore it or move it aside.") from exc
-        return Winner(key, config, float(median), float(noise),
-                      None if bandwidth is None else float(bandwidth), bool(replayed), created_at, record)
+                "was tampered with or damaged. Restore it or move it aside."
+            ) from exc
+        return Winner(
+            key,
+            config,
+            float(median),
+            float(noise),
+            None if bandwidth is None else float(bandwidth),
+            bool(replayed),
+            created_at,
+            record,
+        )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-CHILD = r'''
+CHILD = r"""
 import ctypes
 from cuda.bindings import nvrtc
 from tunebox.build.nvrtc import compile_nvrtc
@@ -28,7 +28,7 @@ nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog = empty_log_size, write_t
 result = compile_nvrtc(KernelSource('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }', "k", ()), "sm_90",
                        ["--gpu-architecture=sm_90"])
 print(result.status.value, repr(result.log), bytes([32])[0], ord(" "), result.cubin[:4] == b"\x7fELF")
-'''
+"""
 
 
 def test_an_empty_log_leaves_the_shared_space_characters_alone():
@@ -40,11 +40,13 @@ def test_an_empty_log_leaves_the_shared_space_characters_alone():
 def test_registers_are_the_main_kernels_whatever_order_ptxas_reports_them_in():
     from tunebox.build.nvrtc import _kernel_resources
 
-    log = ("ptxas info    : Compiling entry function '_Z8pad_rowsI3CfgEvv' for 'sm_90'\n"
-           "ptxas         .     0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
-           "ptxas info    : Used 21 registers, used 0 barriers\n"
-           "ptxas info    : Compiling entry function '_Z4gemmI3CfgEvv' for 'sm_90'\n"
-           "ptxas         .     0 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
-           "ptxas info    : Used 168 registers, used 1 barriers\n")
+    log = (
+        "ptxas info    : Compiling entry function '_Z8pad_rowsI3CfgEvv' for 'sm_90'\n"
+        "ptxas         .     0 bytes stack frame, 8 bytes spill stores, 8 bytes spill loads\n"
+        "ptxas info    : Used 21 registers, used 0 barriers\n"
+        "ptxas info    : Compiling entry function '_Z4gemmI3CfgEvv' for 'sm_90'\n"
+        "ptxas         .     0 bytes stack frame, 4 bytes spill stores, 4 bytes spill loads\n"
+        "ptxas info    : Used 168 registers, used 1 barriers\n"
+    )
     assert _kernel_resources(log, "_Z4gemmI3CfgEvv") == (168, 12)
     assert _kernel_resources(log, "_Z8pad_rowsI3CfgEvv") == (21, 12)

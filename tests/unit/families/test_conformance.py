@@ -67,8 +67,10 @@ def test_every_template_has_valid_and_invalid_configurations_and_compiles(name: 
         found = None
         for problem in problems(name):
             default = template.default(problem)
-            configs = itertools.chain([family.template_config(template_name, default)] if default is not None else [],
-                                      TemplateSpaces(((template_name, space),)))
+            configs = itertools.chain(
+                [family.template_config(template_name, default)] if default is not None else [],
+                TemplateSpaces(((template_name, space),)),
+            )
             for config in configs:  # lazily, until both a valid and a refused configuration turned up
                 if family.violations(problem, config):
                     refused.add(template_name)
@@ -81,7 +83,9 @@ def test_every_template_has_valid_and_invalid_configurations_and_compiles(name: 
         assert found is not None, f"{name}/{template_name}: no valid configuration for any sweep problem"
         cases.append(found)
     if name != "faults":  # the planted faults are valid by design: the harness must catch them
-        assert refused == set(family.templates), f"templates whose rules never refuse: {set(family.templates) - refused}"
+        assert refused == set(family.templates), (
+            f"templates whose rules never refuse: {set(family.templates) - refused}"
+        )
     builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
     try:
         results = builder.build([family.render(p, c) for p, c in cases])
@@ -105,15 +109,18 @@ def test_the_hash_covers_every_source_and_changes_with_any(name: str, monkeypatc
     before = family.source_hash()
     original = Path.read_bytes
     for changed in sorted(files):
-        monkeypatch.setattr(Path, "read_bytes", lambda self, c=changed: original(self) + (b"\n" if self == c else b""))
+        suffix = b"\nCHANGED = 1\n" if changed.suffix == ".py" else b"\n#define CHANGED 1\n"
+        monkeypatch.setattr(
+            Path, "read_bytes", lambda self, c=changed, x=suffix: original(self) + (x if self == c else b"")
+        )
         assert family.source_hash() != before, changed
     monkeypatch.setattr(Path, "read_bytes", original)
     assert family.source_hash() == before
 
 
-def test_a_family_outside_tunebox_joins_through_an_entry_point(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "outside_family.py").write_text(textwrap.dedent("""
+def test_a_family_outside_tunebox_joins_through_an_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "outside_family.py").write_text(
+        textwrap.dedent("""
         from tunebox.families.contract import Family
         from tunebox.families.faults.operation import FaultsOperation
         from tunebox.families.faults.planted import PlantedTemplate
@@ -122,7 +129,8 @@ def test_a_family_outside_tunebox_joins_through_an_entry_point(tmp_path: Path,
             name = "outside_copies"
 
         FAMILY = Family(Copies(), (PlantedTemplate(),))
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     point = EntryPoint("outside_copies", "outside_family:FAMILY", families.ENTRY_POINT_GROUP)
     monkeypatch.setattr(families, "entry_points", lambda group: [point] if group == families.ENTRY_POINT_GROUP else [])

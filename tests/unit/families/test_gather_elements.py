@@ -66,8 +66,19 @@ RATES = [(0.0, 0.0, 0.0), (0.3, 0.2, 0.1), (0.5, 0.5, 0.0), (1.0, 0.0, 0.0)]
 def test_seeded_inputs_match_the_counted_invalid_entries(broadcast: bool, rates) -> None:
     sentinel, oob, masked = rates
     extra = {"mask": True, "mask_rate": masked} if masked else {}
-    p = G.parse_problem({"dtype": "bfloat16", "rows": 50, "cols": 70, "tile": [31, 37], "broadcast": broadcast,
-                         "sentinel_rate": sentinel, "oob_rate": oob, "index_dtype": "int64", **extra})
+    p = G.parse_problem(
+        {
+            "dtype": "bfloat16",
+            "rows": 50,
+            "cols": 70,
+            "tile": [31, 37],
+            "broadcast": broadcast,
+            "sentinel_rate": sentinel,
+            "oob_rate": oob,
+            "index_dtype": "int64",
+            **extra,
+        }
+    )
     inputs = G.make_inputs(p, np.random.default_rng(5))
     out = G.reference(p, inputs)["out"]
     assert int((out != p.pad_bits).sum()) == p.valid_elements  # data bits are never zero
@@ -88,20 +99,31 @@ def test_buffers_and_args() -> None:
     assert names == ["A", "ri", "ci", "mask", "out", "N", "D", "R", "C", "pad"]
 
 
-@pytest.mark.parametrize("data, members", [
-    ({"dtype": "float32"}, "const unsigned int* A; const int* ri; const int* ci; unsigned int* out; long long N; "
-                           "long long D; long long R; long long C; unsigned int pad;"),
-    ({"dtype": "bfloat16", "index_dtype": "int64", "mask": True},
-     "const unsigned short* A; const long long* ri; const long long* ci; const unsigned char* mask; "
-     "unsigned short* out; long long N; long long D; long long R; long long C; unsigned short pad;"),
-], ids=["gather_elements", "gather_elements_masked"])
+@pytest.mark.parametrize(
+    "data, members",
+    [
+        (
+            {"dtype": "float32"},
+            "const unsigned int* A; const int* ri; const int* ci; unsigned int* out; long long N; "
+            "long long D; long long R; long long C; unsigned int pad;",
+        ),
+        (
+            {"dtype": "bfloat16", "index_dtype": "int64", "mask": True},
+            "const unsigned short* A; const long long* ri; const long long* ci; const unsigned char* mask; "
+            "unsigned short* out; long long N; long long D; long long R; long long C; unsigned short pad;",
+        ),
+    ],
+    ids=["gather_elements", "gather_elements_masked"],
+)
 def test_rendered_source_holds_the_argument_struct(data, members) -> None:
     """Each kernel takes ``Cfg::Args``: the struct of the template's args, members in the old parameter order."""
     p = problem(**data)
     code = G.render(p, G.default_config(p)).code
-    body = code[code.index("struct Args_t {") + len("struct Args_t {"):code.index("};", code.index("struct Args_t {"))]
+    body = code[
+        code.index("struct Args_t {") + len("struct Args_t {") : code.index("};", code.index("struct Args_t {"))
+    ]
     assert " ".join(body.split()) == members
-    assert "using Args = Args_t;" in code[code.rindex("struct Cfg {"):]
+    assert "using Args = Args_t;" in code[code.rindex("struct Cfg {") :]
 
 
 def test_work_counts_reads_of_valid_elements_only() -> None:
@@ -110,15 +132,24 @@ def test_work_counts_reads_of_valid_elements_only() -> None:
     assert G.work(p).bytes_moved == (100 + 75) * 2 + 2 * 100 * 4
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"tile": [2]}, "tile must be"), ({"tile": [0, 3]}, "tile must be"), ({"tile": "2x2"}, "tile must be"),
-    ({"broadcast": True, "mask": True}, "mask needs 2-D"), ({"mask_rate": 0.5}, "only with mask"),
-    ({"sentinel_rate": 0.7, "oob_rate": 0.5}, "must not exceed 1"), ({"sentinel_rate": 2}, "in \\[0, 1\\]"),
-    ({"axis": 1}, "unknown problem key"), ({"pad_value": 3.0}, "pad_value"), ({"padding": "ones"}, "unknown padding"),
-    ({"rows": 2**31 + 1, "cols": 1}, "use index_dtype = 'int64'"),
-    ({"rows": 2**31, "cols": 1, "oob_rate": 0.1}, "use index_dtype = 'int64'"),
-    ({"rows": 2**21, "cols": 2**20}, "too many"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"tile": [2]}, "tile must be"),
+        ({"tile": [0, 3]}, "tile must be"),
+        ({"tile": "2x2"}, "tile must be"),
+        ({"broadcast": True, "mask": True}, "mask needs 2-D"),
+        ({"mask_rate": 0.5}, "only with mask"),
+        ({"sentinel_rate": 0.7, "oob_rate": 0.5}, "must not exceed 1"),
+        ({"sentinel_rate": 2}, "in \\[0, 1\\]"),
+        ({"axis": 1}, "unknown problem key"),
+        ({"pad_value": 3.0}, "pad_value"),
+        ({"padding": "ones"}, "unknown padding"),
+        ({"rows": 2**31 + 1, "cols": 1}, "use index_dtype = 'int64'"),
+        ({"rows": 2**31, "cols": 1, "oob_rate": 0.1}, "use index_dtype = 'int64'"),
+        ({"rows": 2**21, "cols": 2**20}, "too many"),
+    ],
+)
 def test_bad_problems_say_what_to_do(data, message) -> None:
     with pytest.raises(InvalidProblem, match=message):
         problem(**data)
@@ -146,8 +177,9 @@ def test_geometry_covers_every_output_element() -> None:
     cfg = G.config({"template": "elements", "threads": 128, "elems_per_thread": 4, "check_bounds": "true"})
     geo = G.geometry(p, cfg)
     assert geo.grid == (7 * 2, 1, 1) and geo.block == (128, 1, 1) and geo.shared_bytes == 0
-    assert G.default_config(p) == G.config({"template": "elements", "threads": 256, "elems_per_thread": 4,
-                                            "check_bounds": "true"})
+    assert G.default_config(p) == G.config(
+        {"template": "elements", "threads": 256, "elems_per_thread": 4, "check_bounds": "true"}
+    )
     assert G.default_config(problem(tile=[7, 100]))["threads"] == 64  # 100 elements at 4 per thread: one warp
     assert G.violations(p, G.default_config(p)) == []
 
@@ -166,11 +198,21 @@ def compiled():
     for dtype, index_dtype, broadcast, mask in KINDS:
         if broadcast and mask:
             continue
-        p = G.parse_problem({"dtype": dtype, "rows": 100, "cols": 100, "tile": [33, 1000], "index_dtype": index_dtype,
-                             "broadcast": broadcast, "mask": mask})
+        p = G.parse_problem(
+            {
+                "dtype": dtype,
+                "rows": 100,
+                "cols": 100,
+                "tile": [33, 1000],
+                "index_dtype": index_dtype,
+                "broadcast": broadcast,
+                "mask": mask,
+            }
+        )
         for threads, per_thread, check in (("64", 1, "true"), ("512", 8, "false"), ("256", 4, "true")):
-            cfg = G.config({"template": "elements", "threads": int(threads), "elems_per_thread": per_thread,
-                            "check_bounds": check})
+            cfg = G.config(
+                {"template": "elements", "threads": int(threads), "elems_per_thread": per_thread, "check_bounds": check}
+            )
             cases.append((p, cfg))
             sources.append(G.render(p, cfg))
     builder = NvrtcBuilder("sm_90")
@@ -187,12 +229,15 @@ def test_every_kind_compiles(compiled) -> None:
         assert result.cubin.startswith(b"\x7fELF") and result.spill_bytes == 0, (cfg.label(), result.log)
         kernel = "gather_elements" + ("_masked" if p.mask else "")
         assert result.source.name_expression == f"{kernel}<Cfg>"
-        struct = result.source.code[result.source.code.rindex("struct Cfg {"):]
-        for member in (f"using E = {element_type(p.element).ctype};", f"using I = {index_type(p.index_dtype).ctype};",
-                       f"static constexpr int THREADS = {cfg['threads']};",
-                       f"static constexpr int EPT = {cfg['elems_per_thread']};",
-                       f"static constexpr bool CHECK = {cfg['check_bounds']};",
-                       f"static constexpr bool BCAST = {str(p.broadcast).lower()};"):
+        struct = result.source.code[result.source.code.rindex("struct Cfg {") :]
+        for member in (
+            f"using E = {element_type(p.element).ctype};",
+            f"using I = {index_type(p.index_dtype).ctype};",
+            f"static constexpr int THREADS = {cfg['threads']};",
+            f"static constexpr int EPT = {cfg['elems_per_thread']};",
+            f"static constexpr bool CHECK = {cfg['check_bounds']};",
+            f"static constexpr bool BCAST = {str(p.broadcast).lower()};",
+        ):
             assert member in struct, (member, struct)
 
 

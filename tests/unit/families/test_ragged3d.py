@@ -37,8 +37,16 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def problem(direction: str = "pack", lengths=(2, 0, 4), **extra) -> RaggedProblem:
-    data = {"dtype": "float32", "batch": len(lengths), "max_len": 4, "heads": 2, "depth": 3, "direction": direction,
-            "lengths": list(lengths), **extra}
+    data = {
+        "dtype": "float32",
+        "batch": len(lengths),
+        "max_len": 4,
+        "heads": 2,
+        "depth": 3,
+        "direction": direction,
+        "lengths": list(lengths),
+        **extra,
+    }
     return R.parse_problem(data)
 
 
@@ -61,7 +69,7 @@ def typed_tma(p: RaggedProblem, config: Config) -> TmaConfig:
 def members(source: KernelSource) -> dict[str, str]:
     """The named configuration struct a rendered variant instantiates its kernel with (less the alias
     ``Args`` of the argument struct: ``arg_members``)."""
-    text = source.code[source.code.rindex("struct Cfg {"):]
+    text = source.code[source.code.rindex("struct Cfg {") :]
     found = dict(re.findall(r"static constexpr \w+ (\w+) = (\w+);", text))
     found.update(re.findall(r"using (\w+) = ([\w ]+);", text))
     assert found.pop("Args") == "Args_t"
@@ -86,10 +94,18 @@ def test_registered() -> None:
     assert [f.name for f in dataclasses.fields(TmaConfig)] == ["BM", "group", "BN", "swizzle", "tma_blocks_per_op"]
 
 
-@pytest.mark.parametrize("template, foreign", [
-    ("vector", {"group": 2}), ("vector", {"BN": 64}), ("vector", {"swizzle": "32B"}),
-    ("vector", {"tma_blocks_per_op": 1}), ("tma", {"threads": 128}), ("tma", {"vec_bytes": 16}),
-    ("tma", {"transport": "tma"})])
+@pytest.mark.parametrize(
+    "template, foreign",
+    [
+        ("vector", {"group": 2}),
+        ("vector", {"BN": 64}),
+        ("vector", {"swizzle": "32B"}),
+        ("vector", {"tma_blocks_per_op": 1}),
+        ("tma", {"threads": 128}),
+        ("tma", {"vec_bytes": 16}),
+        ("tma", {"transport": "tma"}),
+    ],
+)
 def test_templates_hold_only_their_own_parameters(template, foreign) -> None:
     """The old flat space's fixed values (vector: group=1, BN=0, ...; tma: threads=64, vec_bytes=16) are
     gone with it: a parameter of the other template is unknown."""
@@ -135,8 +151,15 @@ def test_all_empty_packs_to_nothing() -> None:
 
 
 def test_uniform_lengths_are_fixed_by_the_problem() -> None:
-    data = {"dtype": "bfloat16", "batch": 64, "max_len": 4096, "heads": 8, "depth": 128, "direction": "pack",
-            "lengths": "uniform"}
+    data = {
+        "dtype": "bfloat16",
+        "batch": 64,
+        "max_len": 4096,
+        "heads": 8,
+        "depth": 128,
+        "direction": "pack",
+        "lengths": "uniform",
+    }
     a, b = R.parse_problem(data), R.parse_problem(data)
     assert a.lengths == b.lengths and len(a.lengths) == 64 and all(1 <= n <= 4096 for n in a.lengths)
     assert a.to_dict() == {**data, "lengths_seed": 0} and R.parse_problem(a.to_dict()) == a
@@ -150,15 +173,25 @@ def test_inputs_and_buffers() -> None:
     inputs = R.make_inputs(p, np.random.default_rng(3))
     assert inputs["ragged"].shape == (6, 2, 3) and inputs["offsets"].dtype == np.int64
     assert [(b.name, b.shape, b.role) for b in R.buffers(p)] == [
-        ("ragged", (6, 2, 3), "input"), ("offsets", (4,), "input"), ("out", (3, 4, 2, 3), "output")]
+        ("ragged", (6, 2, 3), "input"),
+        ("offsets", (4,), "input"),
+        ("out", (3, 4, 2, 3), "output"),
+    ]
 
 
-@pytest.mark.parametrize("data, message", [
-    ({"direction": "both"}, "direction"), ({"lengths": [1, 2], "batch": 3}, "lengths must be"),
-    ({"lengths": [1, 2, 5]}, "lengths must be"), ({"lengths": [1, -1, 0]}, "lengths must be"),
-    ({"lengths_seed": 3}, "only with lengths = 'uniform'"), ({"heads": 0}, "positive integer"),
-    ({"max_len": 2**20, "heads": 2**20, "depth": 2**10}, "too many"), ({"group": 2}, "unknown problem key"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        ({"direction": "both"}, "direction"),
+        ({"lengths": [1, 2], "batch": 3}, "lengths must be"),
+        ({"lengths": [1, 2, 5]}, "lengths must be"),
+        ({"lengths": [1, -1, 0]}, "lengths must be"),
+        ({"lengths_seed": 3}, "only with lengths = 'uniform'"),
+        ({"heads": 0}, "positive integer"),
+        ({"max_len": 2**20, "heads": 2**20, "depth": 2**10}, "too many"),
+        ({"group": 2}, "unknown problem key"),
+    ],
+)
 def test_bad_problems_say_what_to_do(data, message) -> None:
     with pytest.raises(InvalidProblem, match=message):
         problem(**data)
@@ -207,10 +240,22 @@ def compiled():
     cases = []
     for dtype in ("float32", "float16", "bfloat16"):
         for direction in ("pack", "unpack"):
-            p = R.parse_problem({"dtype": dtype, "batch": 3, "max_len": 300, "heads": 3, "depth": 7,
-                                 "direction": direction, "lengths": [0, 1, 300]})
-            for values in ({"BM": 1, "threads": 64, "vec_bytes": 16}, {"BM": 128, "threads": 512, "vec_bytes": 4},
-                           {"BM": 16, "threads": 128, "vec_bytes": 8}):
+            p = R.parse_problem(
+                {
+                    "dtype": dtype,
+                    "batch": 3,
+                    "max_len": 300,
+                    "heads": 3,
+                    "depth": 7,
+                    "direction": direction,
+                    "lengths": [0, 1, 300],
+                }
+            )
+            for values in (
+                {"BM": 1, "threads": 64, "vec_bytes": 16},
+                {"BM": 128, "threads": 512, "vec_bytes": 4},
+                {"BM": 16, "threads": 128, "vec_bytes": 8},
+            ):
                 cases.append((p, vector(**values)))
     return family_checks.compile_cases(R, cases)
 
@@ -222,16 +267,34 @@ def test_every_kind_compiles(compiled) -> None:
         assert result.spill_bytes == 0 and result.source.name_expression == "ragged3d<Cfg>"
         width = int(config["vec_bytes"]) // (4 if p.element == "float32" else 2)
         e = "unsigned int" if p.element == "float32" else "unsigned short"
-        assert members(result.source) == {"E": e, "BM": str(config["BM"]), "THREADS": str(config["threads"]),
-                                          "VEC": str(width), "PACK": str(p.direction == "pack").lower()}
+        assert members(result.source) == {
+            "E": e,
+            "BM": str(config["BM"]),
+            "THREADS": str(config["threads"]),
+            "VEC": str(width),
+            "PACK": str(p.direction == "pack").lower(),
+        }
         source = "x" if p.direction == "pack" else "ragged"  # the layout itself: NVRTC's static_asserts
         assert arg_members(result.source) == [f"const {e}* {source}", f"{e}* out", *VECTOR_ARGS[2:]]
 
 
-VECTOR_ARGS = ["const unsigned short* x", "unsigned short* out", "const long long* offsets", "long long Lmax",
-               "long long row"]
-TMA_ARGS = ["tb::TensorMap src_map", "tb::TensorMap dst_map", "const long long* offsets", "long long Lmax",
-            "long long depth", "long long M", "long long tiles", "long long column_blocks"]
+VECTOR_ARGS = [
+    "const unsigned short* x",
+    "unsigned short* out",
+    "const long long* offsets",
+    "long long Lmax",
+    "long long row",
+]
+TMA_ARGS = [
+    "tb::TensorMap src_map",
+    "tb::TensorMap dst_map",
+    "const long long* offsets",
+    "long long Lmax",
+    "long long depth",
+    "long long M",
+    "long long tiles",
+    "long long column_blocks",
+]
 
 
 @pytest.mark.parametrize("direction", ["pack", "unpack"])
@@ -246,7 +309,7 @@ def test_each_kernel_takes_its_arguments_as_one_named_struct(direction) -> None:
         rendered = R.render(p, config)
         assert arg_members(rendered) == want, config.label()
         assert [a.name for a in R.args(p, config)] == [m.rsplit(" ", 1)[1] for m in want]
-        assert "using Args = Args_t;" in rendered.code[rendered.code.rindex("struct Cfg {"):]
+        assert "using Args = Args_t;" in rendered.code[rendered.code.rindex("struct Cfg {") :]
     assert "ragged3d(const __grid_constant__ typename Cfg::Args a)" in R.render(p, vector()).code
     assert "ragged3d_tma(const __grid_constant__ typename Cfg::Args a)" in R.render(p, tma()).code
 
@@ -254,8 +317,17 @@ def test_each_kernel_takes_its_arguments_as_one_named_struct(direction) -> None:
 # ---------------------------------------------------------------------------------------------
 # template tma: rules, tensor maps and arguments, emulated copies, compilation
 
-BF16 = R.parse_problem({"dtype": "bfloat16", "batch": 3, "max_len": 300, "heads": 8, "depth": 128,
-                        "direction": "pack", "lengths": [0, 1, 300]})
+BF16 = R.parse_problem(
+    {
+        "dtype": "bfloat16",
+        "batch": 3,
+        "max_len": 300,
+        "heads": 8,
+        "depth": 128,
+        "direction": "pack",
+        "lengths": [0, 1, 300],
+    }
+)
 
 
 def big(direction: str = "pack", **data) -> RaggedProblem:
@@ -273,14 +345,16 @@ def test_rule_tma_heads_are_16_byte_multiples() -> None:
     ok = R.parse_problem({**BF16.to_dict(), "depth": 8})  # 16 bytes
     bad = R.parse_problem({**BF16.to_dict(), "depth": 12})  # 24 bytes
     assert R.violations(ok, tma()) == []
-    assert R.violations(bad, tma()) == ["TMA strides are 16-byte multiples: a head of D=12 elements is 24 bytes; use "
-                                        "template 'vector'"]
+    assert R.violations(bad, tma()) == [
+        "TMA strides are 16-byte multiples: a head of D=12 elements is 24 bytes; use template 'vector'"
+    ]
     assert R.violations(bad, vector()) == []
 
 
 def test_rule_tma_batched_copies_need_swizzle_none() -> None:
-    assert_rule(R, BF16, tma(tma_blocks_per_op=2), tma(tma_blocks_per_op=2, swizzle="64B"),
-                "only swizzle='none' allows")
+    assert_rule(
+        R, BF16, tma(tma_blocks_per_op=2), tma(tma_blocks_per_op=2, swizzle="64B"), "only swizzle='none' allows"
+    )
 
 
 def test_rule_tma_column_blocks_are_whole_chunks() -> None:
@@ -301,8 +375,17 @@ def test_rule_tma_shared_memory() -> None:
 def test_rule_tma_coordinates_are_32_bit() -> None:
     """pack: the merged (row, head group) dimension of out's clipping map, (total + 1) x H / group - 1;
     unpack: the row coordinate of ragged's plain map, up to total; both <= 2^31 - 1."""
-    p = R.parse_problem({"dtype": "float32", "batch": 1, "max_len": 2**28, "heads": 8, "depth": 8,
-                         "direction": "pack", "lengths": [2**28]})
+    p = R.parse_problem(
+        {
+            "dtype": "float32",
+            "batch": 1,
+            "max_len": 2**28,
+            "heads": 8,
+            "depth": 8,
+            "direction": "pack",
+            "lengths": [2**28],
+        }
+    )
     assert_rule(R, p, tma(BM=128, group=2), tma(BM=128, group=1), "signed 32-bit")
     unpack = {"dtype": "float32", "batch": 1, "max_len": 2**31, "heads": 1, "depth": 8, "direction": "unpack"}
     assert R.violations(R.parse_problem({**unpack, "lengths": [2**31 - 1]}), tma(BM=128)) == []
@@ -321,8 +404,17 @@ def test_rule_tma_tensor_maps_pass_the_driver_rules() -> None:
     cfg = tma(BM=128, BN=256)
 
     def two(direction: str, max_len: int) -> RaggedProblem:
-        return R.parse_problem({"dtype": "float32", "batch": 2, "max_len": max_len, "heads": 1, "depth": 4096,
-                                "direction": direction, "lengths": [max_len, 1]})
+        return R.parse_problem(
+            {
+                "dtype": "float32",
+                "batch": 2,
+                "max_len": max_len,
+                "heads": 1,
+                "depth": 4096,
+                "direction": direction,
+                "lengths": [max_len, 1],
+            }
+        )
 
     for direction, padded in (("pack", "x"), ("unpack", "out")):
         assert R.violations(two(direction, 2**25), cfg) == []
@@ -367,10 +459,18 @@ def test_tma_tensor_maps_and_arguments() -> None:
     # pack, group 1, 128-byte swizzle (chunks of 64 columns): the plain map of x (B, Lmax, H, D), the
     # rank-3 clipping map of out
     src, dst, offsets, *scalars = R.args(BF16, tma(BM=16, swizzle="128B"))
-    assert src == TensorMapArg("x", TensorMapRequest("bfloat16", (3, 300, 8, 128), (300 * row, row, head, 2),
-                                                     (1, 16, 1, 64), 0, "128B"), 0, "src_map")
-    assert dst == TensorMapArg("out", TensorMapRequest("bfloat16", (8 * 302, 16, 128), (head, row, 2), (1, 16, 64), 0,
-                                                       "128B"), -16 * row, "dst_map")
+    assert src == TensorMapArg(
+        "x",
+        TensorMapRequest("bfloat16", (3, 300, 8, 128), (300 * row, row, head, 2), (1, 16, 1, 64), 0, "128B"),
+        0,
+        "src_map",
+    )
+    assert dst == TensorMapArg(
+        "out",
+        TensorMapRequest("bfloat16", (8 * 302, 16, 128), (head, row, 2), (1, 16, 64), 0, "128B"),
+        -16 * row,
+        "dst_map",
+    )
     assert offsets == BufferArg("offsets", "const long long")
     names = ("Lmax", "depth", "M", "tiles", "column_blocks")
     assert scalars == [ScalarArg("i64", v, n) for v, n in zip((300, 128, 8, 19, 1), names, strict=True)]
@@ -378,15 +478,27 @@ def test_tma_tensor_maps_and_arguments() -> None:
     # ragged (1, total, H, D) and out (B, Lmax, H, D)
     unpack = R.parse_problem({**BF16.to_dict(), "direction": "unpack"})
     src, dst, _, *scalars = R.args(unpack, tma(BM=32, group=2, BN=64, tma_blocks_per_op=4))
-    assert src == TensorMapArg("ragged", TensorMapRequest(
-        "bfloat16", (1, 16, 301, 8, 8), (row, 16, row, head, 2), (1, 4, 32, 2, 8), 0, "none"), 0, "src_map")
-    assert dst == TensorMapArg("out", TensorMapRequest(
-        "bfloat16", (3, 16, 300, 8, 8), (300 * row, 16, row, head, 2), (1, 4, 32, 2, 8), 0, "none"), 0, "dst_map")
+    assert src == TensorMapArg(
+        "ragged",
+        TensorMapRequest("bfloat16", (1, 16, 301, 8, 8), (row, 16, row, head, 2), (1, 4, 32, 2, 8), 0, "none"),
+        0,
+        "src_map",
+    )
+    assert dst == TensorMapArg(
+        "out",
+        TensorMapRequest("bfloat16", (3, 16, 300, 8, 8), (300 * row, 16, row, head, 2), (1, 4, 32, 2, 8), 0, "none"),
+        0,
+        "dst_map",
+    )
     assert scalars == [ScalarArg("i64", v, n) for v, n in zip((300, 128, 4, 10, 2), names, strict=True)]
     # unpack, group 4, no batching: the plain map (B, Lmax, H, D), boxes of (1, BM, group, G)
     _, dst, *_ = R.args(unpack, tma(BM=8, group=4, swizzle="64B"))
-    assert dst == TensorMapArg("out", TensorMapRequest("bfloat16", (3, 300, 8, 128), (300 * row, row, head, 2),
-                                                       (1, 8, 4, 32), 0, "64B"), 0, "dst_map")
+    assert dst == TensorMapArg(
+        "out",
+        TensorMapRequest("bfloat16", (3, 300, 8, 128), (300 * row, row, head, 2), (1, 8, 4, 32), 0, "64B"),
+        0,
+        "dst_map",
+    )
     for p, cfg in ((BF16, tma(BM=16, swizzle="128B")), (unpack, tma(BM=32, group=2, BN=64, tma_blocks_per_op=4))):
         assert R.violations(p, cfg) == []
 
@@ -399,15 +511,34 @@ def test_tma_geometry_and_template() -> None:
     assert geo.shared_bytes == 128 + 2 * 4 * 16 * 2 * 32 + 8
     source = R.render(BF16, cfg)
     assert source.name_expression == "ragged3d_tma<Cfg>"
-    assert members(source) == {"E": "unsigned short", "BM": "32", "GROUP": "2", "SPAN": "0", "G": "8", "CHUNKS": "8",
-                               "PER_OP": "4", "BATCHED": "true", "PACK": "true", "SHARED_BYTES": str(geo.shared_bytes)}
+    assert members(source) == {
+        "E": "unsigned short",
+        "BM": "32",
+        "GROUP": "2",
+        "SPAN": "0",
+        "G": "8",
+        "CHUNKS": "8",
+        "PER_OP": "4",
+        "BATCHED": "true",
+        "PACK": "true",
+        "SHARED_BYTES": str(geo.shared_bytes),
+    }
     # BN = 0 with batches of 4: D = 40 has 5 chunks, rounded up to 8 slots of whole copies
     narrow = R.parse_problem({**BF16.to_dict(), "depth": 40, "direction": "unpack"})
     lay = ragged3d_tma.layout(narrow, typed_tma(narrow, tma(tma_blocks_per_op=4)))
     assert (lay.chunks, lay.ops, lay.column_blocks) == (8, 2, 1)
     assert members(R.render(narrow, tma(swizzle="32B"))) == {
-        "E": "unsigned short", "BM": "16", "GROUP": "1", "SPAN": "32", "G": "16", "CHUNKS": "3", "PER_OP": "1",
-        "BATCHED": "false", "PACK": "false", "SHARED_BYTES": str(256 + 3 * 512 + 8)}
+        "E": "unsigned short",
+        "BM": "16",
+        "GROUP": "1",
+        "SPAN": "32",
+        "G": "16",
+        "CHUNKS": "3",
+        "PER_OP": "1",
+        "BATCHED": "false",
+        "PACK": "false",
+        "SHARED_BYTES": str(256 + 3 * 512 + 8),
+    }
 
 
 # A numpy emulation of ragged3d_tma.cu: the block decomposition and the coordinates of every copy are the
@@ -416,6 +547,7 @@ def test_tma_geometry_and_template() -> None:
 # inside its dimension; a load fills the others with zero, a store skips them. The swizzle is a bijection
 # that loads and stores of the same box apply alike, and keeps every row of a box within its own bytes
 # (unpack's zeros): shared memory is emulated unswizzled.
+
 
 def box_elements(arg: TensorMapArg, coords: list[int], nbytes: int) -> tuple[np.ndarray, np.ndarray]:
     """(in bounds, element index into the buffer) of every box element, in shared-memory order (innermost
@@ -430,8 +562,13 @@ def box_elements(arg: TensorMapArg, coords: list[int], nbytes: int) -> tuple[np.
 
 
 def clip_coords(lay, bm: int, group: int, col: int, chunk: int, dyn: int, first: int, m_count: int, m: int):
-    return [0 if lay.batched else col, *([0] if group > 1 else []), bm - dyn, *([chunk] if lay.batched else []),
-            (first + dyn) * m_count + m]
+    return [
+        0 if lay.batched else col,
+        *([0] if group > 1 else []),
+        bm - dyn,
+        *([chunk] if lay.batched else []),
+        (first + dyn) * m_count + m,
+    ]
 
 
 def plain_coords(lay, group: int, col: int, chunk: int, m: int, row: int, b: int):
@@ -466,19 +603,22 @@ def emulate(p: RaggedProblem, config: Config, source: np.ndarray):
             chunk = first_chunk + k * lay.per_op
             coords = plain_coords(lay, group, chunk * lay.chunk, chunk, m, *((l0, b) if pack else (start + l0, 0)))
             inside, at = box_elements(src, coords, flat.nbytes)
-            shared[k * slot:k * slot + box] = np.where(inside, flat[np.where(inside, at, 0)] if flat.size else 0, 0)
+            shared[k * slot : k * slot + box] = np.where(inside, flat[np.where(inside, at, 0)] if flat.size else 0, 0)
             np.add.at(reads, at[inside], 1)
         if not pack:  # the rows of every chunk's box from dyn on become zeros
             chunk_elements, row_elements = lay.chunk * group * bm, lay.chunk * group
             for k in range(ops * lay.per_op):
                 base = k // lay.per_op * slot + k % lay.per_op * chunk_elements
-                shared[base + dyn * row_elements:base + chunk_elements] = 0
+                shared[base + dyn * row_elements : base + chunk_elements] = 0
         for k in range(ops):
             chunk = first_chunk + k * lay.per_op
-            coords = (clip_coords(lay, bm, group, chunk * lay.chunk, chunk, dyn, start + l0, m_count, m) if pack
-                      else plain_coords(lay, group, chunk * lay.chunk, chunk, m, l0, b))
+            coords = (
+                clip_coords(lay, bm, group, chunk * lay.chunk, chunk, dyn, start + l0, m_count, m)
+                if pack
+                else plain_coords(lay, group, chunk * lay.chunk, chunk, m, l0, b)
+            )
             inside, at = box_elements(dst, coords, out.nbytes)
-            out[at[inside]] = shared[k * slot:k * slot + box][inside]
+            out[at[inside]] = shared[k * slot : k * slot + box][inside]
             np.add.at(writes, at[inside], 1)
     return out.reshape(out_shape), writes.reshape(out_shape), reads.reshape(source.shape)
 
@@ -497,8 +637,17 @@ def test_emulated_tma_copies_write_every_output_once(dtype, direction) -> None:
     """D = 40 is 2.5 chunks of 128-byte bfloat16 swizzle and 5 unswizzled chunks: partial chunks, a
     batched copy past n_blocks, BN = 16 and 32 leaving partial column blocks. Every source element is read
     (pack: at most once, and no tile wholly past a sequence's end is read)."""
-    p = R.parse_problem({"dtype": dtype, "batch": 5, "max_len": 11, "heads": 4, "depth": 40, "direction": direction,
-                         "lengths": [0, 4, 11, 8, 1]})
+    p = R.parse_problem(
+        {
+            "dtype": dtype,
+            "batch": 5,
+            "max_len": 11,
+            "heads": 4,
+            "depth": 40,
+            "direction": direction,
+            "lengths": [0, 4, 11, 8, 1],
+        }
+    )
     inputs = R.make_inputs(p, np.random.default_rng(1))
     source = inputs["x" if direction == "pack" else "ragged"]
     want = R.reference(p, inputs)["out"]
@@ -521,8 +670,17 @@ def test_emulated_tma_copies_write_every_output_once(dtype, direction) -> None:
 def test_a_clipped_store_writes_exactly_the_tiles_rows_inside_the_sequence() -> None:
     """One tile (sequence 1 at rows 3.., l0 = 8, head group 1 of 2, BM = 8) stored through out's clipping
     map with every dyn in 0..BM: exactly rows 3 + 8 .. 3 + 8 + dyn - 1 of heads 2 and 3, all columns."""
-    p = R.parse_problem({"dtype": "bfloat16", "batch": 3, "max_len": 16, "heads": 4, "depth": 24,
-                         "direction": "pack", "lengths": [3, 16, 5]})
+    p = R.parse_problem(
+        {
+            "dtype": "bfloat16",
+            "batch": 3,
+            "max_len": 16,
+            "heads": 4,
+            "depth": 24,
+            "direction": "pack",
+            "lengths": [3, 16, 5],
+        }
+    )
     for cfg in (tma(BM=8, group=2), tma(BM=8, group=2, tma_blocks_per_op=2), tma(BM=8, group=1, swizzle="64B")):
         lay = ragged3d_tma.layout(p, typed_tma(p, cfg))
         _, dst, *_ = R.args(p, cfg)
@@ -532,11 +690,14 @@ def test_a_clipped_store_writes_exactly_the_tiles_rows_inside_the_sequence() -> 
             for m in range(2 // group, 4 // group):  # the head groups holding heads 2 and 3
                 for k in range(lay.ops):
                     chunk = k * lay.per_op
-                    inside, at = box_elements(dst, clip_coords(lay, 8, group, chunk * lay.chunk, chunk, dyn, 3 + 8,
-                                                               4 // group, m), written.size * 2)
+                    inside, at = box_elements(
+                        dst,
+                        clip_coords(lay, 8, group, chunk * lay.chunk, chunk, dyn, 3 + 8, 4 // group, m),
+                        written.size * 2,
+                    )
                     written.reshape(-1)[at[inside]] = True
             expected = np.zeros(p.ragged_shape, bool)
-            expected[11:11 + dyn, 2:4, :] = True
+            expected[11 : 11 + dyn, 2:4, :] = True
             np.testing.assert_array_equal(written, expected, err_msg=f"{cfg.label()} dyn={dyn}")
 
 
@@ -546,8 +707,17 @@ def _tma_compile_cases() -> list[tuple[RaggedProblem, Config]]:
     cases = []
     for dtype in ("bfloat16", "float32"):
         for direction in ("pack", "unpack"):
-            p = R.parse_problem({"dtype": dtype, "batch": 3, "max_len": 300, "heads": 8, "depth": 72,
-                                 "direction": direction, "lengths": [0, 1, 300]})
+            p = R.parse_problem(
+                {
+                    "dtype": dtype,
+                    "batch": 3,
+                    "max_len": 300,
+                    "heads": 8,
+                    "depth": 72,
+                    "direction": direction,
+                    "lengths": [0, 1, 300],
+                }
+            )
             for n, swizzle in enumerate(SWIZZLE_BYTES):
                 cases.append((p, tma(BM=(16, 64, 128, 8)[n], group=(1, 2, 4, 2)[n], swizzle=swizzle)))
             cases += [(p, tma(BM=32, group=1, tma_blocks_per_op=1)), (p, tma(BM=16, group=2, tma_blocks_per_op=4))]

@@ -53,7 +53,9 @@ def by_loop(p, a: np.ndarray) -> np.ndarray:
     reductions: dict[str, Callable[..., Any]] = {"sum": np.sum, "max": np.max, "min": np.min}
     reduce = reductions[p.op]
     values = et.decode(a)
-    return np.array([[reduce(values[i * sr:i * sr + th, j * sc:j * sc + tw]) for j in range(nc)] for i in range(nr)])
+    return np.array(
+        [[reduce(values[i * sr : i * sr + th, j * sc : j * sc + tw]) for j in range(nc)] for i in range(nr)]
+    )
 
 
 def test_cutile_example_window_origin():
@@ -67,8 +69,11 @@ def test_cutile_example_window_origin():
 
 @pytest.mark.parametrize("op", ["unfold", "sum", "max", "min"])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
-@pytest.mark.parametrize("shape", [((37, 45), (4, 8), (3, 2)), ((29, 31), (2, 3), (5, 7)), ((3, 5), (6, 7), (1, 1)),
-                                   ((16, 16), (4, 4), (4, 4))], ids=str)
+@pytest.mark.parametrize(
+    "shape",
+    [((37, 45), (4, 8), (3, 2)), ((29, 31), (2, 3), (5, 7)), ((3, 5), (6, 7), (1, 1)), ((16, 16), (4, 4), (4, 4))],
+    ids=str,
+)
 def test_reference_matches_the_definition(op, dtype, shape):
     (rows, cols), window, step = shape
     data = {"dtype": dtype, "rows": rows, "cols": cols, "window": list(window), "step": list(step), "op": op}
@@ -99,20 +104,23 @@ def test_outputs_tolerance_and_work():
     assert W.work(gaps).bytes_moved == 16 * 21 * 2 + 8 * 7 * 2 * 3 * 2
 
 
-@pytest.mark.parametrize("changes, message", [
-    ({"window": [0, 4]}, r"window must be two integers in \[1, 64\]"),
-    ({"window": [65, 4]}, r"window must be two integers in \[1, 64\]"),
-    ({"window": [4]}, "window must be two integers"),
-    ({"step": [1, 1025]}, r"step must be two integers in \[1, 1024\]"),
-    ({"step": [2.0, 2]}, "step must be two integers"),
-    ({"op": "mean"}, "op must be one of"),
-    ({"op": "sum", "padding": "nan"}, "pads with its neutral element"),
-    ({"padding": "fill"}, "unknown padding"),
-    ({"rows": 0}, "rows must be a positive integer"),
-    ({"rows": 2**21, "cols": 2**20}, "too many elements"),
-    ({"pitch": 3}, "unknown problem key"),
-    ({"dtype": "int8"}, "unknown dtype"),
-])
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"window": [0, 4]}, r"window must be two integers in \[1, 64\]"),
+        ({"window": [65, 4]}, r"window must be two integers in \[1, 64\]"),
+        ({"window": [4]}, "window must be two integers"),
+        ({"step": [1, 1025]}, r"step must be two integers in \[1, 1024\]"),
+        ({"step": [2.0, 2]}, "step must be two integers"),
+        ({"op": "mean"}, "op must be one of"),
+        ({"op": "sum", "padding": "nan"}, "pads with its neutral element"),
+        ({"padding": "fill"}, "unknown padding"),
+        ({"rows": 0}, "rows must be a positive integer"),
+        ({"rows": 2**21, "cols": 2**20}, "too many elements"),
+        ({"pitch": 3}, "unknown problem key"),
+        ({"dtype": "int8"}, "unknown dtype"),
+    ],
+)
 def test_bad_problems_are_refused_with_the_reason(changes, message):
     with pytest.raises(InvalidProblem, match=message):
         problem(**changes)
@@ -126,13 +134,21 @@ def test_problems_round_trip_and_come_from_caller_arrays():
     p = problem(padding="value", pad_value=-2.5)
     assert W.parse_problem(p.to_dict()) == p
     assert "padding" not in problem(op="max", padding=None).to_dict()
-    assert W.problem_from_arrays({"A": Array((37, 45), "bfloat16"), "out": Array((13, 23, 4, 8), "bfloat16")},
-                                 window=[4, 8], step=[3, 2], op="unfold") == problem()
+    assert (
+        W.problem_from_arrays(
+            {"A": Array((37, 45), "bfloat16"), "out": Array((13, 23, 4, 8), "bfloat16")},
+            window=[4, 8],
+            step=[3, 2],
+            op="unfold",
+        )
+        == problem()
+    )
     with pytest.raises(InvalidProblem, match="needs the arrays A and out"):
         W.problem_from_arrays({"A": Array((37, 45), "bfloat16")}, window=[4, 8], step=[3, 2], op="unfold")
     with pytest.raises(InvalidProblem, match="A must have 2 dimensions"):
-        W.problem_from_arrays({"A": Array((37,), "bfloat16"), "out": Array((1,), "bfloat16")}, window=[4, 8],
-                              step=[3, 2], op="unfold")
+        W.problem_from_arrays(
+            {"A": Array((37,), "bfloat16"), "out": Array((1,), "bfloat16")}, window=[4, 8], step=[3, 2], op="unfold"
+        )
 
 
 def test_rule_reductions_take_vector_one():
@@ -158,8 +174,9 @@ def test_rule_blocks_no_larger_than_the_window_grid():
 
 
 def test_rule_grid_rows_within_the_limit():
-    tall = W.parse_problem({"dtype": "float32", "rows": 70000, "cols": 8, "window": [1, 8], "step": [1, 8],
-                            "op": "max"})
+    tall = W.parse_problem(
+        {"dtype": "float32", "rows": 70000, "cols": 8, "window": [1, 8], "step": [1, 8], "op": "max"}
+    )
     assert_rule(W, tall, config(BI=2, BJ=1), config(BI=1, BJ=1), "exceeds the limits")
 
 
@@ -169,11 +186,13 @@ def test_rule_no_idle_threads():
 
 
 def test_rule_shared_memory_fits_a_block():
-    p = W.parse_problem({"dtype": "float32", "rows": 4096, "cols": 4096, "window": [64, 64], "step": [64, 64],
-                         "op": "sum"})
+    p = W.parse_problem(
+        {"dtype": "float32", "rows": 4096, "cols": 4096, "window": [64, 64], "step": [64, 64], "op": "sum"}
+    )
     good = config(BI=2, BJ=4, threads=512, staging="shared")  # a 128 x 256 region of float32
-    assert_rule(W, p, good, config(BI=4, BJ=8, threads=512, staging="shared"),
-                f"exceed the {MAX_SHARED_BYTES} a block may have")
+    assert_rule(
+        W, p, good, config(BI=4, BJ=8, threads=512, staging="shared"), f"exceed the {MAX_SHARED_BYTES} a block may have"
+    )
     assert W.geometry(p, good).shared_bytes == 128 * 256 * 4
     rows_then_columns = separable(BI=2, BJ=4, threads=512)  # and 128 rows x 4 partials
     assert W.geometry(p, rows_then_columns).shared_bytes == 128 * 256 * 4 + 128 * 4 * 4
@@ -186,8 +205,9 @@ def test_the_kernel_asserts_its_shared_layout_fits_the_launch():
     p = problem(op="sum", padding=None)
     source = W.render(p, separable())
     needed = W.geometry(p, separable()).shared_bytes
-    short = dataclasses.replace(source, code=source.code.replace(f"SHARED_BYTES = {needed};",
-                                                                 f"SHARED_BYTES = {needed - 1};"))
+    short = dataclasses.replace(
+        source, code=source.code.replace(f"SHARED_BYTES = {needed};", f"SHARED_BYTES = {needed - 1};")
+    )
     builder = NvrtcBuilder("sm_90", cache_dir=None)
     try:
         fits, exceeds = builder.build([source, short])
@@ -197,10 +217,13 @@ def test_the_kernel_asserts_its_shared_layout_fits_the_launch():
     assert exceeds.status is Status.COMPILE_ERROR and "exceeds the launch's SHARED_BYTES" in exceeds.log
 
 
-@pytest.mark.parametrize("template, data, bits", [
-    ("direct", {"op": "unfold", "padding": "value", "pad_value": -2.5}, "unsigned short"),
-    ("separable", {"dtype": "float32", "op": "max"}, "unsigned int"),
-])
+@pytest.mark.parametrize(
+    "template, data, bits",
+    [
+        ("direct", {"op": "unfold", "padding": "value", "pad_value": -2.5}, "unsigned short"),
+        ("separable", {"dtype": "float32", "op": "max"}, "unsigned int"),
+    ],
+)
 def test_the_kernel_takes_its_arguments_as_one_named_struct(template, data, bits):
     """Every template's kernel takes ``Cfg::Args``: A's pointer, out, the extents and the padding's bits,
     in the old parameter order, typed by A's element (the layout is asserted in the source, so the
@@ -208,12 +231,15 @@ def test_the_kernel_takes_its_arguments_as_one_named_struct(template, data, bits
     p = problem(**data)
     c = config() if template == "direct" else separable()
     code = W.render(p, c).code
-    assert (f"struct Args_t {{\n  const {bits}* A;\n  void* out;\n  long long R;\n  long long C;\n  long long NR;\n"
-            f"  long long NC;\n  {bits} pad;\n}};") in code
+    assert (
+        f"struct Args_t {{\n  const {bits}* A;\n  void* out;\n  long long R;\n  long long C;\n  long long NR;\n"
+        f"  long long NC;\n  {bits} pad;\n}};"
+    ) in code
     assert "static_assert(sizeof(Args_t) == 56 && alignof(Args_t) == 8" in code and "using Args = Args_t;" in code
     pad = W.args(p, c)[-1]
-    assert pad.name == "pad" and pad.value == (padding_bits(element_type("bfloat16"), "value", -2.5)
-                                               if p.op == "unfold" else 0)
+    assert pad.name == "pad" and pad.value == (
+        padding_bits(element_type("bfloat16"), "value", -2.5) if p.op == "unfold" else 0
+    )
 
 
 def test_defaults_are_valid_everywhere():
@@ -250,12 +276,15 @@ def test_every_kind_of_variant_compiles_for_every_op_and_dtype():
         assert build.status is Status.OK, (p.to_dict(), c.label(), build.log[-2000:])
 
 
-@pytest.mark.parametrize("size, window, step, fits", [
-    (8192, 3, 2, True),  # torch's ceil_mode makes 4096 windows, the last reaching one past the end
-    (8192, 4, 2, False),  # torch stops at 4095: its last window (origin 8188) already reaches the end
-    (10, 2, 4, True),  # gaps: origins 0, 4, 8
-    (3, 6, 1, False),  # windows larger than the axis: torch refuses
-])
+@pytest.mark.parametrize(
+    "size, window, step, fits",
+    [
+        (8192, 3, 2, True),  # torch's ceil_mode makes 4096 windows, the last reaching one past the end
+        (8192, 4, 2, False),  # torch stops at 4095: its last window (origin 8188) already reaches the end
+        (10, 2, 4, True),  # gaps: origins 0, 4, 8
+        (3, 6, 1, False),  # windows larger than the axis: torch refuses
+    ],
+)
 def test_torch_ceil_mode_windows_match_only_where_the_counts_do(size, window, step, fits):
     from tunebox.families.windows import _ceil_mode_fits
 

@@ -43,22 +43,41 @@ EVIL = "<script>alert(1)</script>"
 GB = 10**9
 
 
-def _rec(problem: dict[str, Any], config: dict[str, Any], status: Status = Status.OK,
-         samples: tuple[float, ...] = (), baseline: str = "", message: str = "", replayed: bool = True,
-         family: str = FAMILY, phase: str = "screen", flops: int = 0, bytes_moved: int = GB) -> EvalRecord:
-    return EvalRecord(family=family, problem=problem, config=config, status=status, message=message,
-                      timing=Timing(samples) if samples else None, bytes_moved=bytes_moved, flops=flops,
-                      device=DEVICE, replayed=replayed, baseline=baseline, phase=phase)
+def _rec(
+    problem: dict[str, Any],
+    config: dict[str, Any],
+    status: Status = Status.OK,
+    samples: tuple[float, ...] = (),
+    baseline: str = "",
+    message: str = "",
+    replayed: bool = True,
+    family: str = FAMILY,
+    phase: str = "screen",
+    flops: int = 0,
+    bytes_moved: int = GB,
+) -> EvalRecord:
+    return EvalRecord(
+        family=family,
+        problem=problem,
+        config=config,
+        status=status,
+        message=message,
+        timing=Timing(samples) if samples else None,
+        bytes_moved=bytes_moved,
+        flops=flops,
+        device=DEVICE,
+        replayed=replayed,
+        baseline=baseline,
+        phase=phase,
+    )
 
 
 def _records(replayed: bool = True) -> tuple[EvalRecord, ...]:
     return (
         _rec(SMALL, DEFAULT, samples=(2.0, 2.1, 1.9), replayed=replayed),
         _rec(SMALL, {"tile": 128, "vec": 4}, samples=(0.5, 0.5, 0.5), replayed=replayed),
-        _rec(LARGE, {"tile": 64, "vec": 1}, Status.RUNTIME_ERROR, message="illegal address",
-             replayed=replayed),
-        _rec(SMALL, {"tile": 256, "vec": 8}, Status.COMPILE_ERROR, message="nvrtc: bad | thing",
-             replayed=replayed),
+        _rec(LARGE, {"tile": 64, "vec": 1}, Status.RUNTIME_ERROR, message="illegal address", replayed=replayed),
+        _rec(SMALL, {"tile": 256, "vec": 8}, Status.COMPILE_ERROR, message="nvrtc: bad | thing", replayed=replayed),
         _rec(SMALL, {"tile": 32, "vec": 2}, samples=(1.0,), replayed=replayed),
         _rec(LARGE, {"tile": 9, "vec": 1}, Status.INVALID, message="tile must divide n", replayed=replayed),
         _rec(SMALL, {}, samples=(0.9,), baseline="cupy: b[...] = a", replayed=replayed),
@@ -69,9 +88,12 @@ def _records(replayed: bool = True) -> tuple[EvalRecord, ...]:
 
 def _inputs(records: tuple[EvalRecord, ...] | None = None, **kwargs: Any) -> ReportInputs:
     return ReportInputs(
-        family=FAMILY, records=_records() if records is None else records,
+        family=FAMILY,
+        records=_records() if records is None else records,
         default_configs={canonical_json(SMALL): DEFAULT, canonical_json(LARGE): DEFAULT},
-        problem_names={canonical_json(SMALL): "copy 1K", canonical_json(LARGE): EVIL}, **kwargs)
+        problem_names={canonical_json(SMALL): "copy 1K", canonical_json(LARGE): EVIL},
+        **kwargs,
+    )
 
 
 def _through_log(records: tuple[EvalRecord, ...], path: Path) -> tuple[EvalRecord, ...]:
@@ -91,16 +113,23 @@ SKINNY = {"M": 16, "N": 16, "K": 16}
 MMA = {"template": "mma", "BM": 64, "BN": 64, "BK": 32, "warps_m": 2}
 WGMMA = {"template": "wgmma", "BM": 128, "BN": 256, "consumers": 2}
 FAILING = {  # status -> (problem, config, message); every non-ok status a variant can log
-    Status.COMPILE_ERROR: (CUBE, {"template": "mma", "BM": 256, "BN": 256, "BK": 64, "warps_m": 4},
-                           "error: too many resources"),
-    Status.RESOURCE_ERROR: (CUBE, {"template": "wgmma", "BM": 256, "BN": 256, "consumers": 2},
-                            "shared memory 262144 > 232448"),
-    Status.RUNTIME_ERROR: (RAGGED, {"template": "wgmma", "BM": 64, "BN": 64, "consumers": 1},
-                           "illegal memory access"),
-    Status.TIMEOUT: (RAGGED, {"template": "mma", "BM": 128, "BN": 64, "BK": 32, "warps_m": 1},
-                     "kernel hung: killed"),
-    Status.WRONG_RESULT: (RAGGED, {"template": "mma", "BM": 64, "BN": 128, "BK": 64, "warps_m": 1},
-                          "output D differs from the reference"),
+    Status.COMPILE_ERROR: (
+        CUBE,
+        {"template": "mma", "BM": 256, "BN": 256, "BK": 64, "warps_m": 4},
+        "error: too many resources",
+    ),
+    Status.RESOURCE_ERROR: (
+        CUBE,
+        {"template": "wgmma", "BM": 256, "BN": 256, "consumers": 2},
+        "shared memory 262144 > 232448",
+    ),
+    Status.RUNTIME_ERROR: (RAGGED, {"template": "wgmma", "BM": 64, "BN": 64, "consumers": 1}, "illegal memory access"),
+    Status.TIMEOUT: (RAGGED, {"template": "mma", "BM": 128, "BN": 64, "BK": 32, "warps_m": 1}, "kernel hung: killed"),
+    Status.WRONG_RESULT: (
+        RAGGED,
+        {"template": "mma", "BM": 64, "BN": 128, "BK": 64, "warps_m": 1},
+        "output D differs from the reference",
+    ),
     Status.INVALID: (SKINNY, {"template": "wgmma", "BM": 64, "BN": 64, "consumers": 1}, "M too small"),
 }
 
@@ -110,27 +139,48 @@ def _work(problem: dict[str, int]) -> tuple[int, int]:
     return 2 * m * n * k, 2 * (m * k + k * n + m * n)  # flops, bytes of bf16 A, B and D
 
 
-def _g(problem: dict[str, int], config: dict[str, Any], status: Status = Status.OK,
-       samples: tuple[float, ...] = (), **kwargs: Any) -> EvalRecord:
+def _g(
+    problem: dict[str, int],
+    config: dict[str, Any],
+    status: Status = Status.OK,
+    samples: tuple[float, ...] = (),
+    **kwargs: Any,
+) -> EvalRecord:
     flops, moved = _work(problem)
-    return _rec(problem, config, status, samples, family=GEMM, flops=flops, bytes_moved=moved, replayed=False,
-                **kwargs)
+    return _rec(problem, config, status, samples, family=GEMM, flops=flops, bytes_moved=moved, replayed=False, **kwargs)
 
 
 def _gemm_records() -> tuple[EvalRecord, ...]:
-    ok = [_g(CUBE, MMA, samples=(0.05,)), _g(CUBE, WGMMA, samples=(0.01, 0.0101, 0.0099)),
-          _g(RAGGED, MMA, samples=(0.2,)), _g(RAGGED, WGMMA, samples=(0.1,)), _g(SKINNY, MMA, samples=(0.004,))]
+    ok = [
+        _g(CUBE, MMA, samples=(0.05,)),
+        _g(CUBE, WGMMA, samples=(0.01, 0.0101, 0.0099)),
+        _g(RAGGED, MMA, samples=(0.2,)),
+        _g(RAGGED, WGMMA, samples=(0.1,)),
+        _g(SKINNY, MMA, samples=(0.004,)),
+    ]
     failing = [_g(p, c, status, message=m) for status, (p, c, m) in FAILING.items()]
-    finals = [_g(CUBE, WGMMA, samples=(0.0105,), phase="final"), _g(CUBE, MMA, samples=(0.06,), phase="final"),
-              _g(CUBE, {}, samples=(0.02,), phase="final", baseline="torch: torch.matmul(A, B)"),
-              _g(RAGGED, WGMMA, samples=(0.11,), phase="final"),
-              _g(RAGGED, {}, Status.WRONG_RESULT, phase="final", baseline="torch: torch.matmul(A, B)",
-                 message="torch: output D differs from the reference: 385884 elements beyond the tolerance")]
+    finals = [
+        _g(CUBE, WGMMA, samples=(0.0105,), phase="final"),
+        _g(CUBE, MMA, samples=(0.06,), phase="final"),
+        _g(CUBE, {}, samples=(0.02,), phase="final", baseline="torch: torch.matmul(A, B)"),
+        _g(RAGGED, WGMMA, samples=(0.11,), phase="final"),
+        _g(
+            RAGGED,
+            {},
+            Status.WRONG_RESULT,
+            phase="final",
+            baseline="torch: torch.matmul(A, B)",
+            message="torch: output D differs from the reference: 385884 elements beyond the tolerance",
+        ),
+    ]
     return (*ok[:3], *failing[:3], *ok[3:], *failing[3:], *finals)
 
 
-GEMM_NAMES = {canonical_json(CUBE): "cube_1024", canonical_json(RAGGED): "ragged_1023x1025x1024",
-              canonical_json(SKINNY): "tiny_16"}
+GEMM_NAMES = {
+    canonical_json(CUBE): "cube_1024",
+    canonical_json(RAGGED): "ragged_1023x1025x1024",
+    canonical_json(SKINNY): "tiny_16",
+}
 
 
 def _gemm_inputs(tmp_path: Path, records: tuple[EvalRecord, ...] | None = None) -> ReportInputs:
@@ -159,6 +209,7 @@ def _header_variants(markdown: str) -> int:
 
 
 # -- frames -----------------------------------------------------------------------------------------
+
 
 def test_evaluations_frame_has_one_row_per_family_record_in_order() -> None:
     frame = evaluations_frame(_inputs())
@@ -202,8 +253,10 @@ def test_winners_frame_without_default_or_baseline_gives_nan() -> None:
 
 def test_status_frame_lists_every_failure_and_no_ok_row() -> None:
     frame = status_frame(_inputs())
-    got = {(r["name"], r["kind"], r["status"]): (r["count"], r["example_config"], r["example"])
-           for r in frame.to_dict("records")}
+    got = {
+        (r["name"], r["kind"], r["status"]): (r["count"], r["example_config"], r["example"])
+        for r in frame.to_dict("records")
+    }
     assert got == {
         ("copy 1K", SCREENED, "compile_error"): (1, "tile=256 vec=8", "nvrtc: bad | thing"),
         (EVIL, SCREENED, "invalid"): (1, "tile=9 vec=1", "tile must divide n"),
@@ -267,6 +320,7 @@ def test_history_frame_tracks_best_so_far() -> None:
 
 # -- rendered reports -------------------------------------------------------------------------------
 
+
 class _Tags(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
@@ -279,8 +333,11 @@ class _Tags(HTMLParser):
 def test_build_report_writes_self_contained_html_markdown_and_pngs(tmp_path: Path) -> None:
     files = build_report(_inputs(), tmp_path / "out", f"Tile copy {EVIL}")
     assert files.html == tmp_path / "out" / "tile_copy.html"
-    assert [p.name for p in files.images] == ["tile_copy_history.png", "tile_copy_bandwidth.png",
-                                              "tile_copy_speedup.png"]
+    assert [p.name for p in files.images] == [
+        "tile_copy_history.png",
+        "tile_copy_bandwidth.png",
+        "tile_copy_speedup.png",
+    ]
     for image in files.images:
         assert image.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
@@ -317,8 +374,11 @@ def test_data_movement_report_in_gbps_of_the_copy_limit(tmp_path: Path) -> None:
     assert _header_variants(markdown) == sum(int(w["Variants"]) for w in winners) == 6
     assert "2 library baseline timing(s)" in markdown
     failed = _md_rows(_md_section(markdown, "What failed and why"))
-    assert {(r["Status"], r["Count"]) for r in failed} == {("compile_error", "1"), ("runtime_error", "1"),
-                                                           ("invalid", "1")}
+    assert {(r["Status"], r["Count"]) for r in failed} == {
+        ("compile_error", "1"),
+        ("runtime_error", "1"),
+        ("invalid", "1"),
+    }
     assert not (tmp_path / "out" / "tile_copy_roofline.png").exists()
 
 
@@ -413,14 +473,17 @@ def test_unsafe_family_name_and_bad_limits_are_rejected(tmp_path: Path) -> None:
 
 
 def test_import_is_light() -> None:
-    code = ("import sys, tunebox.report, tunebox.results_frame; "
-            "print('pandas' in sys.modules or 'matplotlib' in sys.modules)")
+    code = (
+        "import sys, tunebox.report, tunebox.results_frame; "
+        "print('pandas' in sys.modules or 'matplotlib' in sys.modules)"
+    )
     repo = Path(__file__).resolve().parents[3]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
     assert out.stdout.strip() == "False"
 
 
 # -- the results DataFrame ----------------------------------------------------------------------------
+
 
 def test_results_frame_one_row_per_evaluation_with_parameter_columns(tmp_path: Path) -> None:
     records = (*_gemm_records(), *_records())
@@ -432,13 +495,25 @@ def test_results_frame_one_row_per_evaluation_with_parameter_columns(tmp_path: P
     fixed = list(RESULT_COLUMNS)
     assert sorted(frame.columns) == sorted([*fixed, *params])
     assert list(frame.columns[:5]) == ["trial", "family", "problem", "problem_key", "template"]
-    assert list(frame.columns[5:5 + len(params)]) == params  # in order of first appearance
-    for column in ("status", "median_ms", "noise", "bandwidth_gbps", "tflops", "phase", "baseline", "device",
-                   "replayed"):
+    assert list(frame.columns[5 : 5 + len(params)]) == params  # in order of first appearance
+    for column in (
+        "status",
+        "median_ms",
+        "noise",
+        "bandwidth_gbps",
+        "tflops",
+        "phase",
+        "baseline",
+        "device",
+        "replayed",
+    ):
         assert column in frame.columns
     assert list(frame["trial"]) == list(range(25))
     assert list(frame["family"].value_counts().sort_index().items()) == [
-        ("gemm", 16), ("other_family", 1), ("tile_copy", 8)]
+        ("gemm", 16),
+        ("other_family", 1),
+        ("tile_copy", 8),
+    ]
 
     first = frame.iloc[0]
     flops, moved = _work(CUBE)
@@ -466,8 +541,7 @@ def test_results_frame_renames_parameters_that_shadow_columns() -> None:
     assert list(empty.columns) == list(RESULT_COLUMNS) and empty.empty
 
 
-def test_results_from_a_sweep_file_and_its_output_directory(sweep_file: Path, recording: Path,
-                                                           tmp_path: Path) -> None:
+def test_results_from_a_sweep_file_and_its_output_directory(sweep_file: Path, recording: Path, tmp_path: Path) -> None:
     results = tmp_path / "r"
     with pytest.raises(SpaceError, match="no evaluation log"):
         tunebox.results(sweep_file, results=results)

@@ -50,9 +50,13 @@ def problem():
 
 def test_seconds_spent_preparing_ahead_join_the_next_outcome(problem):
     family, p = problem
-    runner = ScriptedRunner([Outcome(Status.OK, stage_seconds={"prepare": 0.75}),
-                             Outcome(Status.OK, samples_ms=(1.0,) * 10, stage_seconds={"prepare": 0.0, "time": 0.1}),
-                             Outcome(Status.OK, samples_ms=(1.0,) * 10, stage_seconds={"time": 0.1})])
+    runner = ScriptedRunner(
+        [
+            Outcome(Status.OK, stage_seconds={"prepare": 0.75}),
+            Outcome(Status.OK, samples_ms=(1.0,) * 10, stage_seconds={"prepare": 0.0, "time": 0.1}),
+            Outcome(Status.OK, samples_ms=(1.0,) * 10, stage_seconds={"time": 0.1}),
+        ]
+    )
     backend = GpuBackend(runner)
     backend.prepare(family, p, seed=3)
     assert isinstance(runner.jobs[0], PrepareJob) and runner.jobs[0].input_seed == 3

@@ -34,13 +34,16 @@ def test_fewer_than_ten_samples_is_refused():
         BenchConfig(min_samples=5)
 
 
-@pytest.mark.parametrize("message, status, sticky", [
-    ("CUDAError: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered", Status.RUNTIME_ERROR, True),
-    ("CUDA_ERROR_MISALIGNED_ADDRESS", Status.RUNTIME_ERROR, True),
-    ("unspecified launch failure", Status.RUNTIME_ERROR, True),
-    ("RuntimeError: CUDA call failed: <CUresult.CUDA_ERROR_INVALID_VALUE: 1>", Status.RESOURCE_ERROR, False),
-    ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", Status.RESOURCE_ERROR, False),
-    ("something nobody has seen", Status.RUNTIME_ERROR, True),
-])
+@pytest.mark.parametrize(
+    "message, status, sticky",
+    [
+        ("CUDAError: CUDA_ERROR_ILLEGAL_ADDRESS: an illegal memory access was encountered", Status.RUNTIME_ERROR, True),
+        ("CUDA_ERROR_MISALIGNED_ADDRESS", Status.RUNTIME_ERROR, True),
+        ("unspecified launch failure", Status.RUNTIME_ERROR, True),
+        ("RuntimeError: CUDA call failed: <CUresult.CUDA_ERROR_INVALID_VALUE: 1>", Status.RESOURCE_ERROR, False),
+        ("CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES", Status.RESOURCE_ERROR, False),
+        ("something nobody has seen", Status.RUNTIME_ERROR, True),
+    ],
+)
 def test_classify(message, status, sticky):
     assert classify(RuntimeError(message)) == (status, sticky)

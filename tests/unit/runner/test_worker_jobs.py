@@ -35,6 +35,7 @@ class StandInSession:
             self.launches += 1
             if self.launch_error:
                 raise self.launch_error
+
         return launch, METRICS
 
     def poison_outputs(self, st):
@@ -66,10 +67,13 @@ def test_a_wrong_variant_is_never_timed():
     assert outcome.status is Status.WRONG_RESULT and outcome.samples_ms == () and session.launches == 1
 
 
-@pytest.mark.parametrize("error, status, fatal", [
-    (RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS"), Status.RUNTIME_ERROR, True),
-    (RuntimeError("CUDA call failed: CUDA_ERROR_INVALID_VALUE"), Status.RESOURCE_ERROR, False),
-])
+@pytest.mark.parametrize(
+    "error, status, fatal",
+    [
+        (RuntimeError("CUDA_ERROR_ILLEGAL_ADDRESS"), Status.RUNTIME_ERROR, True),
+        (RuntimeError("CUDA call failed: CUDA_ERROR_INVALID_VALUE"), Status.RESOURCE_ERROR, False),
+    ],
+)
 def test_launch_errors_are_classified(error, status, fatal):
     outcome = evaluate(StandInSession(launch_error=error))
     assert outcome.status is status and outcome.fatal is fatal and "CUDA_ERROR" in outcome.message
@@ -92,18 +96,26 @@ def test_several_baselines_join_the_rotation_in_the_familys_order(monkeypatch):
     """A baseline that could not run keeps its place with its reason; the others are timed after the variants."""
     session = StandInSession()
     calls = []
-    baselines = [("torch: a", lambda: calls.append("a")), Outcome(Status.WRONG_RESULT, "torch: b differs"),
-                 ("torch: c", lambda: calls.append("c"))]
+    baselines = [
+        ("torch: a", lambda: calls.append("a")),
+        Outcome(Status.WRONG_RESULT, "torch: b differs"),
+        ("torch: c", lambda: calls.append("c")),
+    ]
     monkeypatch.setattr(worker, "_torch_baselines", lambda session, st: baselines)
     outcomes = worker._handle(session, RetimeJob("tile_copy", {}, (VARIANT,), SCREEN, 0))
     assert [(o.status, o.baseline) for o in outcomes] == [
-        (Status.OK, ""), (Status.OK, "torch: a"), (Status.WRONG_RESULT, ""), (Status.OK, "torch: c")]
+        (Status.OK, ""),
+        (Status.OK, "torch: a"),
+        (Status.WRONG_RESULT, ""),
+        (Status.OK, "torch: c"),
+    ]
     assert calls == ["a", "c"] and all(len(o.samples_ms) == 10 for o in outcomes if o.status is Status.OK)
 
 
 def test_a_failure_outside_the_launch_fails_every_retimed_variant():
-    outcomes = worker._handle(StandInSession(prepare_error=MemoryError("host")),
-                              RetimeJob("tile_copy", {}, (VARIANT,), SCREEN, 0))
+    outcomes = worker._handle(
+        StandInSession(prepare_error=MemoryError("host")), RetimeJob("tile_copy", {}, (VARIANT,), SCREEN, 0)
+    )
     assert len(outcomes) == 2 and all(o.status is Status.RUNTIME_ERROR and o.fatal for o in outcomes)
 
 
@@ -123,7 +135,8 @@ def test_a_baseline_that_misses_the_reference_says_by_how_much():
     tolerance = Tolerance(rtol=1e-2, atol=0.0)
     assert worker._disagreement(close, ref, tolerance) == ""
     assert worker._disagreement(far, ref, tolerance) == (
-        "2 of 4 elements beyond the tolerance (rtol 0.01, atol 0); largest error 1.5; 1 NaN where the reference is not")
+        "2 of 4 elements beyond the tolerance (rtol 0.01, atol 0); largest error 1.5; 1 NaN where the reference is not"
+    )
     assert worker._disagreement(close, ref, None) == "1 of 4 elements"
     bf16 = (ref.view(torch.float32).to(torch.bfloat16)).view(torch.int16)
     assert worker._disagreement(bf16, bf16, tolerance) == ""
@@ -138,8 +151,7 @@ def test_a_harness_error_keeps_the_worker_and_carries_the_traceback():
         {}["expected"]
     except KeyError as exc:
         planted = HarnessError.of(exc, "computing the reference")
-    outcome = worker._handle(StandInSession(prepare_error=planted),
-                             EvaluateJob("demo", {}, VARIANT, SCREEN, 0))
+    outcome = worker._handle(StandInSession(prepare_error=planted), EvaluateJob("demo", {}, VARIANT, SCREEN, 0))
     assert outcome.status is Status.HARNESS_ERROR and not outcome.fatal
     assert "KeyError: 'expected'" in outcome.message and "Traceback" in outcome.message
     assert "not a kernel fault" in outcome.message

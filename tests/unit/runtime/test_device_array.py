@@ -13,13 +13,21 @@ from tunebox.runtime.launch import device_array
 
 
 def cai(typestr: str, shape=(4, 3), strides=None, stream=None) -> SimpleNamespace:
-    return SimpleNamespace(__cuda_array_interface__={"data": (0x7F00_0000_1000, False), "shape": shape,
-                                                     "typestr": typestr, "strides": strides, "stream": stream,
-                                                     "version": 3})
+    return SimpleNamespace(
+        __cuda_array_interface__={
+            "data": (0x7F00_0000_1000, False),
+            "shape": shape,
+            "typestr": typestr,
+            "strides": strides,
+            "stream": stream,
+            "version": 3,
+        }
+    )
 
 
-@pytest.mark.parametrize("typestr, dtype", [("<f4", "float32"), ("<f2", "float16"), ("<i4", "int32"),
-                                            ("<i8", "int64"), ("|u1", "uint8")])
+@pytest.mark.parametrize(
+    "typestr, dtype", [("<f4", "float32"), ("<f2", "float16"), ("<i4", "int32"), ("<i8", "int64"), ("|u1", "uint8")]
+)
 def test_element_types(typestr: str, dtype: str) -> None:
     d = device_array(cai(typestr, stream=7))
     assert (d.pointer, d.shape, d.dtype, d.stream) == (0x7F00_0000_1000, (4, 3), dtype, 7)

@@ -99,10 +99,24 @@ def blocks(block: int) -> dict[str, Any]:
 FAMILY = Family(ToyOperation(), (ToyTemplate(),))
 
 
-def put(db: WinnersDB, n: int, block: int, median: float = 1.1, device: DeviceInfo = DEVICE,
-        replayed: bool = False, family_hash: str | None = None) -> None:
-    rec = EvalRecord("toy", {"n": n}, blocks(block), Status.OK,
-                     timing=Timing((median - 0.1, median, median + 0.1)), device=device, replayed=replayed)
+def put(
+    db: WinnersDB,
+    n: int,
+    block: int,
+    median: float = 1.1,
+    device: DeviceInfo = DEVICE,
+    replayed: bool = False,
+    family_hash: str | None = None,
+) -> None:
+    rec = EvalRecord(
+        "toy",
+        {"n": n},
+        blocks(block),
+        Status.OK,
+        timing=Timing((median - 0.1, median, median + 0.1)),
+        device=device,
+        replayed=replayed,
+    )
     key = WinnerKey.of(rec, family_hash or FAMILY.source_hash(), ToyProblem(n).key(), "float32")
     assert db.put(key, rec)
 
@@ -118,8 +132,9 @@ def test_exact_match(db_path: Path) -> None:
         put(db, 2048, 128)
     with Lookup(db_path) as lookup:
         result = lookup.lookup(FAMILY, ToyProblem(1024), DEVICE)
-    assert result == LookupResult("toy", '{"n":1024}', blocks(256), "exact", '{"n":1024}',
-                                  pytest.approx(0.5), True, result.explanation)
+    assert result == LookupResult(
+        "toy", '{"n":1024}', blocks(256), "exact", '{"n":1024}', pytest.approx(0.5), True, result.explanation
+    )
     assert result.explanation.startswith("exact match tuned on NVIDIA H200 (replayed recording")
 
 
@@ -128,8 +143,7 @@ def test_exact_requires_every_key_field(db_path: Path) -> None:
     with WinnersDB(db_path) as db:
         put(db, 1024, 256, device=dataclasses.replace(DEVICE, driver_version="12000"))
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(1024), DEVICE)
-    assert (result.source, result.config, result.matched_problem_key) == ("nearest", blocks(256),
-                                                                          '{"n":1024}')
+    assert (result.source, result.config, result.matched_problem_key) == ("nearest", blocks(256), '{"n":1024}')
 
 
 def test_nearest_picks_the_closer_problem(db_path: Path) -> None:
@@ -137,8 +151,7 @@ def test_nearest_picks_the_closer_problem(db_path: Path) -> None:
         put(db, 128, 128)
         put(db, 1024, 256)
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(256), DEVICE)
-    assert (result.source, result.config, result.matched_problem_key) == ("nearest", blocks(128),
-                                                                          '{"n":128}')
+    assert (result.source, result.config, result.matched_problem_key) == ("nearest", blocks(128), '{"n":128}')
     assert "nearest" in result.explanation and '{"n":128}' in result.explanation
 
 
@@ -147,8 +160,7 @@ def test_nearest_skips_a_config_invalid_for_the_new_problem(db_path: Path) -> No
         put(db, 128, 128)  # closest to n=100, but BLOCK=128 > 100 breaks the rule here
         put(db, 512, 64)
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(100), DEVICE)
-    assert (result.source, result.config, result.matched_problem_key) == ("nearest", blocks(64),
-                                                                          '{"n":512}')
+    assert (result.source, result.config, result.matched_problem_key) == ("nearest", blocks(64), '{"n":512}')
 
 
 def test_nearest_ignores_other_devices_and_sources(db_path: Path) -> None:
@@ -163,8 +175,7 @@ def test_default_when_nothing_valid(db_path: Path) -> None:
     with WinnersDB(db_path) as db:
         put(db, 256, 256)
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(64), DEVICE)
-    assert (result.source, result.config, result.median_ms, result.replayed) == (
-        "default", blocks(64), None, False)
+    assert (result.source, result.config, result.median_ms, result.replayed) == ("default", blocks(64), None, False)
     assert result.explanation.startswith("family default")
 
 
@@ -196,8 +207,7 @@ def test_answers_are_cached_and_copies_until_the_database_changes(db_path: Path)
 
 
 def test_lookup_module_imports_no_optuna_or_matplotlib() -> None:
-    code = ("import tunebox.runtime.lookup, sys; "
-            "assert 'optuna' not in sys.modules and 'matplotlib' not in sys.modules")
+    code = "import tunebox.runtime.lookup, sys; assert 'optuna' not in sys.modules and 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[3])
 
 
@@ -223,7 +233,8 @@ def test_a_changed_template_voids_its_winners(db_path: Path, monkeypatch: pytest
     module = Path(__file__).resolve()  # ToyTemplate's module
     assert module in FAMILY.source_files
     original = Path.read_bytes
-    monkeypatch.setattr(Path, "read_bytes",
-                        lambda self: original(self) + (b"# render changed" if self == module else b""))
+    monkeypatch.setattr(
+        Path, "read_bytes", lambda self: original(self) + (b"\nRENDER_CHANGED = 1\n" if self == module else b"")
+    )
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(1024), DEVICE)
     assert result.source == "default", result

@@ -27,12 +27,16 @@ def problem_data(rows: int, cols: int) -> dict[str, Any]:
     return {"dtype": "float32", "src": [rows, cols], "dst": [rows, cols]}
 
 
-def store(db: WinnersDB, data: dict[str, Any], config: dict[str, Any] | None = None, median: float = 1.0,
-          device: DeviceInfo = DEVICE) -> None:
+def store(
+    db: WinnersDB,
+    data: dict[str, Any],
+    config: dict[str, Any] | None = None,
+    median: float = 1.0,
+    device: DeviceInfo = DEVICE,
+) -> None:
     problem = TC.parse_problem(data)
     values = config or TC.default_config(problem).as_dict()
-    record = EvalRecord("tile_copy", problem.to_dict(), values, Status.OK, timing=Timing((median,) * 10),
-                        device=device)
+    record = EvalRecord("tile_copy", problem.to_dict(), values, Status.OK, timing=Timing((median,) * 10), device=device)
     assert db.put(WinnerKey.of(record, TC.source_hash(), problem.key(), problem.dtype), record)
 
 
@@ -58,8 +62,10 @@ def test_warm_queries_take_microseconds(winners: Path) -> None:
     db = str(winners)
     assert tunebox.lookup("tile_copy", data, DEVICE, db).source == "exact"
     assert tunebox.query("tile_copy", data, db=db).source == "exact"
-    calls = {"tunebox.lookup": lambda: tunebox.lookup("tile_copy", data, DEVICE, db),
-             "tunebox.query": lambda: tunebox.query("tile_copy", data, db=db)}
+    calls = {
+        "tunebox.lookup": lambda: tunebox.lookup("tile_copy", data, DEVICE, db),
+        "tunebox.query": lambda: tunebox.query("tile_copy", data, db=db),
+    }
     for name, call in calls.items():
         seconds = min(timeit.repeat(call, number=1000, repeat=3)) / 1000
         print(f"{name}: {seconds * 1e6:.1f} us per warm query (1000 queries, 300 winners)")
@@ -91,8 +97,10 @@ def test_answers_are_copies(winners: Path) -> None:
 def test_a_missing_database_is_an_error_naming_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     typo = tmp_path / "winers.sqlite"
     data = problem_data(64, 48)
-    for call in (lambda: tunebox.query("tile_copy", data, db=typo),
-                 lambda: tunebox.lookup("tile_copy", data, DEVICE, typo)):
+    for call in (
+        lambda: tunebox.query("tile_copy", data, db=typo),
+        lambda: tunebox.lookup("tile_copy", data, DEVICE, typo),
+    ):
         with pytest.raises(DatabaseError, match=f"no winners database at {typo}: check the path"):
             call()
     monkeypatch.setenv(ENV_DB, str(typo))
@@ -101,15 +109,17 @@ def test_a_missing_database_is_an_error_naming_it(tmp_path: Path, monkeypatch: p
     assert not typo.exists()
 
 
-def test_a_relative_path_missing_here_names_where_it_was_looked_for(tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relative_path_missing_here_names_where_it_was_looked_for(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     with pytest.raises(DatabaseError, match=f"results/winners.sqlite \\({tmp_path}/results/winners.sqlite\\)"):
         tunebox.query("tile_copy", problem_data(64, 48), db="results/winners.sqlite")
 
 
-def test_the_default_database_is_the_same_from_any_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             winners: Path) -> None:
+def test_the_default_database_is_the_same_from_any_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, winners: Path
+) -> None:
     monkeypatch.delenv(ENV_DB, raising=False)
     monkeypatch.chdir(tmp_path)
     assert default_db() == REPO / "results" / "winners.sqlite" and default_db().exists()
@@ -132,7 +142,8 @@ def test_the_device_comes_from_the_database_and_several_need_a_name(tmp_path: Pa
     with pytest.raises(SpaceError, match="several devices.*NVIDIA A100, NVIDIA H200.*--device"):
         tunebox.query("tile_copy", data, db=path)
     assert tunebox.query("tile_copy", data, db=path, device="NVIDIA A100").explanation.startswith(
-        "exact match tuned on NVIDIA A100")
+        "exact match tuned on NVIDIA A100"
+    )
     assert shared(path).device("tile_copy", "NVIDIA H200") == DEVICE
 
 

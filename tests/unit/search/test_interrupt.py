@@ -35,10 +35,15 @@ def test_ctrl_c_ends_a_compiling_sweep_with_the_resume_hint_only(tmp_path):
 
     sweep = tmp_path / "queue.toml"
     sweep.write_text(SWEEP)
-    script = SCRIPT.format(unit=str(UNIT), search=str(UNIT / "search"), sweep=str(sweep),
-                           results=str(tmp_path / "r"))
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=240,
-                          start_new_session=True, cwd=UNIT.parents[1])  # its own process group
+    script = SCRIPT.format(unit=str(UNIT), search=str(UNIT / "search"), sweep=str(sweep), results=str(tmp_path / "r"))
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        start_new_session=True,
+        cwd=UNIT.parents[1],
+    )  # its own process group
     assert done.returncode == 130, done.stderr
     assert done.stderr == "tunebox: interrupted; run the same command again to resume\n"
     assert list((tmp_path / "r" / "cache" / "cubin").rglob("*.cubin"))  # compile helpers had run

@@ -51,9 +51,13 @@ class StubBuilder:
     def submit(self, source) -> Future[BuildResult]:
         future: Future[BuildResult] = Future()
         fails = "int VEC = 4;" in source.code  # float32, 16-byte vectors
-        future.set_result(BuildResult(source, "sm_90", Status.COMPILE_ERROR, log="planted") if fails else
-                          BuildResult(source, "sm_90", Status.OK, lowered_name="k",
-                                      cubin=source.code.encode() if self.distinct else b"same"))
+        future.set_result(
+            BuildResult(source, "sm_90", Status.COMPILE_ERROR, log="planted")
+            if fails
+            else BuildResult(
+                source, "sm_90", Status.OK, lowered_name="k", cubin=source.code.encode() if self.distinct else b"same"
+            )
+        )
         return future
 
     def build(self, sources):
@@ -98,8 +102,14 @@ def sweep(tmp_path, builder: StubBuilder) -> tuple[QueueBackend, SweepResult, li
     path = tmp_path / "queue.toml"
     path.write_text(SWEEP)
     backend = QueueBackend()
-    result = Sweep(load_sweep(path), backend, builder, tmp_path / "out", tmp_path / "w.sqlite",
-                   settings=LoopSettings(device_queue=2)).run()
+    result = Sweep(
+        load_sweep(path),
+        backend,
+        builder,
+        tmp_path / "out",
+        tmp_path / "w.sqlite",
+        settings=LoopSettings(device_queue=2),
+    ).run()
     screened = [r for r in EvalLog(tmp_path / "out" / "evals.jsonl").read() if r.phase == "screen"]
     return backend, result, screened
 
@@ -133,13 +143,13 @@ def test_a_logged_config_the_space_no_longer_holds_is_never_a_finalist(tmp_path)
     current = next(iter(spec.space)).as_dict()
     older = {**{k: v for k, v in current.items() if k != "template"}, "transport": "vector"}
     (tmp_path / "out").mkdir()
-    EvalLog(tmp_path / "out" / "evals.jsonl").append(EvalRecord(
-        "tile_copy", problem.to_dict(), older, Status.OK, timing=Timing((0.001,) * 10), device=DEVICE))
+    EvalLog(tmp_path / "out" / "evals.jsonl").append(
+        EvalRecord("tile_copy", problem.to_dict(), older, Status.OK, timing=Timing((0.001,) * 10), device=DEVICE)
+    )
     backend, result, records = sweep(tmp_path, StubBuilder(distinct=True))
     assert result.evaluated == 4  # every current variant ran
     winner = result.problems[0].winner
     assert winner is not None and set(winner.config) == set(current) and winner.median_ms == 1.0
-
 
 
 class HarnessFailingBackend(QueueBackend):
@@ -148,8 +158,11 @@ class HarnessFailingBackend(QueueBackend):
 
     def next_outcome(self) -> Outcome:
         self.queue.popleft()
-        return Outcome(Status.HARNESS_ERROR, "tunebox's own code failed while preparing (not a kernel fault):\n"
-                       "Traceback (most recent call last):\nKeyError: 'dst'")
+        return Outcome(
+            Status.HARNESS_ERROR,
+            "tunebox's own code failed while preparing (not a kernel fault):\n"
+            "Traceback (most recent call last):\nKeyError: 'dst'",
+        )
 
 
 def test_a_harness_error_stops_the_sweep_at_once_and_stores_nothing(tmp_path):

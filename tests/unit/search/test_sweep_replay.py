@@ -24,8 +24,11 @@ from tunebox.sweep_spec import load_sweep
 
 def screen_configs(results: Path) -> list[str]:
     records = EvalLog(results / "sweeps" / "small-replay" / "evals.jsonl").read()
-    return [canonical_json(r.problem) + canonical_json(r.config)
-            for r in records if r.phase == "screen" and r.status is not Status.INVALID]
+    return [
+        canonical_json(r.problem) + canonical_json(r.config)
+        for r in records
+        if r.phase == "screen" and r.status is not Status.INVALID
+    ]
 
 
 def test_replay_sweep_stores_replayed_winners(sweep_file, recording, tmp_path):
@@ -48,16 +51,21 @@ def test_replay_sweep_stores_replayed_winners(sweep_file, recording, tmp_path):
 def test_exhaustive_search_finds_the_optimum_and_never_stores_a_wrong_result(tmp_path):
     sweep = write_sweep(tmp_path, strategy="exhaustive", trials=10_000)
     spec = load_sweep(sweep)
-    fastest = min((c.as_dict() for c in spec.space if not spec.family.violations(spec.problems[0].problem, c)),
-                  key=fake_ms)
+    fastest = min(
+        (c.as_dict() for c in spec.space if not spec.family.violations(spec.problems[0].problem, c)), key=fake_ms
+    )
     # the truly fastest configuration gives a wrong result: it must never win
-    recording = write_recording(sweep, tmp_path / "rec.jsonl",
-                                lambda c: Status.WRONG_RESULT if c == fastest else Status.OK)
+    recording = write_recording(
+        sweep, tmp_path / "rec.jsonl", lambda c: Status.WRONG_RESULT if c == fastest else Status.OK
+    )
     result = tune(sweep, backend="replay", recording=recording, results=tmp_path / "r")
     copy = result.problems[0]
     assert copy.winner is not None and copy.winner.config != fastest
-    ok = [c.as_dict() for c in spec.space
-          if not spec.family.violations(spec.problems[0].problem, c) and c.as_dict() != fastest]
+    ok = [
+        c.as_dict()
+        for c in spec.space
+        if not spec.family.violations(spec.problems[0].problem, c) and c.as_dict() != fastest
+    ]
     assert fake_ms(copy.winner.config) == min(fake_ms(c) for c in ok)
     assert copy.counts["wrong_result"] == 1
 
@@ -81,8 +89,22 @@ def test_systematic_failures_trip_the_breaker(sweep_file, tmp_path):
 
 def test_kill_minus_nine_then_resume(sweep_file, recording, tmp_path):
     results = tmp_path / "r"
-    command = [sys.executable, "-m", "tunebox", "tune", str(sweep_file), "--backend", "replay",
-               "--recording", str(recording), "--results", str(results), "--trials", "25", "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "tunebox",
+        "tune",
+        str(sweep_file),
+        "--backend",
+        "replay",
+        "--recording",
+        str(recording),
+        "--results",
+        str(results),
+        "--trials",
+        "25",
+        "--quiet",
+    ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     log = results / "sweeps" / "small-replay" / "evals.jsonl"
@@ -104,8 +126,8 @@ def test_kill_minus_nine_then_resume(sweep_file, recording, tmp_path):
 
 def test_a_config_asked_twice_while_in_flight_is_evaluated_once(tmp_path):
     sweep = write_sweep(tmp_path, strategy="random", trials=30)
-    text = sweep.read_text().replace('BM = [1, 4, 8, 16]', 'BM = [8]').replace('BN = [64, 128, 256]', 'BN = [128]')
-    sweep.write_text(text.replace('threads = [64, 128]', 'threads = [128]'))
+    text = sweep.read_text().replace("BM = [1, 4, 8, 16]", "BM = [8]").replace("BN = [64, 128, 256]", "BN = [128]")
+    sweep.write_text(text.replace("threads = [64, 128]", "threads = [128]"))
     recording = write_recording(sweep, tmp_path / "rec.jsonl")
     result = tune(sweep, backend="replay", recording=recording, results=tmp_path / "r")
     configs = screen_configs(tmp_path / "r")
@@ -118,10 +140,23 @@ def test_every_recorded_baseline_is_replayed_in_order(sweep_file, recording, tmp
     spec = load_sweep(sweep_file)
     log = EvalLog(recording)
     for named in spec.problems:
-        log.append(EvalRecord("tile_copy", named.problem.to_dict(), {}, Status.OK, timing=Timing((9.0,) * 10),
-                              device=DEVICE, baseline="torch: second", phase="final"))
+        log.append(
+            EvalRecord(
+                "tile_copy",
+                named.problem.to_dict(),
+                {},
+                Status.OK,
+                timing=Timing((9.0,) * 10),
+                device=DEVICE,
+                baseline="torch: second",
+                phase="final",
+            )
+        )
     result = tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r", trials=3)
-    finals = [r for r in EvalLog(tmp_path / "r" / "sweeps" / "small-replay" / "evals.jsonl").read()
-              if r.phase == "final" and r.baseline]
+    finals = [
+        r
+        for r in EvalLog(tmp_path / "r" / "sweeps" / "small-replay" / "evals.jsonl").read()
+        if r.phase == "final" and r.baseline
+    ]
     assert [r.baseline for r in finals] == ["torch: fake", "torch: second"] * 2
     assert all(p.baseline is not None and p.baseline.baseline == "torch: fake" for p in result.problems)

@@ -26,8 +26,9 @@ def sweep_dir(results: Path) -> Path:
 
 def test_a_second_sweep_of_the_same_directory_is_refused(sweep_file, recording, tmp_path):
     results = tmp_path / "r"
-    refused = pytest.raises(SweepLocked, match=f"another sweep is running in .*small-replay .lock "
-                                              f".*sweep.lock held by pid {os.getpid()}")
+    refused = pytest.raises(
+        SweepLocked, match=f"another sweep is running in .*small-replay .lock .*sweep.lock held by pid {os.getpid()}"
+    )
     with SweepLock(sweep_dir(results)), refused:
         tune(sweep_file, backend="replay", recording=recording, results=results, trials=2)
     assert not (sweep_dir(results) / "evals.jsonl").exists()
@@ -39,9 +40,17 @@ def test_a_second_sweep_of_the_same_directory_is_refused(sweep_file, recording, 
 
 def test_a_killed_holder_leaves_no_stale_lock(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from tunebox.store.lock import SweepLock; "
-         "SweepLock(sys.argv[1]).acquire(); print('locked', flush=True); time.sleep(120)", str(tmp_path)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from tunebox.store.lock import SweepLock; "
+            "SweepLock(sys.argv[1]).acquire(); print('locked', flush=True); time.sleep(120)",
+            str(tmp_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     try:
         assert holder.stdout.readline() == "locked\n"
         with pytest.raises(SweepLocked, match=f"pid {holder.pid}, since .*running `-c "):
@@ -78,8 +87,11 @@ def test_a_lost_baseline_is_retimed_on_resume(sweep_file, recording, tmp_path):
     log = sweep_dir(results) / "evals.jsonl"
     lines = log.read_text().splitlines(keepends=True)
     copy_problem = canonical_json(json.loads(lines[1])["problem"])
-    kept = [line for line in lines
-            if not ('"baseline": "torch' in line and canonical_json(json.loads(line)["problem"]) == copy_problem)]
+    kept = [
+        line
+        for line in lines
+        if not ('"baseline": "torch' in line and canonical_json(json.loads(line)["problem"]) == copy_problem)
+    ]
     assert len(kept) == len(lines) - 1
     log.write_text("".join(kept))  # copy's baseline record lost
     result = tune(sweep_file, backend="replay", recording=recording, results=results, trials=3)
@@ -111,16 +123,35 @@ def test_final_phases_split_a_torn_phase_from_its_retiming():
     from tunebox.records import EvalRecord, Status, Timing
 
     def final(config: dict, baseline: str = "") -> EvalRecord:
-        return EvalRecord("tile_copy", {"n": 1}, config, Status.OK, timing=Timing((1.0,)), device=DEVICE,
-                          baseline=baseline, phase="final")
+        return EvalRecord(
+            "tile_copy",
+            {"n": 1},
+            config,
+            Status.OK,
+            timing=Timing((1.0,)),
+            device=DEVICE,
+            baseline=baseline,
+            phase="final",
+        )
 
     a, b, c = {"BM": 1}, {"BM": 2}, {"BM": 3}
-    history = [final(a), final(b),  # torn: no baseline
-               final(a), final(b), final({}, "torch"),  # re-timed on resume
-               final(c), final(a), final({}, "torch"), final({}, "torch: other")]  # other finalists later
+    history = [
+        final(a),
+        final(b),  # torn: no baseline
+        final(a),
+        final(b),
+        final({}, "torch"),  # re-timed on resume
+        final(c),
+        final(a),
+        final({}, "torch"),
+        final({}, "torch: other"),
+    ]  # other finalists later
     phases = final_phases(history, canonical_json({"n": 1}))
     assert [[r.config or r.baseline for r in p] for p in phases] == [
-        [a, b], [a, b, "torch"], [c, a, "torch", "torch: other"]]
+        [a, b],
+        [a, b, "torch"],
+        [c, a, "torch", "torch: other"],
+    ]
 
 
 def test_progress_has_totals_and_carries_over_a_resume(sweep_file, recording, tmp_path):
@@ -128,17 +159,31 @@ def test_progress_has_totals_and_carries_over_a_resume(sweep_file, recording, tm
     events: list[SweepProgress] = []
     tune(sweep_file, backend="replay", recording=recording, results=results, progress=events.append)
     first, last = events[0], events[-1]
-    assert (first.index, first.problems, first.done, first.budget, first.sweep_done, first.sweep_budget,
-            first.record, first.best_ms) == (1, 2, 0, 12, 0, 24, None, None)
+    assert (
+        first.index,
+        first.problems,
+        first.done,
+        first.budget,
+        first.sweep_done,
+        first.sweep_budget,
+        first.record,
+        first.best_ms,
+    ) == (1, 2, 0, 12, 0, 24, None, None)
     assert (last.index, last.problem, last.done, last.budget, last.sweep_done, last.sweep_budget) == (
-        2, "transpose", 12, 12, 24, 24)
+        2,
+        "transpose",
+        12,
+        12,
+        24,
+        24,
+    )
     assert len(events) == 2 + 24 and last.run_done == 24 and last.rate and last.rate > 0
-    assert last.seconds_left == 0.0 and last.best_ms == min(e.record.timing.median_ms for e in events[13:]
-                                                             if e.record and e.record.timing)
+    assert last.seconds_left == 0.0 and last.best_ms == min(
+        e.record.timing.median_ms for e in events[13:] if e.record and e.record.timing
+    )
     assert [e.sweep_done for e in events if e.record] == list(range(1, 25))
     resumed: list[SweepProgress] = []
-    tune(sweep_file, backend="replay", recording=recording, results=results, trials=14,
-         progress=resumed.append)
+    tune(sweep_file, backend="replay", recording=recording, results=results, trials=14, progress=resumed.append)
     start = resumed[0]
     assert (start.done, start.budget, start.sweep_done, start.sweep_budget, start.run_done) == (12, 14, 12, 28, 0)
     assert start.best_ms == events[12].best_ms  # the best of the log, before anything ran again

@@ -17,8 +17,16 @@ DEVICE = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
 
 def record(i: int, status: Status = Status.OK) -> EvalRecord:
     timing = Timing((1.0 + i, 1.1 + i, 1.2 + i)) if status is Status.OK else None
-    return EvalRecord("toy", {"n": i}, {"BLOCK": 64}, status, timing=timing, bytes_moved=8 * i,
-                      device=DEVICE, stage_seconds={"compile": 0.5})
+    return EvalRecord(
+        "toy",
+        {"n": i},
+        {"BLOCK": 64},
+        status,
+        timing=timing,
+        bytes_moved=8 * i,
+        device=DEVICE,
+        stage_seconds={"compile": 0.5},
+    )
 
 
 def test_missing_file_reads_empty_and_constructor_does_no_io(tmp_path: Path) -> None:
@@ -47,8 +55,7 @@ def test_empty_file_gets_a_header(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("tail", [b'{"family": "to', b"garbage\n"])
-def test_torn_tail_is_skipped_with_warning(tmp_path: Path, tail: bytes,
-                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_torn_tail_is_skipped_with_warning(tmp_path: Path, tail: bytes, caplog: pytest.LogCaptureFixture) -> None:
     log = EvalLog(tmp_path / "log.jsonl")
     log.append(record(0))
     log.append(record(1))

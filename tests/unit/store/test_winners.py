@@ -16,11 +16,13 @@ from tunebox.store.winners import Winner, WinnersDB
 DEVICE = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
 
 
-def record(n: int, median: float = 1.1, block: int = 64, status: Status = Status.OK,
-           replayed: bool = False) -> EvalRecord:
+def record(
+    n: int, median: float = 1.1, block: int = 64, status: Status = Status.OK, replayed: bool = False
+) -> EvalRecord:
     timing = Timing((median - 0.1, median, median + 0.1)) if status is Status.OK else None
-    return EvalRecord("toy", {"n": n}, {"BLOCK": block}, status, timing=timing, bytes_moved=8 * n,
-                      device=DEVICE, replayed=replayed)
+    return EvalRecord(
+        "toy", {"n": n}, {"BLOCK": block}, status, timing=timing, bytes_moved=8 * n, device=DEVICE, replayed=replayed
+    )
 
 
 def key_of(rec: EvalRecord, problem_key: str | None = None) -> WinnerKey:
@@ -95,8 +97,7 @@ def test_injection_looking_keys_are_plain_data(tmp_path: Path, hostile: str) -> 
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert tables == {"meta", "winners"}
         assert raw.execute("SELECT COUNT(*) FROM winners").fetchone() == (2,)
-        assert raw.execute("SELECT problem_key FROM winners WHERE family = ?", (hostile,)).fetchone() == (
-            hostile,)
+        assert raw.execute("SELECT problem_key FROM winners WHERE family = ?", (hostile,)).fetchone() == (hostile,)
 
 
 def test_candidates_filter_family_device_and_dtype(tmp_path: Path) -> None:
@@ -105,8 +106,10 @@ def test_candidates_filter_family_device_and_dtype(tmp_path: Path) -> None:
             rec = record(n)
             db.put(key_of(rec), rec)
         other_driver = record(4096)
-        db.put(dataclasses.replace(key_of(other_driver), driver_version="12000"),
-               dataclasses.replace(other_driver, device=dataclasses.replace(DEVICE, driver_version="12000")))
+        db.put(
+            dataclasses.replace(key_of(other_driver), driver_version="12000"),
+            dataclasses.replace(other_driver, device=dataclasses.replace(DEVICE, driver_version="12000")),
+        )
         half = record(256)
         db.put(dataclasses.replace(key_of(half), dtype="float16"), half)
         assert len(db.candidates("toy", "abc123", DEVICE.name, "9.0")) == 4
@@ -132,8 +135,9 @@ def test_newer_schema_raises_and_is_left_untouched(tmp_path: Path) -> None:
     assert digest(path) == before
 
 
-@pytest.mark.parametrize("content", [b"\xff" * 4096, b"not a database at all\n" * 100,
-                                     b"SQLite format 3\x00" + b"\x00" * 30])
+@pytest.mark.parametrize(
+    "content", [b"\xff" * 4096, b"not a database at all\n" * 100, b"SQLite format 3\x00" + b"\x00" * 30]
+)
 def test_garbage_file_raises_and_is_left_untouched(tmp_path: Path, content: bytes) -> None:
     path = tmp_path / "w.sqlite"
     path.write_bytes(content)
@@ -166,7 +170,7 @@ def test_corrupt_page_fails_quick_check_and_is_left_untouched(tmp_path: Path) ->
     path = tmp_path / "w.sqlite"
     data = bytearray(many_pages(path))
     page = 4096
-    data[len(data) - 3 * page + 8: len(data) - 2 * page] = b"\x5a" * (page - 8)  # keep page 1 intact
+    data[len(data) - 3 * page + 8 : len(data) - 2 * page] = b"\x5a" * (page - 8)  # keep page 1 intact
     path.write_bytes(bytes(data))
     before = digest(path)
     for read_only in (False, True):
@@ -186,10 +190,17 @@ def test_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
     assert digest(path) == before
 
 
-@pytest.mark.parametrize(("column", "value"), [
-    ("config_json", "not json"), ("config_json", "[1, 2]"), ("median_ms", -1.0),
-    ("record_json", "{}"), ("noise", float("inf")), ("replayed", 7),
-])
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [
+        ("config_json", "not json"),
+        ("config_json", "[1, 2]"),
+        ("median_ms", -1.0),
+        ("record_json", "{}"),
+        ("noise", float("inf")),
+        ("replayed", 7),
+    ],
+)
 def test_tampered_row_raises_on_read(tmp_path: Path, column: str, value: object) -> None:
     path = tmp_path / "w.sqlite"
     fill(path)

@@ -37,8 +37,10 @@ class FaultsOperation(Operation[FaultsProblem]):
         return FaultsProblem(data["n"])
 
     def buffers(self, problem: FaultsProblem) -> tuple[BufferSpec, ...]:
-        return (BufferSpec("src", (problem.n,), "float32", "input"),
-                BufferSpec("dst", (problem.n,), "float32", "output"))
+        return (
+            BufferSpec("src", (problem.n,), "float32", "input"),
+            BufferSpec("dst", (problem.n,), "float32", "output"),
+        )
 
     def make_inputs(self, problem: FaultsProblem, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return {"src": random_bits(element_type("float32"), (problem.n,), rng)}

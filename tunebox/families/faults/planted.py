@@ -9,12 +9,28 @@ from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, ins
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .operation import FaultsProblem
 
-FAULTS = ("none", "oob_write", "hang", "wrong_value", "skip_element", "modify_input", "too_much_shared",
-          "over_launch_bounds", "compile_error")
-EXPECTED_STATUS = {"none": "ok", "oob_write": "runtime_error", "hang": "timeout", "wrong_value": "wrong_result",
-                   "skip_element": "wrong_result", "modify_input": "wrong_result",
-                   "too_much_shared": "resource_error", "over_launch_bounds": "resource_error",
-                   "compile_error": "compile_error"}
+FAULTS = (
+    "none",
+    "oob_write",
+    "hang",
+    "wrong_value",
+    "skip_element",
+    "modify_input",
+    "too_much_shared",
+    "over_launch_bounds",
+    "compile_error",
+)
+EXPECTED_STATUS = {
+    "none": "ok",
+    "oob_write": "runtime_error",
+    "hang": "timeout",
+    "wrong_value": "wrong_result",
+    "skip_element": "wrong_result",
+    "modify_input": "wrong_result",
+    "too_much_shared": "resource_error",
+    "over_launch_bounds": "resource_error",
+    "compile_error": "compile_error",
+}
 
 
 @dataclass(frozen=True)
@@ -36,8 +52,11 @@ class PlantedTemplate(KernelTemplate[FaultsProblem, PlantedConfig]):
         return []
 
     def render(self, problem: FaultsProblem, config: PlantedConfig) -> Instantiation:
-        return instantiate(self.kernel, "faulty_copy",
-                           {"BLOCK": config.block, "PASSES": config.passes, "FAULT": FAULTS.index(config.fault)})
+        return instantiate(
+            self.kernel,
+            "faulty_copy",
+            {"BLOCK": config.block, "PASSES": config.passes, "FAULT": FAULTS.index(config.fault)},
+        )
 
     def geometry(self, problem: FaultsProblem, config: PlantedConfig) -> LaunchGeometry:
         threads = 4 * config.block if config.fault == "over_launch_bounds" else config.block

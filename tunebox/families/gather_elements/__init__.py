@@ -34,5 +34,12 @@ from .operation import ElementGatherProblem, GatherElementsOperation, InvalidCou
 
 FAMILY = Family(GatherElementsOperation(), (ElementsTemplate(),))
 
-__all__ = ["FAMILY", "ElementGatherProblem", "ElementsConfig", "ElementsTemplate", "GatherElementsOperation",
-           "InvalidCounts", "blocks"]
+__all__ = [
+    "FAMILY",
+    "ElementGatherProblem",
+    "ElementsConfig",
+    "ElementsTemplate",
+    "GatherElementsOperation",
+    "InvalidCounts",
+    "blocks",
+]

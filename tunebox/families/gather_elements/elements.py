@@ -12,7 +12,7 @@ from typing import Literal
 
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X
-from ..base import Arg, BufferArg, CType, KernelSource, LaunchGeometry, ScalarArg, instantiate
+from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..indexed import UNCHECKED_NEEDS_VALID, _warps, index_type
 from .operation import ElementGatherProblem
@@ -44,19 +44,25 @@ class ElementsTemplate(KernelTemplate[ElementGatherProblem, ElementsConfig]):
         broken: list[str] = []
         busy = _warps(math.ceil(problem.tile[1] / per_thread))
         if threads > max(64, busy):
-            broken.append(f"{threads} threads exceed the {busy} threads a row of {problem.tile[1]} elements at "
-                          f"{per_thread} per thread keeps busy")
+            broken.append(
+                f"{threads} threads exceed the {busy} threads a row of {problem.tile[1]} elements at "
+                f"{per_thread} per thread keeps busy"
+            )
         if blocks(problem, config) > MAX_GRID_X:
             broken.append(f"{blocks(problem, config)} blocks exceed the grid limit {MAX_GRID_X}")
         if config.check_bounds == "false" and not problem.all_valid:
             broken.append(UNCHECKED_NEEDS_VALID)
         return broken
 
-    def render(self, problem: ElementGatherProblem, config: ElementsConfig) -> KernelSource:
+    def render(self, problem: ElementGatherProblem, config: ElementsConfig) -> Instantiation:
         members: dict[str, int | bool | CType] = {
-            "E": CType(element_type(problem.element).ctype), "I": CType(index_type(problem.index_dtype).ctype),
-            "THREADS": config.threads, "EPT": config.elems_per_thread, "CHECK": config.check_bounds == "true",
-            "BCAST": problem.broadcast}
+            "E": CType(element_type(problem.element).ctype),
+            "I": CType(index_type(problem.index_dtype).ctype),
+            "THREADS": config.threads,
+            "EPT": config.elems_per_thread,
+            "CHECK": config.check_bounds == "true",
+            "BCAST": problem.broadcast,
+        }
         return instantiate(self.kernel, "gather_elements" + ("_masked" if problem.mask else ""), members)
 
     def geometry(self, problem: ElementGatherProblem, config: ElementsConfig) -> LaunchGeometry:
@@ -69,7 +75,12 @@ class ElementsTemplate(KernelTemplate[ElementGatherProblem, ElementsConfig]):
         element, index = element_type(p.element).ctype, index_type(p.index_dtype).ctype
         mask = (BufferArg("mask", "const unsigned char"),) if p.mask else ()  # MASK_DTYPE, uint8
         pad_type: Literal["u32", "u16"] = "u32" if element_type(p.element).itemsize == 4 else "u16"
-        return (BufferArg("A", f"const {element}"), BufferArg("ri", f"const {index}"),
-                BufferArg("ci", f"const {index}"), *mask, BufferArg("out", element),
-                *(ScalarArg("i64", v, name) for name, v in zip("NDRC", (p.rows, p.cols, *p.tile), strict=True)),
-                ScalarArg(pad_type, p.pad_bits, "pad"))
+        return (
+            BufferArg("A", f"const {element}"),
+            BufferArg("ri", f"const {index}"),
+            BufferArg("ci", f"const {index}"),
+            *mask,
+            BufferArg("out", element),
+            *(ScalarArg("i64", v, name) for name, v in zip("NDRC", (p.rows, p.cols, *p.tile), strict=True)),
+            ScalarArg(pad_type, p.pad_bits, "pad"),
+        )

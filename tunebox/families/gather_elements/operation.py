@@ -99,10 +99,18 @@ class ElementGatherProblem(Problem):
         return padding_bits(element_type(self.element), self.padding, self.pad_value)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"dtype": self.element, "rows": self.rows, "cols": self.cols, "tile": list(self.tile),
-                             "index_dtype": self.index_dtype, "broadcast": self.broadcast, "mask": self.mask,
-                             "sentinel_rate": self.sentinel_rate, "oob_rate": self.oob_rate,
-                             "padding": self.padding}
+        d: dict[str, Any] = {
+            "dtype": self.element,
+            "rows": self.rows,
+            "cols": self.cols,
+            "tile": list(self.tile),
+            "index_dtype": self.index_dtype,
+            "broadcast": self.broadcast,
+            "mask": self.mask,
+            "sentinel_rate": self.sentinel_rate,
+            "oob_rate": self.oob_rate,
+            "padding": self.padding,
+        }
         if self.mask:
             d["mask_rate"] = self.mask_rate
         if self.padding == "value":
@@ -135,8 +143,7 @@ class GatherElementsOperation(Operation[ElementGatherProblem]):
         element_type(data.get("dtype"))
         rows, cols = positive(self.name, data, "rows"), positive(self.name, data, "cols")
         tile = data.get("tile")
-        if (not isinstance(tile, list | tuple) or len(tile) != 2
-                or not all(type(n) is int and n >= 1 for n in tile)):
+        if not isinstance(tile, list | tuple) or len(tile) != 2 or not all(type(n) is int and n >= 1 for n in tile):
             raise InvalidProblem(f"{self.name}: tile must be [R, C], two positive integers, got {tile!r}")
         for name, n in (("rows x cols", rows * cols), ("tile R x C", tile[0] * tile[1])):
             if n >= MAX_ELEMENTS:
@@ -156,12 +163,25 @@ class GatherElementsOperation(Operation[ElementGatherProblem]):
             raise InvalidProblem(f"{self.name}: sentinel_rate + oob_rate + mask_rate must not exceed 1")
         padding, pad_value = parse_padding(self.name, data)
         promise = parse_promise(self.name, data, *rates.values())
-        p = ElementGatherProblem(data["dtype"], rows, cols, (tile[0], tile[1]), index_dtype, broadcast, mask,
-                                 padding=padding, pad_value=pad_value, valid_promise=promise, **rates)
+        p = ElementGatherProblem(
+            data["dtype"],
+            rows,
+            cols,
+            (tile[0], tile[1]),
+            index_dtype,
+            broadcast,
+            mask,
+            padding=padding,
+            pad_value=pad_value,
+            valid_promise=promise,
+            **rates,
+        )
         limit = index_type(index_dtype).limits[1]
         if max(rows, cols) - 1 > limit or (p.oob_rate and max(rows, cols) > limit):
-            raise InvalidProblem(f"{self.name}: indices up to {max(rows, cols) - (0 if p.oob_rate else 1)} do not "
-                                 f"fit {index_dtype}; use index_dtype = 'int64'")
+            raise InvalidProblem(
+                f"{self.name}: indices up to {max(rows, cols) - (0 if p.oob_rate else 1)} do not "
+                f"fit {index_dtype}; use index_dtype = 'int64'"
+            )
         return p
 
     def from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> ElementGatherProblem:
@@ -172,16 +192,21 @@ class GatherElementsOperation(Operation[ElementGatherProblem]):
         ri, ci = tuple(arrays["ri"].shape), tuple(arrays["ci"].shape)
         broadcast = len(ri) == 1
         tile = [ri[0], ci[0]] if broadcast else list(matrix_shape(self.name, "ri", arrays["ri"]))
-        return self.parse({"dtype": str(arrays["A"].dtype), "rows": rows, "cols": cols, "tile": tile,
-                           "broadcast": broadcast, **data})
+        return self.parse(
+            {"dtype": str(arrays["A"].dtype), "rows": rows, "cols": cols, "tile": tile, "broadcast": broadcast, **data}
+        )
 
     def buffers(self, problem: ElementGatherProblem) -> tuple[BufferSpec, ...]:
         p = problem
         r_shape, c_shape = p.index_shapes
         mask = (BufferSpec("mask", p.tile, MASK_DTYPE, "input"),) if p.mask else ()
-        return (BufferSpec("A", (p.rows, p.cols), p.element, "input"),
-                BufferSpec("ri", r_shape, p.index_dtype, "input"), BufferSpec("ci", c_shape, p.index_dtype, "input"),
-                *mask, BufferSpec("out", p.tile, p.element, "output"))
+        return (
+            BufferSpec("A", (p.rows, p.cols), p.element, "input"),
+            BufferSpec("ri", r_shape, p.index_dtype, "input"),
+            BufferSpec("ci", c_shape, p.index_dtype, "input"),
+            *mask,
+            BufferSpec("out", p.tile, p.element, "output"),
+        )
 
     def make_inputs(self, problem: ElementGatherProblem, rng: np.random.Generator) -> dict[str, np.ndarray]:
         p = problem
@@ -198,23 +223,24 @@ class GatherElementsOperation(Operation[ElementGatherProblem]):
             for name, extent, n in (("ri", p.rows, p.tile[0]), ("ci", p.cols, p.tile[1])):
                 index, counts = draw((n,), extent), p.invalid(n)
                 order = rng.permutation(n)
-                index[order[:counts.sentinels]] = -1
-                index[order[counts.sentinels:counts.sentinels + counts.out_of_range]] = beyond(extent,
-                                                                                             counts.out_of_range)
+                index[order[: counts.sentinels]] = -1
+                index[order[counts.sentinels : counts.sentinels + counts.out_of_range]] = beyond(
+                    extent, counts.out_of_range
+                )
                 inputs[name] = index.astype(index_type(p.index_dtype).numpy)
             return inputs
         n = p.tile[0] * p.tile[1]
         ri, ci, counts = draw((n,), p.rows), draw((n,), p.cols), p.invalid(n)
         order = rng.permutation(n)
-        sentinel = order[:counts.sentinels]
-        oob = order[counts.sentinels:counts.sentinels + counts.out_of_range]
+        sentinel = order[: counts.sentinels]
+        oob = order[counts.sentinels : counts.sentinels + counts.out_of_range]
         ri[sentinel[0::2]], ci[sentinel[1::2]] = -1, -1  # alternate the dimension that is out of bounds
         ri[oob[0::2]], ci[oob[1::2]] = beyond(p.rows, oob[0::2].size), beyond(p.cols, oob[1::2].size)
         numpy_type = index_type(p.index_dtype).numpy
         inputs["ri"], inputs["ci"] = (x.astype(numpy_type).reshape(p.tile) for x in (ri, ci))
         if p.mask:
             mask = np.ones(n, dtype=np.uint8)
-            mask[order[counts.sentinels + counts.out_of_range:counts.total]] = 0
+            mask[order[counts.sentinels + counts.out_of_range : counts.total]] = 0
             inputs["mask"] = mask.reshape(p.tile)
         return inputs
 
@@ -236,8 +262,11 @@ class GatherElementsOperation(Operation[ElementGatherProblem]):
         p = problem
         size, index_size = element_type(p.element).itemsize, index_type(p.index_dtype).itemsize
         entries = sum(math.prod(s) for s in p.index_shapes)
-        return Work((p.tile[0] * p.tile[1] + p.valid_elements) * size + entries * index_size
-                    + (p.tile[0] * p.tile[1] if p.mask else 0))
+        return Work(
+            (p.tile[0] * p.tile[1] + p.valid_elements) * size
+            + entries * index_size
+            + (p.tile[0] * p.tile[1] if p.mask else 0)
+        )
 
     def distance(self, a: ElementGatherProblem, b: ElementGatherProblem) -> float | None:
         if (a.element, a.index_dtype, a.broadcast, a.mask) != (b.element, b.index_dtype, b.broadcast, b.mask):

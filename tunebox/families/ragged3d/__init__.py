@@ -43,5 +43,13 @@ from .vector import VectorConfig, VectorTemplate
 
 FAMILY = Family(RaggedOperation(), (VectorTemplate(), TmaTemplate()))
 
-__all__ = ["FAMILY", "RaggedOperation", "RaggedProblem", "TmaConfig", "TmaLayout", "TmaTemplate", "VectorConfig",
-           "VectorTemplate"]
+__all__ = [
+    "FAMILY",
+    "RaggedOperation",
+    "RaggedProblem",
+    "TmaConfig",
+    "TmaLayout",
+    "TmaTemplate",
+    "VectorConfig",
+    "VectorTemplate",
+]

@@ -71,8 +71,15 @@ class RaggedProblem(Problem):
 
     def to_dict(self) -> dict[str, Any]:
         lengths: Any = "uniform" if self.lengths_seed is not None else list(self.lengths)
-        d = {"dtype": self.element, "batch": self.batch, "max_len": self.max_len, "heads": self.heads,
-             "depth": self.depth, "direction": self.direction, "lengths": lengths}
+        d = {
+            "dtype": self.element,
+            "batch": self.batch,
+            "max_len": self.max_len,
+            "heads": self.heads,
+            "depth": self.depth,
+            "direction": self.direction,
+            "lengths": lengths,
+        }
         if self.lengths_seed is not None:
             d["lengths_seed"] = self.lengths_seed
         return d
@@ -106,8 +113,9 @@ class RaggedOperation(Operation[RaggedProblem]):
         if direction not in DIRECTIONS:
             raise InvalidProblem(f"{self.name}: direction must be one of {DIRECTIONS}, got {direction!r}")
         if batch * max_len * heads * depth >= MAX_ELEMENTS:
-            raise InvalidProblem(f"{self.name}: B x Lmax x H x D = {batch * max_len * heads * depth} elements is "
-                                 "too many (limit 2^40)")
+            raise InvalidProblem(
+                f"{self.name}: B x Lmax x H x D = {batch * max_len * heads * depth} elements is too many (limit 2^40)"
+            )
         lengths, seed = data.get("lengths"), None
         if lengths == "uniform":
             seed = data.get("lengths_seed", 0)
@@ -116,10 +124,14 @@ class RaggedOperation(Operation[RaggedProblem]):
             lengths = np.random.default_rng(seed).integers(1, max_len + 1, batch).tolist()
         elif "lengths_seed" in data:
             raise InvalidProblem(f"{self.name}: lengths_seed is given only with lengths = 'uniform'")
-        if (not isinstance(lengths, list | tuple) or len(lengths) != batch
-                or not all(type(n) is int and 0 <= n <= max_len for n in lengths)):
-            raise InvalidProblem(f"{self.name}: lengths must be 'uniform' or a list of {batch} integers in "
-                                 f"[0, {max_len}]")
+        if (
+            not isinstance(lengths, list | tuple)
+            or len(lengths) != batch
+            or not all(type(n) is int and 0 <= n <= max_len for n in lengths)
+        ):
+            raise InvalidProblem(
+                f"{self.name}: lengths must be 'uniform' or a list of {batch} integers in [0, {max_len}]"
+            )
         return RaggedProblem(data["dtype"], batch, max_len, heads, depth, direction, tuple(lengths), seed)
 
     def from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> RaggedProblem:
@@ -129,21 +141,36 @@ class RaggedOperation(Operation[RaggedProblem]):
         direction = "pack" if "x" in arrays else "unpack"
         padded = arrays.get("x" if direction == "pack" else "out")
         if padded is None or "lengths" not in options or set(options) != {"lengths"}:
-            raise InvalidProblem(f"{self.name}: tunebox.launch needs x, offsets and out (pack) or ragged, offsets "
-                                 "and out (unpack), and the option lengths (a list of B lengths) alone")
+            raise InvalidProblem(
+                f"{self.name}: tunebox.launch needs x, offsets and out (pack) or ragged, offsets "
+                "and out (unpack), and the option lengths (a list of B lengths) alone"
+            )
         shape = tuple(padded.shape)
         if len(shape) != 4:
             raise InvalidProblem(f"{self.name}: the padded array must be (B, Lmax, H, D), got {list(shape)}")
         b, lmax, h, d = shape
-        return self.parse({"dtype": str(padded.dtype), "batch": b, "max_len": lmax, "heads": h, "depth": d,
-                           "direction": direction, "lengths": list(options["lengths"])})
+        return self.parse(
+            {
+                "dtype": str(padded.dtype),
+                "batch": b,
+                "max_len": lmax,
+                "heads": h,
+                "depth": d,
+                "direction": direction,
+                "lengths": list(options["lengths"]),
+            }
+        )
 
     def buffers(self, problem: RaggedProblem) -> tuple[BufferSpec, ...]:
         p = problem
-        source, out = ((("x", p.padded_shape), p.ragged_shape) if p.pack
-                       else (("ragged", p.ragged_shape), p.padded_shape))
-        return (BufferSpec(source[0], source[1], p.element, "input"),
-                BufferSpec("offsets", (p.batch + 1,), "int64", "input"), BufferSpec("out", out, p.element, "output"))
+        source, out = (
+            (("x", p.padded_shape), p.ragged_shape) if p.pack else (("ragged", p.ragged_shape), p.padded_shape)
+        )
+        return (
+            BufferSpec(source[0], source[1], p.element, "input"),
+            BufferSpec("offsets", (p.batch + 1,), "int64", "input"),
+            BufferSpec("out", out, p.element, "output"),
+        )
 
     def make_inputs(self, problem: RaggedProblem, rng: np.random.Generator) -> dict[str, np.ndarray]:
         p = problem
@@ -154,13 +181,16 @@ class RaggedOperation(Operation[RaggedProblem]):
         p = problem
         if p.pack:
             x = inputs["x"]
-            out = np.concatenate([x[b, :n] for b, n in enumerate(p.lengths)]) if p.total else \
-                np.empty(p.ragged_shape, dtype=x.dtype)
+            out = (
+                np.concatenate([x[b, :n] for b, n in enumerate(p.lengths)])
+                if p.total
+                else np.empty(p.ragged_shape, dtype=x.dtype)
+            )
             return {"out": out}
         ragged = inputs["ragged"]
         out = np.zeros(p.padded_shape, dtype=ragged.dtype)
         for b, n in enumerate(p.lengths):
-            out[b, :n] = ragged[p.offsets[b]:p.offsets[b] + n]
+            out[b, :n] = ragged[p.offsets[b] : p.offsets[b] + n]
         return {"out": out}
 
     def work(self, problem: RaggedProblem) -> Work:
@@ -173,8 +203,11 @@ class RaggedOperation(Operation[RaggedProblem]):
         if (a.element, a.direction, a.row) != (b.element, b.direction, b.row):
             return None
         mean = [max(p.total, 1) / p.batch for p in (a, b)]
-        return abs(math.log2(a.batch / b.batch)) + abs(math.log2(a.max_len / b.max_len)) + abs(
-            math.log2(mean[0] / mean[1]))
+        return (
+            abs(math.log2(a.batch / b.batch))
+            + abs(math.log2(a.max_len / b.max_len))
+            + abs(math.log2(mean[0] / mean[1]))
+        )
 
     def baselines(self, problem: RaggedProblem) -> tuple[Baseline, ...]:
         """pack: ``torch.cat`` of the sequences' prefixes (as a user writes it, and with the prefix views
@@ -198,12 +231,20 @@ class RaggedOperation(Operation[RaggedProblem]):
             return masks[device]
 
         if p.pack:
-            return (Baseline("torch: torch.cat([x[b, :len_b] for b in range(B)])", lambda t: {
-                        "out": torch.cat([t["x"][b, :n] for b, n in enumerate(p.lengths)])}),
-                    Baseline("torch: torch.cat(prefixes), the views x[b, :len_b] made once outside the timing",
-                             lambda t: {"out": torch.cat(prefixes(t["x"]))}),
-                    Baseline("torch: x[mask] (mask = arange(Lmax) < lengths[:, None])", lambda t: {
-                        "out": t["x"][valid(t["x"].device)]}))
+            return (
+                Baseline(
+                    "torch: torch.cat([x[b, :len_b] for b in range(B)])",
+                    lambda t: {"out": torch.cat([t["x"][b, :n] for b, n in enumerate(p.lengths)])},
+                ),
+                Baseline(
+                    "torch: torch.cat(prefixes), the views x[b, :len_b] made once outside the timing",
+                    lambda t: {"out": torch.cat(prefixes(t["x"]))},
+                ),
+                Baseline(
+                    "torch: x[mask] (mask = arange(Lmax) < lengths[:, None])",
+                    lambda t: {"out": t["x"][valid(t["x"].device)]},
+                ),
+            )
 
         def unpack(t: dict[str, Any]) -> dict[str, Any]:
             ragged = t["ragged"]

@@ -51,8 +51,14 @@ class TmaConfig(TemplateConfig):
     group: int = choice(1, 2, 4, 8, doc="consecutive heads per block")
     BN: int = choice(0, 16, 32, 64, 128, 256, doc="columns of depth per block, 0: all of D")
     swizzle: str = choice(*SWIZZLE_BYTES, doc="shared-memory swizzle of the TMA boxes, one span per chunk")
-    tma_blocks_per_op: int = choice(0, 1, 2, 4, 8, doc="chunks per TMA copy through an extra dimension, 0: one "
-                                    "copy per chunk without it (swizzle none only)")
+    tma_blocks_per_op: int = choice(
+        0,
+        1,
+        2,
+        4,
+        8,
+        doc="chunks per TMA copy through an extra dimension, 0: one copy per chunk without it (swizzle none only)",
+    )
 
 
 @dataclass(frozen=True)
@@ -102,8 +108,10 @@ def tensor_maps(p: RaggedProblem, config: TmaConfig) -> tuple[TensorMapArg, Tens
     struct, the addresses filled in at launch."""
     if p.pack:
         return _plain_map(p, config, "x", p.max_len, p.batch, "src_map"), _clipping_map(p, config)
-    return (_plain_map(p, config, "ragged", p.total, 1, "src_map"),
-            _plain_map(p, config, "out", p.max_len, p.batch, "dst_map"))
+    return (
+        _plain_map(p, config, "ragged", p.total, 1, "src_map"),
+        _plain_map(p, config, "out", p.max_len, p.batch, "dst_map"),
+    )
 
 
 def _clipping_map(p: RaggedProblem, config: TmaConfig) -> TensorMapArg:
@@ -124,16 +132,18 @@ def _clipping_map(p: RaggedProblem, config: TmaConfig) -> TensorMapArg:
     return TensorMapArg("out", _request(p, config, dims), -bm * row_bytes, "dst_map")
 
 
-def _plain_map(p: RaggedProblem, config: TmaConfig, buffer: str, rows: int, batches: int,
-               name: str) -> TensorMapArg:
+def _plain_map(p: RaggedProblem, config: TmaConfig, buffer: str, rows: int, batches: int, name: str) -> TensorMapArg:
     """The map ``name`` over ``buffer`` seen as (batches, rows, H, D); an empty buffer's map keeps one
     row (the kernel copies nothing through it), and a single batch's dimension takes the stride of a
     row (any valid stride does for an extent of 1; the batch's bytes may exceed the driver's 2^40)."""
     size = p.itemsize
     lay = layout(p, config)
     row_bytes, head, rows = p.row * size, p.depth * size, max(rows, 1)
-    dims = [(lay.chunk, size, lay.chunk) if lay.batched else (p.depth, size, lay.chunk),
-            (p.heads, head, config.group), (rows, row_bytes, config.BM)]
+    dims = [
+        (lay.chunk, size, lay.chunk) if lay.batched else (p.depth, size, lay.chunk),
+        (p.heads, head, config.group),
+        (rows, row_bytes, config.BM),
+    ]
     if lay.batched:
         dims.append((p.depth // lay.chunk, lay.chunk * size, lay.per_op))
     dims.append((batches, rows * row_bytes if batches > 1 else row_bytes, 1))
@@ -149,8 +159,12 @@ def largest_coordinates(p: RaggedProblem, config: TmaConfig) -> dict[str, int]:
     """The largest coordinate the kernel gives each dimension that can grow past 2^31 - 1 (the merged
     dimension of pack's clipping map reaches (total + 1) x M - 1: a tile's ``first + dyn`` reaches the
     last row, plus the last head group)."""
-    largest = {"the columns": p.depth - 1, "the heads": p.heads - 1, "the rows of the padded map": p.max_len - 1,
-               "the sequences of the padded map": p.batch - 1}
+    largest = {
+        "the columns": p.depth - 1,
+        "the heads": p.heads - 1,
+        "the rows of the padded map": p.max_len - 1,
+        "the sequences of the padded map": p.batch - 1,
+    }
     if p.pack:
         largest["the merged dimension of out's map"] = (p.total + 1) * (p.heads // config.group) - 1
     else:
@@ -169,19 +183,27 @@ def shape_violations(p: RaggedProblem, config: TmaConfig) -> list[str]:
     if p.heads % group:
         broken.append(f"group={group} heads per block must divide the H={p.heads} heads")
     if p.depth * size % 16:
-        broken.append(f"TMA strides are 16-byte multiples: a head of D={p.depth} elements is {p.depth * size} "
-                      "bytes; use template 'vector'")
+        broken.append(
+            f"TMA strides are 16-byte multiples: a head of D={p.depth} elements is {p.depth * size} "
+            "bytes; use template 'vector'"
+        )
     if bpo and span:
-        broken.append(f"tma_blocks_per_op={bpo} batches 16-byte chunks through an extra dimension, which only "
-                      f"swizzle='none' allows: set tma_blocks_per_op=0 or swizzle='none'")
+        broken.append(
+            f"tma_blocks_per_op={bpo} batches 16-byte chunks through an extra dimension, which only "
+            f"swizzle='none' allows: set tma_blocks_per_op=0 or swizzle='none'"
+        )
     if bn % g:
-        broken.append(f"BN={bn} must be a multiple of the chunk of G={g} elements (swizzle {config.swizzle}: "
-                      f"{span or 16} bytes of {p.element})")
+        broken.append(
+            f"BN={bn} must be a multiple of the chunk of G={g} elements (swizzle {config.swizzle}: "
+            f"{span or 16} bytes of {p.element})"
+        )
     elif bn >= p.depth:
         broken.append(f"BN={bn} covers all of D={p.depth} in one column block: set BN=0")
     elif bpo > (bn // g if bn else math.ceil(p.depth / g)):
-        broken.append(f"tma_blocks_per_op={bpo} exceeds the {bn // g if bn else math.ceil(p.depth / g)} chunks "
-                      f"of G={g} elements in a column block")
+        broken.append(
+            f"tma_blocks_per_op={bpo} exceeds the {bn // g if bn else math.ceil(p.depth / g)} chunks "
+            f"of G={g} elements in a column block"
+        )
     return broken
 
 
@@ -205,12 +227,16 @@ class TmaTemplate(KernelTemplate[RaggedProblem, TmaConfig]):
         broken = []
         lay = layout(p, config)
         if lay.shared_bytes > MAX_SHARED_BYTES:
-            broken.append(f"the tile needs {lay.shared_bytes} bytes of shared memory, more than {MAX_SHARED_BYTES}: "
-                          "use a smaller BM, group or BN")
+            broken.append(
+                f"the tile needs {lay.shared_bytes} bytes of shared memory, more than {MAX_SHARED_BYTES}: "
+                "use a smaller BM, group or BN"
+            )
         for what, value in largest_coordinates(p, config).items():
             if value > MAX_COORDINATE:
-                broken.append(f"TMA coordinates are signed 32-bit: {what} reaches {value} (at most "
-                              f"{MAX_COORDINATE}): the problem is too large for template 'tma'")
+                broken.append(
+                    f"TMA coordinates are signed 32-bit: {what} reaches {value} (at most "
+                    f"{MAX_COORDINATE}): the problem is too large for template 'tma'"
+                )
         n = blocks(p, config)
         if n > MAX_GRID_X:
             broken.append(f"{n} blocks exceed the grid limit {MAX_GRID_X}: use a larger BM, group or BN")
@@ -222,10 +248,22 @@ class TmaTemplate(KernelTemplate[RaggedProblem, TmaConfig]):
 
     def render(self, problem: RaggedProblem, config: TmaConfig) -> Instantiation:
         lay = layout(problem, config)
-        return instantiate(self.kernel, "ragged3d_tma", {
-            "E": CType(element_type(problem.element).ctype), "BM": config.BM, "GROUP": config.group,
-            "SPAN": lay.span, "G": lay.chunk, "CHUNKS": lay.chunks, "PER_OP": lay.per_op, "BATCHED": lay.batched,
-            "PACK": problem.pack, "SHARED_BYTES": lay.shared_bytes})
+        return instantiate(
+            self.kernel,
+            "ragged3d_tma",
+            {
+                "E": CType(element_type(problem.element).ctype),
+                "BM": config.BM,
+                "GROUP": config.group,
+                "SPAN": lay.span,
+                "G": lay.chunk,
+                "CHUNKS": lay.chunks,
+                "PER_OP": lay.per_op,
+                "BATCHED": lay.batched,
+                "PACK": problem.pack,
+                "SHARED_BYTES": lay.shared_bytes,
+            },
+        )
 
     def geometry(self, problem: RaggedProblem, config: TmaConfig) -> LaunchGeometry:
         """B x ceil(Lmax / BM) x (H / group) x column blocks of one warp, with the tile's shared memory."""
@@ -237,7 +275,15 @@ class TmaTemplate(KernelTemplate[RaggedProblem, TmaConfig]):
         ``column_blocks``."""
         p = problem
         lay = layout(p, config)
-        scalars = {"Lmax": p.max_len, "depth": p.depth, "M": p.heads // config.group,
-                   "tiles": math.ceil(p.max_len / config.BM), "column_blocks": lay.column_blocks}
-        return (*tensor_maps(p, config), BufferArg("offsets", "const long long"),
-                *(ScalarArg("i64", v, name) for name, v in scalars.items()))
+        scalars = {
+            "Lmax": p.max_len,
+            "depth": p.depth,
+            "M": p.heads // config.group,
+            "tiles": math.ceil(p.max_len / config.BM),
+            "column_blocks": lay.column_blocks,
+        }
+        return (
+            *tensor_maps(p, config),
+            BufferArg("offsets", "const long long"),
+            *(ScalarArg("i64", v, name) for name, v in scalars.items()),
+        )

@@ -38,8 +38,9 @@ class VectorTemplate(KernelTemplate[RaggedProblem, VectorConfig]):
         """The largest BM (up to 128, within Lmax rounded up) whose tile fits 64 KiB, the fewest of 256,
         128 and 64 threads that the tile's 16-byte vectors keep busy."""
         p = problem
-        fits = [m for m in (128, 64, 32, 16, 8, 4, 2) if m * p.row * p.itemsize <= TILE_BYTES
-                and m <= ceil_pow2(p.max_len)]
+        fits = [
+            m for m in (128, 64, 32, 16, 8, 4, 2) if m * p.row * p.itemsize <= TILE_BYTES and m <= ceil_pow2(p.max_len)
+        ]
         bm = fits[0] if fits else 1
         threads = next(t for t in (256, 128, 64) if t <= max(64, _warps(math.ceil(bm * p.row * p.itemsize / 16))))
         return VectorConfig(BM=bm, threads=threads, vec_bytes=16)
@@ -50,8 +51,10 @@ class VectorTemplate(KernelTemplate[RaggedProblem, VectorConfig]):
         broken = []
         vectors = math.ceil(bm * p.row * p.itemsize / config.vec_bytes)
         if threads > max(64, _warps(vectors)):
-            broken.append(f"{threads} threads exceed the {vectors} vectors of a tile of {bm} rows rounded up to "
-                          "whole warps: threads would idle")
+            broken.append(
+                f"{threads} threads exceed the {vectors} vectors of a tile of {bm} rows rounded up to "
+                "whole warps: threads would idle"
+            )
         n = blocks(p, config)
         if n > MAX_GRID_X:
             broken.append(f"{n} blocks exceed the grid limit {MAX_GRID_X}")
@@ -59,9 +62,17 @@ class VectorTemplate(KernelTemplate[RaggedProblem, VectorConfig]):
 
     def render(self, problem: RaggedProblem, config: VectorConfig) -> Instantiation:
         et = element_type(problem.element)
-        return instantiate(self.kernel, "ragged3d", {
-            "E": CType(et.ctype), "BM": config.BM, "THREADS": config.threads,
-            "VEC": config.vec_bytes // et.itemsize, "PACK": problem.pack})
+        return instantiate(
+            self.kernel,
+            "ragged3d",
+            {
+                "E": CType(et.ctype),
+                "BM": config.BM,
+                "THREADS": config.threads,
+                "VEC": config.vec_bytes // et.itemsize,
+                "PACK": problem.pack,
+            },
+        )
 
     def geometry(self, problem: RaggedProblem, config: VectorConfig) -> LaunchGeometry:
         """B x ceil(Lmax / BM) blocks of ``threads``, no shared memory."""
@@ -72,5 +83,10 @@ class VectorTemplate(KernelTemplate[RaggedProblem, VectorConfig]):
         member is named by the buffer), ``out``, ``offsets``, ``Lmax``, ``row`` (H x D)."""
         source = "x" if problem.pack else "ragged"
         e = element_type(problem.element).ctype
-        return (BufferArg(source, f"const {e}"), BufferArg("out", e), BufferArg("offsets", "const long long"),
-                ScalarArg("i64", problem.max_len, "Lmax"), ScalarArg("i64", problem.row, "row"))
+        return (
+            BufferArg(source, f"const {e}"),
+            BufferArg("out", e),
+            BufferArg("offsets", "const long long"),
+            ScalarArg("i64", problem.max_len, "Lmax"),
+            ScalarArg("i64", problem.row, "row"),
+        )

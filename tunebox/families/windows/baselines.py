@@ -42,18 +42,27 @@ def torch_baselines(p: WindowsProblem) -> tuple[Baseline, ...]:
 
     if p.op == "unfold":
         pad = float(element.decode(np.array([padding_bits(element, p.padding, p.pad_value)], element.storage))[0])
-        return (Baseline(f"torch: {fit('A', str(pad))}.unfold(0, {th}, {sr}).unfold(1, {tw}, {sc}).contiguous()",
-                         lambda t: {"out": fitted(t, pad).unfold(0, th, sr).unfold(1, tw, sc).contiguous()}),)
+        return (
+            Baseline(
+                f"torch: {fit('A', str(pad))}.unfold(0, {th}, {sr}).unfold(1, {tw}, {sc}).contiguous()",
+                lambda t: {"out": fitted(t, pad).unfold(0, th, sr).unfold(1, tw, sc).contiguous()},
+            ),
+        )
     windows = f"({th}, {tw}), ({sr}, {sc})"
     native = _ceil_mode_fits(p.rows, th, sr) and _ceil_mode_fits(p.cols, tw, sc)
     if p.op == "sum":
+
         def summed(a: Any, ceil_mode: bool) -> dict[str, Any]:
             return {"out": F.avg_pool2d(a[None], (th, tw), (sr, sc), ceil_mode=ceil_mode, divisor_override=1)[0]}
 
-        padded = Baseline(f"torch: F.avg_pool2d({fit('A.float()', '0')}[None], {windows}, divisor_override=1)[0]",
-                          lambda t: summed(fitted(t, 0.0, as_float=True), False))
-        ceiled = Baseline(f"torch: F.avg_pool2d(A.float()[None], {windows}, ceil_mode=True, divisor_override=1)"
-                          "[0]", lambda t: summed(source(t, as_float=True), True))
+        padded = Baseline(
+            f"torch: F.avg_pool2d({fit('A.float()', '0')}[None], {windows}, divisor_override=1)[0]",
+            lambda t: summed(fitted(t, 0.0, as_float=True), False),
+        )
+        ceiled = Baseline(
+            f"torch: F.avg_pool2d(A.float()[None], {windows}, ceil_mode=True, divisor_override=1)[0]",
+            lambda t: summed(source(t, as_float=True), True),
+        )
     else:
         sign, infinity = (1.0, "-inf") if p.op == "max" else (-1.0, "inf")
         negate = "" if sign > 0 else "-"
@@ -61,10 +70,14 @@ def torch_baselines(p: WindowsProblem) -> tuple[Baseline, ...]:
         def pooled(a: Any, ceil_mode: bool) -> dict[str, Any]:
             return {"out": sign * F.max_pool2d(sign * a[None], (th, tw), (sr, sc), ceil_mode=ceil_mode)[0].float()}
 
-        padded = Baseline(f"torch: {negate}F.max_pool2d({negate}{fit('A', infinity)}[None], {windows})[0].float()",
-                          lambda t: pooled(fitted(t, -sign * math.inf), False))
-        ceiled = Baseline(f"torch: {negate}F.max_pool2d({negate}A[None], {windows}, ceil_mode=True)[0].float()",
-                          lambda t: pooled(source(t, as_float=False), True))
+        padded = Baseline(
+            f"torch: {negate}F.max_pool2d({negate}{fit('A', infinity)}[None], {windows})[0].float()",
+            lambda t: pooled(fitted(t, -sign * math.inf), False),
+        )
+        ceiled = Baseline(
+            f"torch: {negate}F.max_pool2d({negate}A[None], {windows}, ceil_mode=True)[0].float()",
+            lambda t: pooled(source(t, as_float=False), True),
+        )
     return (padded, ceiled) if native else (padded,)
 
 

@@ -14,8 +14,9 @@ from .operation import WindowsProblem
 
 @dataclass(frozen=True)
 class DirectConfig(BlockConfig):
-    vector: int = choice(1, 2, 4, 8, doc="elements per store of a window row, at most 16 bytes (unfold; reductions "
-                         "take 1)")
+    vector: int = choice(
+        1, 2, 4, 8, doc="elements per store of a window row, at most 16 bytes (unfold; reductions take 1)"
+    )
     staging: str = choice("none", "shared", doc="read A directly, or its block region once into shared memory")
 
 
@@ -46,6 +47,8 @@ class DirectTemplate(WindowsTemplate[DirectConfig]):
         if p.reduces and vector != 1:
             broken.append(f"vector={vector}: a reduction writes one float per window and takes vector=1")
         if not p.reduces and (p.window[1] % vector or vector * size > 16):
-            broken.append(f"vector={vector} must divide the window width {p.window[1]} and span at most 16 bytes "
-                          f"({size}-byte elements)")
+            broken.append(
+                f"vector={vector} must divide the window width {p.window[1]} and span at most 16 bytes "
+                f"({size}-byte elements)"
+            )
         return broken

@@ -80,15 +80,17 @@ def block_violations(p: WindowsProblem, v: Variant) -> list[str]:
     broken = []
     nr, nc = p.grid
     if ceil_pow2(nr) < v.BI or ceil_pow2(nc) < v.BJ:
-        broken.append(f"BI={v.BI} x BJ={v.BJ} windows per block exceed the {nr} x {nc} windows rounded up to powers "
-                      "of two")
+        broken.append(
+            f"BI={v.BI} x BJ={v.BJ} windows per block exceed the {nr} x {nc} windows rounded up to powers of two"
+        )
     columns, rows = blocks(p, v)
     if rows > MAX_GRID_Y or columns > MAX_GRID_X:
         broken.append(f"a grid of {columns} x {rows} blocks exceeds the limits {MAX_GRID_X} x {MAX_GRID_Y}")
     work = items(p, v)
     if v.threads > max(64, _warps(work)):
-        broken.append(f"{v.threads} threads exceed the {work} work items of a block rounded up to whole warps: "
-                      "threads would idle")
+        broken.append(
+            f"{v.threads} threads exceed the {work} work items of a block rounded up to whole warps: threads would idle"
+        )
     shared = shared_bytes(p, v)
     if shared > MAX_SHARED_BYTES:
         broken.append(f"{shared} bytes of shared memory exceed the {MAX_SHARED_BYTES} a block may have")
@@ -117,10 +119,26 @@ class WindowsTemplate(KernelTemplate[WindowsProblem, C]):
     def render(self, problem: WindowsProblem, config: C) -> Instantiation:
         p, v = problem, self.variant(config)
         (th, tw), (sr, sc) = p.window, p.step
-        return instantiate(self.kernel, "windows", {
-            "E": CType(element_type(p.element).ctype), "KIND": KINDS[p.element], "OP": OPS.index(p.op),
-            "TH": th, "TW": tw, "SR": sr, "SC": sc, "BI": v.BI, "BJ": v.BJ, "THREADS": v.threads,
-            "VEC": v.vector, "STAGED": v.staged, "SEPARABLE": v.separable, "SHARED_BYTES": shared_bytes(p, v)})
+        return instantiate(
+            self.kernel,
+            "windows",
+            {
+                "E": CType(element_type(p.element).ctype),
+                "KIND": KINDS[p.element],
+                "OP": OPS.index(p.op),
+                "TH": th,
+                "TW": tw,
+                "SR": sr,
+                "SC": sc,
+                "BI": v.BI,
+                "BJ": v.BJ,
+                "THREADS": v.threads,
+                "VEC": v.vector,
+                "STAGED": v.staged,
+                "SEPARABLE": v.separable,
+                "SHARED_BYTES": shared_bytes(p, v),
+            },
+        )
 
     def geometry(self, problem: WindowsProblem, config: C) -> LaunchGeometry:
         """ceil(NC / BJ) x ceil(NR / BI) blocks of ``threads``, with the staged region's shared memory."""
@@ -135,6 +153,12 @@ class WindowsTemplate(KernelTemplate[WindowsProblem, C]):
         p = problem
         et = element_type(p.element)
         pad = 0 if p.reduces else padding_bits(et, p.padding, p.pad_value)
-        return (BufferArg("A", f"const {et.ctype}"), BufferArg("out", "void"), ScalarArg("i64", p.rows, "R"),
-                ScalarArg("i64", p.cols, "C"), ScalarArg("i64", p.grid[0], "NR"), ScalarArg("i64", p.grid[1], "NC"),
-                ScalarArg("u16" if et.itemsize == 2 else "u32", pad, "pad"))
+        return (
+            BufferArg("A", f"const {et.ctype}"),
+            BufferArg("out", "void"),
+            ScalarArg("i64", p.rows, "R"),
+            ScalarArg("i64", p.cols, "C"),
+            ScalarArg("i64", p.grid[0], "NR"),
+            ScalarArg("i64", p.grid[1], "NC"),
+            ScalarArg("u16" if et.itemsize == 2 else "u32", pad, "pad"),
+        )

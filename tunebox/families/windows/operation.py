@@ -64,8 +64,14 @@ class WindowsProblem(Problem):
         return ((nr - 1) * sr + th, (nc - 1) * sc + tw)
 
     def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"dtype": self.element, "rows": self.rows, "cols": self.cols,
-                             "window": list(self.window), "step": list(self.step), "op": self.op}
+        d: dict[str, Any] = {
+            "dtype": self.element,
+            "rows": self.rows,
+            "cols": self.cols,
+            "window": list(self.window),
+            "step": list(self.step),
+            "op": self.op,
+        }
         if not self.reduces:
             d["padding"] = self.padding
             if self.padding == "value":
@@ -75,8 +81,11 @@ class WindowsProblem(Problem):
 
 def _pair(family: str, data: Mapping[str, Any], key: str, limit: int) -> tuple[int, int]:
     value = data.get(key)
-    if (not isinstance(value, list | tuple) or len(value) != 2
-            or not all(type(v) is int and 1 <= v <= limit for v in value)):
+    if (
+        not isinstance(value, list | tuple)
+        or len(value) != 2
+        or not all(type(v) is int and 1 <= v <= limit for v in value)
+    ):
         raise InvalidProblem(f"{family}: {key} must be two integers in [1, {limit}] (rows, columns), got {value!r}")
     return int(value[0]), int(value[1])
 
@@ -111,13 +120,15 @@ class WindowsOperation(Operation[WindowsProblem]):
         if op not in OPS:
             raise InvalidProblem(f"{self.name}: op must be one of {OPS}, got {op!r}")
         if op in REDUCTIONS and ("padding" in data or "pad_value" in data):
-            raise InvalidProblem(f"{self.name}: a {op} pads with its neutral element; give padding only with "
-                                 "op = 'unfold'")
+            raise InvalidProblem(
+                f"{self.name}: a {op} pads with its neutral element; give padding only with op = 'unfold'"
+            )
         padding, pad_value = parse_padding(self.name, data) if op == "unfold" else ("zero", 0.0)
         p = WindowsProblem(data["dtype"], rows, cols, window, step, op, padding, pad_value)
         if rows * cols >= MAX_ELEMENTS or math.prod(p.out_shape) >= MAX_ELEMENTS:
-            raise InvalidProblem(f"{self.name}: A ({rows} x {cols}) or the output {list(p.out_shape)} has too many "
-                                 "elements (limit 2^40)")
+            raise InvalidProblem(
+                f"{self.name}: A ({rows} x {cols}) or the output {list(p.out_shape)} has too many elements (limit 2^40)"
+            )
         return p
 
     def from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> WindowsProblem:
@@ -131,8 +142,10 @@ class WindowsOperation(Operation[WindowsProblem]):
         return self.parse({"dtype": str(arrays["A"].dtype), "rows": shape[0], "cols": shape[1], **options})
 
     def buffers(self, problem: WindowsProblem) -> tuple[BufferSpec, ...]:
-        return (BufferSpec("A", (problem.rows, problem.cols), problem.element, "input"),
-                BufferSpec("out", problem.out_shape, problem.out_dtype, "output"))
+        return (
+            BufferSpec("A", (problem.rows, problem.cols), problem.element, "input"),
+            BufferSpec("out", problem.out_shape, problem.out_dtype, "output"),
+        )
 
     def make_inputs(self, problem: WindowsProblem, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return {"A": random_bits(element_type(problem.element), (problem.rows, problem.cols), rng)}

@@ -28,6 +28,7 @@ class SeparableTemplate(WindowsTemplate[SeparableConfig]):
 
     def own_violations(self, problem: WindowsProblem, config: SeparableConfig) -> list[str]:
         if not problem.reduces:
-            return ["template 'separable' reduces the staged region: it needs a reduction (op sum, max or min), "
-                    "not unfold"]
+            return [
+                "template 'separable' reduces the staged region: it needs a reduction (op sum, max or min), not unfold"
+            ]
         return []

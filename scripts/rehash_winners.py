@@ -1,0 +1,74 @@
+"""Carry stored winners across a change of the source hash that changes no result (issue 14).
+
+Up to commit 82eb236 a family's hash covered its files byte for byte; since, Python modules count by
+their syntax tree (``source_graph.digest``), so reformatting them no longer voids winners. The
+winners measured on 82eb236 are kept only where that is true of the code measured:
+
+    python scripts/rehash_winners.py MEASURED_TREE [DB]   (DB: results/winners.sqlite)
+
+MEASURED_TREE is a checkout of the measured commit. For each family, the rows stored under the
+byte-for-byte hash of MEASURED_TREE's sources move to the current hash if every source file has the
+same digest in both trees (same syntax trees, same device sources), except the files of REVIEWED,
+whose differences were read and change no result (printed with the reason); otherwise nothing moves
+and the family is reported.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+from tunebox.families import get, names
+from tunebox.source_graph import digest
+
+REPO = Path(__file__).resolve().parents[1]
+REVIEWED = {  # files that differ from 82eb236 in ways that change no result
+    "tunebox/families/contract.py": "only Family.source_hash, the hash's own computation, differs",
+    "tunebox/families/gather_elements/elements.py": "only render's return annotation and the import of its type",
+}
+
+
+def measured_hashes(measured: Path) -> dict[str, str]:
+    """Each family's hash as the measured tree's own code computed it."""
+    code = "from tunebox.families import get, names; print({n: get(n).source_hash() for n in names()})"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=measured,
+        env={**os.environ, "PYTHONPATH": str(measured)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return dict(ast.literal_eval(out))
+
+
+def main(measured: Path, db: Path) -> None:
+    old_hashes = measured_hashes(measured)
+    connection = sqlite3.connect(db)
+    with connection:
+        for name in names():
+            current = list(get(name).source_files)
+            old = [measured / path.relative_to(REPO) for path in current]
+            if name not in old_hashes or not all(path.is_file() for path in old):
+                print(f"{name}: the measured tree lacks the family or some of today's sources; left alone")
+                continue
+            differing = {str(b.relative_to(REPO)) for a, b in zip(old, current, strict=True) if digest(a) != digest(b)}
+            if differing - set(REVIEWED):
+                print(f"{name}: {sorted(differing - set(REVIEWED))} differ from the measured code; left alone")
+                continue
+            for path in sorted(differing):
+                print(f"{name}: {path} differs, reviewed: {REVIEWED[path]}")
+            new_hash = get(name).source_hash()
+            moved = connection.execute(
+                "UPDATE winners SET family_hash = ? WHERE family = ? AND family_hash = ?",
+                (new_hash, name, old_hashes[name]),
+            ).rowcount
+            print(f"{name}: {moved} winners {old_hashes[name]} -> {new_hash}")
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]).resolve(), Path(sys.argv[2]) if len(sys.argv) > 2 else REPO / "results" / "winners.sqlite")
