@@ -11,6 +11,7 @@ from typing import Any
 
 from .build.nvrtc import NvrtcBuilder
 from .errors import DeviceUnavailable, SpaceError
+from .families import get as get_family
 from .records import DeviceInfo, EvalRecord
 from .report import ReportFiles
 from .runner.backends import Backend, GpuBackend, ReplayBackend
@@ -19,7 +20,7 @@ from .runtime.lookup import LookupResult, shared
 from .search.loop import LoopSettings, Sweep, SweepProgress, SweepResult
 from .store.evallog import EvalLog
 from .store.lock import SweepLock
-from .sweep_spec import SweepSpec, load_sweep, search_settings
+from .sweep_spec import SweepSpec, check_problem, load_sweep, search_settings
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backe
             f"no GPU and no recording at {path}; record one on a GPU host "
             "(tunebox tune on the GPU, then copy evals.jsonl there)"
         )
-    return ReplayBackend(path, EvalLog(path).read())
+    return ReplayBackend(path, EvalLog(path).read(), spec.family.name)  # another family's: ReplayMiss at once
 
 
 def _check_backend_name(backend: str) -> None:
@@ -92,6 +93,8 @@ def tune(
     out = results / "sweeps" / (spec.name + ("-replay" if replayed else ""))
     with SweepLock(out):
         chosen = backend_instance or make_backend(spec, backend, recording)
+        if isinstance(chosen, ReplayBackend):  # a resumed replay continues with its own device's recording
+            chosen.check_resume(out / "evals.jsonl")
         builder = NvrtcBuilder(
             _arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s
         )
@@ -123,7 +126,12 @@ def query(
     Without ``device_info`` the device is taken from the database: the one named ``device``, or the
     only device that holds winners of this family (several need ``device``). Warm (the same
     process, the database unchanged) it takes microseconds.
+
+    The problem is checked first (``sweep_spec.check_problem``): a non-finite number in it (JSON
+    ``Infinity`` / ``NaN`` / ``1e999``) raises InvalidProblem saying what to give instead.
     """
+    get_family(family_name)  # an unknown family is named as such, before its problem is looked at
+    check_problem(family_name, problem_data)
     return shared(db).query(family_name, problem_data, device=device, device_info=device_info)
 
 

@@ -7,14 +7,17 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .errors import InvalidConfig, InvalidProblem, SpaceError
 from .families import get as get_family
 from .families.base import Problem
-from .families.contract import Family
+from .families.contract import Family, P
 from .params import TemplateSpaces
 
 STRATEGIES = ("tpe", "random", "exhaustive")
@@ -53,7 +56,7 @@ def _table(data: dict[str, Any], key: str, where: str) -> dict[str, Any]:
 
 
 def _reject_unknown(data: dict[str, Any], known: set[str], where: str) -> None:
-    unknown = sorted(set(data) - known)
+    unknown = sorted(set(data) - known, key=str)
     if unknown:
         raise SpaceError(f"{where}: unknown key(s) {unknown}; allowed: {sorted(known)}")
 
@@ -77,13 +80,8 @@ def load_sweep(path: Path) -> SweepSpec:
     name = data.get("name", Path(path).stem)
     if not isinstance(name, str) or not name.replace("-", "_").isidentifier():
         raise SpaceError(f"{where}: name must be a simple identifier, got {name!r}")
-    search_data = _table(data, "search", where)
-    _reject_unknown(search_data, set(SearchSettings.__dataclass_fields__), f"{where} [search]")
-    search = search_settings(search_data, where)
-    try:
-        space = family.space.restrict(_table(data, "space", where))
-    except InvalidConfig as exc:
-        raise SpaceError(f"{where} [space]: {exc}") from None
+    search = search_settings(_table(data, "search", where), where)
+    space = space_slice(family, _table(data, "space", where), where)
     problems = data.get("problems")
     if not isinstance(problems, list) or not problems:
         raise SpaceError(f"{where}: needs at least one [[problems]] table")
@@ -94,7 +92,7 @@ def load_sweep(path: Path) -> SweepSpec:
         entry = dict(entry)
         label = entry.pop("name", f"problem{i}")
         try:
-            named.append(NamedProblem(str(label), family.parse_problem(entry)))
+            named.append(NamedProblem(str(label), parse_problem(family, entry)))
         except InvalidProblem as exc:
             raise SpaceError(f"{where}: problem {label!r}: {exc}") from None
     if len({p.name for p in named}) != len(named):
@@ -102,13 +100,93 @@ def load_sweep(path: Path) -> SweepSpec:
     return SweepSpec(name, family, space, tuple(named), search, Path(path))
 
 
-def search_settings(data: dict[str, Any], where: str) -> SearchSettings:
+def search_settings(data: Mapping[str, Any], where: str) -> SearchSettings:
+    """A sweep's ``[search]`` table (or its values overridden from the command line) checked: unknown
+    keys, strategies and numbers out of range raise SpaceError naming ``where``."""
+    _reject_unknown(dict(data), set(SearchSettings.__dataclass_fields__), f"{where} [search]")
     settings = SearchSettings(**data)
-    if settings.strategy not in STRATEGIES:
-        raise SpaceError(f"{where}: strategy {settings.strategy!r} is not one of {STRATEGIES}")
+    if not isinstance(settings.strategy, str) or settings.strategy not in STRATEGIES:
+        raise SpaceError(f"{where}: strategy {_shown(settings.strategy)} is not one of {STRATEGIES}")
     checks = (("trials", int, 1), ("seed", int, 0), ("finalists", int, 1), ("seconds", (int, float), 1))
     for field, kind, low in checks:
         value = getattr(settings, field)
-        if type(value) not in (kind if isinstance(kind, tuple) else (kind,)) or not math.isfinite(value) or value < low:
-            raise SpaceError(f"{where}: search.{field} must be a number >= {low}, got {value!r}")
+        # an int is finite however large (math.isfinite would overflow converting it to a float)
+        kinds = kind if isinstance(kind, tuple) else (kind,)
+        if type(value) not in kinds or type(value) is float and not math.isfinite(value) or value < low:
+            raise SpaceError(f"{where}: search.{field} must be a number >= {low}, got {_shown(value)}")
     return settings
+
+
+def _shown(value: object) -> str:
+    """``value`` for a message: its repr, cut short (an integer past Python's digit limit by its size)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return f"{type(value).__name__} too large to print"
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+def _space_value(value: object) -> bool:
+    """Whether a ``[space]`` list may hold ``value``: a string or a 64-bit number (bool is an int)."""
+    return isinstance(value, str | float) or isinstance(value, int) and -(2**63) <= value < 2**63
+
+
+def space_slice(family: Family[Any], data: Mapping[str, Any], where: str) -> TemplateSpaces:
+    """The slice of ``family``'s space that a sweep's ``[space]`` table selects (``TemplateSpaces.restrict``),
+    every problem a SpaceError naming ``where``. Lists of anything but strings and 64-bit numbers (an
+    array or inline table inside a list, which cannot name a template or a value) are refused here first."""
+    for key, value in data.items():
+        for inner, items in value.items() if isinstance(value, dict) else ((None, value),):
+            if isinstance(items, list) and not all(_space_value(v) for v in items):
+                name = key if inner is None else f"{key}.{inner}"
+                raise SpaceError(
+                    f"{where} [space]: {name} must be a list of values (numbers or strings), got {_shown(items)}"
+                )
+    try:
+        return family.space.restrict(data)
+    except InvalidConfig as exc:
+        raise SpaceError(f"{where} [space]: {exc}") from None
+
+
+PADDING_HINT = 'for padding by an infinity or NaN, give padding = "pos_inf", "neg_inf" or "nan" instead of a pad_value'
+
+
+def check_problem(family: str, data: object) -> dict[str, Any]:
+    """What every problem description passes before its family sees it, from a sweep file
+    (``load_sweep``), a query (``tunebox.api.query``) or a caller's options (``tunebox.launch``): a
+    table with text keys holding, anywhere inside it, no number that is not finite (TOML ``inf`` /
+    ``nan``, JSON ``Infinity`` / ``NaN`` / ``1e999``, a float ``inf`` from Python) and no integer
+    beyond 64 bits (TOML's range; JSON's may be any size). Raises InvalidProblem saying what to give
+    instead; returns ``data``."""
+    if not isinstance(data, dict):
+        raise InvalidProblem(
+            f"{family}: a problem is a table (JSON object) of named fields, got a {type(data).__name__}"
+        )
+    if not all(isinstance(k, str) for k in data):
+        kinds = sorted({type(k).__name__ for k in data if not isinstance(k, str)})
+        raise InvalidProblem(f"{family}: a problem's field names are text, not {', '.join(kinds)}")
+    stack: list[tuple[str, object]] = [(k, v) for k, v in data.items()]
+    while stack:
+        path, value = stack.pop()
+        if isinstance(value, float | np.floating):
+            if not math.isfinite(value):
+                raise InvalidProblem(
+                    f"{family}: {path} is {float(value)!r}; problems take finite numbers only ({PADDING_HINT})"
+                )
+        elif type(value) is int and not -(2**63) <= value < 2**63:
+            raise InvalidProblem(
+                f"{family}: {path} is an integer of {value.bit_length()} bits; problems take 64-bit integers at most"
+            )
+        elif isinstance(value, np.ndarray):
+            if value.dtype.kind in "fc" and not np.isfinite(value).all():
+                raise InvalidProblem(f"{family}: {path} holds a number that is not finite; give finite numbers")
+        elif isinstance(value, list | tuple):
+            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
+        elif isinstance(value, dict):
+            stack.extend((f"{path}.{k}", v) for k, v in value.items())
+    return data
+
+
+def parse_problem(family: Family[P], data: object) -> P:
+    """A problem description checked (``check_problem``), then parsed by ``family``."""
+    return family.parse_problem(check_problem(family.name, data))

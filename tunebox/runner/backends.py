@@ -15,6 +15,7 @@ from ..families.base import Problem
 from ..families.contract import Family
 from ..params import Config
 from ..records import DeviceInfo, EvalRecord, Status, canonical_json
+from ..store.evallog import EvalLog
 from .gpu_runner import GpuRunner
 from .protocol import EvaluateJob, Outcome, PrepareJob, RetimeJob, variant_of
 from .timing import FINAL, SCREEN
@@ -127,12 +128,32 @@ def _compiled(build: BuildResult | None) -> BuildResult:
 
 
 class ReplayBackend:
-    """Answers from a recorded evaluation log of a real GPU sweep (clearly marked as replayed)."""
+    """Answers from a recorded evaluation log of a real GPU sweep (clearly marked as replayed).
+
+    Checked at start: the recording holds evaluations of one device; of ``family`` when one is given
+    (the sweep's: a recording of another family is refused, naming the families it holds); and of
+    ``expected_device`` when one is given (the device of the sweep's evaluation log, which a resumed
+    replay must not mix with another). Each refusal is a ReplayMiss."""
 
     replayed = True
 
-    def __init__(self, recording: Path, records: Sequence[EvalRecord]) -> None:
+    def __init__(
+        self,
+        recording: Path,
+        records: Sequence[EvalRecord],
+        family: str | None = None,
+        expected_device: DeviceInfo | None = None,
+    ) -> None:
         self.recording = recording
+        if not records:
+            raise ReplayMiss(f"{recording} holds no recorded evaluations: record the sweep on a GPU host first")
+        families = sorted({r.family for r in records})
+        if family is not None and family not in families:
+            raise ReplayMiss(
+                f"{recording} is a recording of {_names(families)}, not of {family}: replay a recording of "
+                f"a {family} sweep (--recording; the default is results/recordings/<sweep name>.jsonl), "
+                "or measure on a GPU (--backend gpu)"
+            )
         self._index: dict[tuple[str, str, str, str], EvalRecord] = {}
         self._baselines: dict[tuple[str, str], list[EvalRecord]] = {}  # (family, problem) -> in recorded order
         self._screened: dict[tuple[str, str], set[str]] = {}  # (family, problem) -> recorded configurations
@@ -148,7 +169,25 @@ class ReplayBackend:
         if len(devices) != 1:
             raise ReplayMiss(f"{recording}: a recording must come from exactly one device, found {len(devices)}")
         self.device = devices.pop()
+        if expected_device is not None:
+            self.expect_device(expected_device, "this sweep's evaluation log")
         self._answers: deque[Outcome] = deque()
+
+    def expect_device(self, device: DeviceInfo, holder: str) -> None:
+        """Raise ReplayMiss unless the recording was measured on ``device`` (that ``holder`` holds)."""
+        if device != self.device:
+            raise ReplayMiss(
+                f"{self.recording} was measured on {_device(self.device)}, but {holder} holds measurements "
+                f"of {_device(device)}: replay the recording it was made from, or give the sweep another "
+                "results directory (--results)"
+            )
+
+    def check_resume(self, log: Path) -> None:
+        """Before a replayed sweep resumes its evaluation log ``log``: the log's measurements must come
+        from the recording's device (a log of another device's replay is never continued with this one)."""
+        devices = {r.device for r in EvalLog(log).read() if r.device is not None}
+        for device in sorted(devices, key=str):
+            self.expect_device(device, str(log))
 
     def prepare(self, family: Family[Any], problem: Problem, seed: int) -> None:
         pass  # recorded outcomes need no inputs
@@ -193,6 +232,17 @@ class ReplayBackend:
 
     def close(self) -> None:
         pass
+
+
+def _names(families: Sequence[str]) -> str:
+    return families[0] if len(families) == 1 else "the families " + ", ".join(families)
+
+
+def _device(device: DeviceInfo) -> str:
+    return (
+        f"{device.name} (compute capability {device.compute_capability}, driver {device.driver_version}, "
+        f"NVRTC {device.nvrtc_version})"
+    )
 
 
 def _outcome(record: EvalRecord) -> Outcome:

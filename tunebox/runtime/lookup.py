@@ -153,9 +153,10 @@ class Lookup:
             if hit is not None:
                 return _copy(hit)
         from ..families import get as get_family
+        from ..sweep_spec import parse_problem
 
         family = get_family(family_name)
-        problem = family.parse_problem(problem_data)
+        problem = parse_problem(family, problem_data)
         generation = self._generation
         result = self.lookup(family, problem, device_info or self.device(family.name, device))
         with self._lock:
