@@ -238,6 +238,51 @@ def _space(args: argparse.Namespace) -> int:
     return 0
 
 
+def _strategies(args: argparse.Namespace) -> int:
+    from .search.strategy_benchmark import DEFAULT_SWEEPS, benchmark, table
+
+    sweeps = args.sweeps or [Path("spaces") / f"{name}.toml" for name in DEFAULT_SWEEPS]
+    command = " ".join(
+        ["tunebox strategies", f"--seeds {args.seeds}", f"--out {args.out}", f"--budget-factor {args.budget_factor:g}"]
+        + ([f"--plot {args.plot}"] if args.plot else [])
+        + ([f"--sweeps {' '.join(map(str, args.sweeps))}"] if args.sweeps else [])
+        + ([f"--recordings {args.recordings}"] if args.recordings else [])
+        + ([f"--strategies {' '.join(args.strategies)}"] if args.strategies else [])
+        + [f"--kernel-tuner {args.kernel_tuner}"]
+    )
+    kernel_tuner = {"auto": None, "yes": True, "no": False}[args.kernel_tuner]
+    progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    doc = benchmark(
+        sweeps,
+        args.out,
+        args.plot,
+        command,
+        recordings=args.recordings,
+        names=args.strategies,
+        seeds=args.seeds,
+        budget_factor=args.budget_factor,
+        jobs=args.jobs or os.cpu_count() or 1,
+        kernel_tuner=kernel_tuner,
+        caches=args.kernel_tuner_caches,
+        progress=progress,
+    )
+    for p in doc["problems"]:
+        partial = "" if p["complete"] else f", partial: {p['n']} of {p['valid']} valid measured"
+        expects = f"random expects {p['random_expectation']:.1f}"
+        print(f"{p['sweep']}/{p['problem']}: n {p['n']}, m {p['m']}, {expects}{partial}")
+        for s in p["strategies"]:
+            if "error" in s:
+                print(f"    {s['strategy']:<32} failed: {s['error']}")
+                continue
+            print(
+                f"    {s['strategy']:<32} {s['mean']:6.1f} +- {s['std']:5.1f} evaluations, "
+                f"ratio {s['ratio_to_random']:.2f}, {s['within_random_expectation']:.0%} within random's expectation"
+            )
+    print(table(doc))
+    print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else "") + f" in {doc['seconds']:.0f} s")
+    return 0
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
@@ -356,6 +401,60 @@ def parser() -> argparse.ArgumentParser:
     s = sub.add_parser("space", help="a sweep file's space: size and valid fraction per problem and template")
     s.add_argument("sweep", help="sweep file, e.g. spaces/tile_copy.toml")
     s.set_defaults(run=_space)
+
+    st = sub.add_parser(
+        "strategies",
+        help="benchmark search strategies on replayed exhaustive recordings (CPU only): evaluations to a "
+        "near-optimal target against random search's expectation",
+    )
+    st.add_argument("--seeds", type=int, default=20, help="seeds per strategy and problem (default 20)")
+    st.add_argument(
+        "--out",
+        type=Path,
+        default=Path("results/benchmarks/search.json"),
+        help="benchmark file (JSON) to write (default results/benchmarks/search.json)",
+    )
+    st.add_argument(
+        "--plot", type=Path, help="best found versus evaluations per problem, a PNG (e.g. reports/search.png)"
+    )
+    st.add_argument(
+        "--sweeps",
+        nargs="+",
+        type=Path,
+        help="sweep files whose recordings to replay (default: spaces/ gather, scatter, gather_elements, "
+        "ragged3d, gemm_wgmma and gemm_skinny)",
+    )
+    st.add_argument(
+        "--recordings",
+        type=Path,
+        help="folder of the recordings, <sweep name>.jsonl (default: results/recordings/ beside each sweep "
+        "file's folder)",
+    )
+    st.add_argument(
+        "--strategies",
+        nargs="+",
+        help="strategies to run (default: all; names like tunebox:tpe, tunebox:random, tunebox:exhaustive, "
+        "optuna:tpe_multivariate, kernel_tuner:genetic_algorithm)",
+    )
+    st.add_argument(
+        "--kernel-tuner",
+        choices=("auto", "yes", "no"),
+        default="auto",
+        help="include Kernel Tuner's strategies, run in its simulation mode (auto: when it is installed, "
+        "pip install '.[bench]'; the default)",
+    )
+    st.add_argument(
+        "--kernel-tuner-caches", type=Path, help="folder to write (and keep) the Kernel Tuner cache files in"
+    )
+    st.add_argument(
+        "--budget-factor",
+        type=float,
+        default=10.0,
+        help="each seed evaluates at most this many times random's expected evaluations (default 10)",
+    )
+    st.add_argument("--jobs", type=int, help="worker processes (default: the CPU count)")
+    st.add_argument("--quiet", action="store_true", help="no progress lines (one per problem and strategy)")
+    st.set_defaults(run=_strategies)
     return top
 
 

@@ -304,7 +304,7 @@ def test_work_and_distance() -> None:
 
 def test_shipped_sweep_loads() -> None:
     spec = load_sweep(REPO / "spaces" / "scatter.toml")
-    assert spec.family.name == "scatter" and spec.search.strategy == "tpe" and spec.search.trials == 40
+    assert spec.family.name == "scatter" and spec.search.strategy == "exhaustive"
     assert {n.name: (n.problem.mask, n.problem.mask_rate, n.problem.index_dtype) for n in spec.problems} == {
         "scatter_bf16_1M_x512_permutation": (False, 0.0, "int32"),
         "scatter_bf16_1M_x512_masked50": (True, 0.5, "int32"),

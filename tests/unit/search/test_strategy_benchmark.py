@@ -1,0 +1,237 @@
+"""The strategy benchmark on replay (``tunebox strategies``): the protocol's arithmetic, tunebox's
+strategies driven on a tiny synthetic recording, the command, and the Kernel Tuner cache conversion."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tunebox.cli import main
+from tunebox.params import Config, Param, Space, TemplateSpaces
+from tunebox.records import DeviceInfo, EvalRecord, KernelMetrics, Status, Timing, canonical_json
+from tunebox.search import kernel_tuner_cache as ktc
+from tunebox.search import strategy_benchmark as sb
+from tunebox.store.evallog import EvalLog
+from tunebox.sweep_spec import load_sweep
+
+REPO = Path(__file__).resolve().parents[3]
+
+SWEEP = """
+name = "tiny"
+family = "tile_copy"
+[search]
+strategy = "tpe"
+trials = 10
+[space]
+template = ["vector"]
+BM = [1, 4, 8]
+BN = [64, 128]
+threads = [64, 128]
+vec_bytes = [4, 16]
+bounds = ["checked"]
+staging = ["none"]
+tiles_per_block = [1]
+[[problems]]
+name = "copy"
+dtype = "float32"
+src = [1000, 1000]
+dst = [1000, 1000]
+"""
+
+
+def fake_ms(config: dict) -> float:
+    return 1.0 + abs(config["BM"] - 8) * 0.1 + (config["BN"] == 64) * 0.05 + (16 - config["vec_bytes"]) * 0.02
+
+
+def write_tiny(tmp_path: Path, failed: dict | None = None) -> Path:
+    """A one-problem tile_copy sweep and its recording (every valid configuration, ``failed`` one
+    failing), laid out as a checkout: spaces/tiny.toml and results/recordings/tiny.jsonl."""
+    sweep = tmp_path / "spaces" / "tiny.toml"
+    sweep.parent.mkdir(parents=True)
+    sweep.write_text(SWEEP)
+    spec = load_sweep(sweep)
+    recording = tmp_path / "results" / "recordings" / "tiny.jsonl"
+    recording.parent.mkdir(parents=True)
+    log = EvalLog(recording)
+    device = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
+    for named in spec.problems:
+        for config in spec.space:
+            if spec.family.violations(named.problem, config):
+                continue
+            values = config.as_dict()
+            ok = values != failed
+            ms = fake_ms(values)
+            log.append(
+                EvalRecord(
+                    "tile_copy",
+                    named.problem.to_dict(),
+                    values,
+                    Status.OK if ok else Status.RUNTIME_ERROR,
+                    timing=Timing((ms * 1.01, ms, ms * 0.99)) if ok else None,
+                    metrics=KernelMetrics(32, 0, 0),
+                    device=device,
+                )
+            )
+    return sweep
+
+
+# --- the protocol's arithmetic -----------------------------------------------------------------
+
+
+def test_target_and_random_expectation():
+    times = [5.0, 1.0, 3.0, 1.08, 10.0, 4.0, 2.0, math.inf]  # inf: failed, counted in n, not in the median
+    t = sb.target_of(times)
+    assert t.optimum == 1.0 and t.median == 3.0  # median of the 7 finite times
+    assert t.target == pytest.approx(1.0 + 0.05 * (3.0 - 1.0))
+    assert (t.n, t.m) == (8, 2)  # 1.0 and 1.08 reach 1.1
+    assert t.random_expectation == pytest.approx(9 / 3)
+    assert sb.budget_of(t, 2.0) == 6 and sb.budget_of(t, 10.0) == 8  # capped at n
+    with pytest.raises(ValueError):
+        sb.random_expectation(5, 0)
+
+
+@pytest.mark.parametrize(("n", "m"), [(5, 1), (6, 2), (7, 3)])
+def test_random_expectation_is_the_mean_first_hit_over_every_order(n, m):
+    """(n + 1) / (m + 1) is the mean position of the first good configuration over all orders."""
+    positions = [
+        next(i for i, good in enumerate(order, 1) if good)
+        for order in itertools.permutations([True] * m + [False] * (n - m))
+    ]
+    assert sum(positions) / len(positions) == pytest.approx(sb.random_expectation(n, m))
+
+
+def test_evaluations_to_target_best_so_far_and_geomean():
+    trace = [5.0, 3.0, 1.05, 2.0, 1.0]
+    assert sb.evaluations_to_target(trace, 1.1) == 3
+    assert sb.evaluations_to_target(trace, 1.0) == 5
+    assert sb.evaluations_to_target(trace, 0.5) is None
+    assert sb.best_so_far(trace) == [5.0, 3.0, 1.05, 1.05, 1.0]
+    assert sb.geomean([0.5, 2.0]) == pytest.approx(1.0)
+
+
+def test_summary_counts_a_missed_target_as_the_budget():
+    problem = sb.ReplayProblem(
+        "s", "p", "f", {}, TemplateSpaces(()), tuple(Config((("x", i),)) for i in range(4)), (1.0, 2.0, 3.0, 4.0), 4
+    )
+    result = sb.StrategyResult("x", evaluations=[1, None], curves=[[1.0], [4.0, 3.0]])
+    s = sb.summarise(problem, result, budget=4)
+    assert s["evaluations_to_target"] == [1, 4] and s["censored"] == 1 and s["mean"] == 2.5
+    assert s["ratio_to_random"] == pytest.approx(2.5 / (5 / 2))  # n 4, m 1
+    assert s["within_random_expectation"] == 0.5
+    assert s["curve"]["best_mean_ms"] == [2.5, 2.0] and s["curve"]["reached_fraction"] == [0.5, 0.5]
+
+
+# --- tunebox's strategies on a tiny recording --------------------------------------------------
+
+
+def test_load_problems_and_tunebox_strategies_on_replay(tmp_path):
+    failed = {"template": "vector", "BM": 1, "BN": 64, "threads": 64, "vec_bytes": 4}
+    failed |= {"bounds": "checked", "staging": "none", "tiles_per_block": 1}
+    (problem,) = sb.load_problems(write_tiny(tmp_path, failed))
+    assert problem.complete and problem.valid == len(problem.configs) == 18  # 6 break a validity rule
+    times = problem.lookup()
+    assert times[canonical_json(failed)] == math.inf
+    assert times[canonical_json(failed | {"BM": 8, "BN": 128, "vec_bytes": 16})] == pytest.approx(1.0)
+    target = sb.target_of(problem.times)
+    assert target.m == 2  # BM 8, BN 128, vec 16, either thread count
+
+    doc = sb.run_benchmark([problem], ["tunebox:tpe", "tunebox:random", "tunebox:exhaustive"], seeds=4)
+    (p,) = doc["problems"]
+    assert p["n"] == 18 and p["m"] == 2 and p["budget"] == 18 and p["random_expectation"] == pytest.approx(19 / 3)
+    by_name = {s["strategy"]: s for s in p["strategies"]}
+    for s in by_name.values():
+        assert s["seeds"] == 4 and s["censored"] == 0  # every strategy draws without replacement: n reaches it
+        assert all(1 <= e <= 18 for e in s["evaluations_to_target"])
+        assert len(s["curve"]["best_mean_ms"]) == 18 and s["curve"]["reached_fraction"][-1] == 1.0
+    assert len(set(by_name["tunebox:exhaustive"]["evaluations_to_target"])) == 1  # no randomness
+    assert len(set(by_name["tunebox:random"]["evaluations_to_target"])) > 1
+    names = [row["strategy"] for row in doc["aggregate"]]
+    assert sorted(names) == sorted(by_name) and doc["aggregate"][0]["problems_complete"] == 1
+
+
+def test_a_recording_missing_valid_configurations_is_partial(tmp_path):
+    sweep = write_tiny(tmp_path)
+    recording = tmp_path / "results" / "recordings" / "tiny.jsonl"
+    lines = recording.read_text().splitlines(keepends=True)
+    recording.write_text("".join(lines[:-3]))  # the header and all but the last three records
+    (problem,) = sb.load_problems(sweep)
+    assert not problem.complete and (problem.valid, len(problem.configs)) == (18, 15)
+    doc = sb.run_benchmark([problem], ["tunebox:random"], seeds=2)
+    assert doc["problems"][0]["complete"] is False and doc["problems"][0]["n"] == 15
+    (row,) = doc["aggregate"]
+    assert row["geomean_ratio_complete"] is None and row["problems_all"] == 1
+
+
+def test_strategies_command_writes_the_benchmark_and_plot(tmp_path, capsys):
+    sweep = write_tiny(tmp_path)
+    out, png = tmp_path / "search.json", tmp_path / "search.png"
+    argv = ["strategies", "--sweeps", str(sweep), "--seeds", "3", "--out", str(out), "--plot", str(png)]
+    argv += ["--strategies", "tunebox:tpe", "tunebox:random", "--kernel-tuner", "no", "--jobs", "1"]
+    assert main(argv) == 0
+    printed = capsys.readouterr().out
+    assert "tiny/copy: n 18, m 2" in printed and "| tunebox:tpe |" in printed and f"wrote {out}" in printed
+    doc = json.loads(out.read_text())
+    assert doc["command"].startswith("tunebox strategies --seeds 3") and doc["date"] and doc["versions"]["optuna"]
+    assert doc["protocol"]["seeds"] == 3 and doc["problems"][0]["problem"] == "copy"
+    assert {row["strategy"] for row in doc["aggregate"]} == {"tunebox:tpe", "tunebox:random"}
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    assert main(["strategies", "--sweeps", str(sweep), "--out", str(out), "--strategies", "nope"]) == 2
+    assert "unknown strategies ['nope']" in capsys.readouterr().err
+    missing = tmp_path / "elsewhere"
+    assert main(["strategies", "--sweeps", str(sweep), "--out", str(out), "--recordings", str(missing)]) == 2
+    assert "no recording at" in capsys.readouterr().err
+
+
+# --- Kernel Tuner's cache format -----------------------------------------------------------------
+
+
+def two_templates() -> sb.ReplayProblem:
+    space = TemplateSpaces(
+        (
+            ("vector", Space((Param("BM", (1, 2, 4)), Param("vec", (4, 16))))),
+            ("tma", Space((Param("BM", (2, 8)), Param("swizzle", ("none", "128B"))))),
+        )
+    )
+    configs = tuple(space)
+    times = tuple(1.0 + 0.1 * i for i in range(len(configs) - 1)) + (math.inf,)  # the last one failed
+    return sb.ReplayProblem("sw", "pb", "fam", {"n": 1}, space, configs, times, len(configs), "NVIDIA H200")
+
+
+def test_kernel_tuner_cache_round_trip(tmp_path):
+    problem = two_templates()
+    path = ktc.write_cache(problem, tmp_path / "cache.json")
+    cache = json.loads(path.read_text())
+    assert cache["tune_params_keys"] == ["template", "BM", "vec", "swizzle"]
+    assert cache["tune_params"]["BM"] == [1, 2, 4, 8]  # shared name: values united in declared order
+    assert len(cache["cache"]) == len(problem.configs) == 10
+    key = "tma,8,4,none"  # a tma configuration: vec takes its first value
+    assert cache["cache"][key] == cache["cache"][key] | {"template": "tma", "BM": 8, "vec": 4, "swizzle": "none"}
+    assert cache["cache"][key]["time"] == pytest.approx(1.8)
+    failed = [r for r in cache["cache"].values() if r["time"] == "RuntimeFailedConfig"]
+    assert len(failed) == 1
+    assert ktc.from_cache(cache) == problem.lookup()  # every time back, the failure as inf
+
+
+def test_kernel_tuner_simulation_on_a_converted_cache(tmp_path):
+    pytest.importorskip("kernel_tuner")
+    problem = two_templates()
+    trace = ktc.simulate(problem, "random_sample", seed=1, budget=6, folder=tmp_path)
+    assert len(trace) == 6 and len(set(trace)) == 6 and set(trace) <= set(problem.times)
+    assert ktc.simulate(problem, "random_sample", seed=1, budget=6, folder=tmp_path) == trace  # seeded
+
+
+def test_tunebox_imports_no_kernel_tuner():
+    code = (
+        "import sys, tunebox, tunebox.cli, tunebox.search.strategy_benchmark, tunebox.search.kernel_tuner_cache\n"
+        "assert 'kernel_tuner' not in sys.modules, 'kernel_tuner imported'\n"
+        "assert 'optuna' not in sys.modules, 'optuna imported'\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
