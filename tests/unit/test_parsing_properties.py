@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 import os
 import subprocess
 import sys
@@ -29,7 +28,6 @@ from tunebox.params import TEMPLATE
 from tunebox.sweep_spec import STRATEGIES, SearchSettings, parse_problem, search_settings, space_slice
 
 REPO = Path(__file__).resolve().parents[2]
-FLOAT32_MAX = 3.4028234663852886e38
 EXPLORE = os.environ.get("TUNEBOX_HYPOTHESIS") == "explore"
 EXAMPLES = int(os.environ.get("TUNEBOX_HYPOTHESIS_EXAMPLES", 3000 if EXPLORE else 100))
 
@@ -165,17 +163,6 @@ def problems(draw: st.DrawFn, family: Family[Any]) -> dict[str, Any]:
     return {**extra, **data} if draw(st.booleans()) else {**data, **extra}
 
 
-def known_crash(family: Family[Any], data: dict[str, Any]) -> bool:
-    """Inputs of the family parse crashes found here (each shown by a strict xfail below), kept out of
-    the property so that it keeps looking for others."""
-    batch, alpha = data.get("batch"), data.get("alpha")
-    if family.name == "ragged3d":  # test_ragged3d_uniform_lengths_of_a_huge_batch_are_refused
-        return data.get("lengths") == "uniform" and type(batch) is int and batch > 2**16
-    if family.name == "gemm":  # test_gemm_alpha_beyond_float32_is_refused
-        return type(alpha) is float and FLOAT32_MAX < abs(alpha) < math.inf
-    return False
-
-
 def parse_or_refuse(family: Family[Any], data: Any) -> None:
     """Parse ``data`` as ``load_sweep``, ``tunebox.api.query`` and ``tunebox.launch`` do (checked, then
     the family's parse), then compute its key; only a TuneboxError may stop it."""
@@ -202,8 +189,7 @@ def test_problems_parse_or_raise_a_tunebox_error(name: str) -> None:
     @PROPERTY
     @given(problems(family))
     def check(data: dict[str, Any]) -> None:
-        if not known_crash(family, data):
-            parse_or_refuse(family, data)
+        parse_or_refuse(family, data)
 
     check()
 
@@ -344,19 +330,9 @@ RAGGED_UNIFORM_HUGE = {
 }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "family parse crash (tunebox/families/ragged3d/operation.py, not fixed here: its source hash keys "
-        "the winners): ragged3d with lengths = 'uniform' draws `batch` lengths at parse time with no bound "
-        "on batch, so {'dtype': 'float32', 'batch': 2**31, 'max_len': 1, 'heads': 1, 'depth': 1, "
-        "'direction': 'pack', 'lengths': 'uniform'} allocates 16 GiB (MemoryError, or the memory) instead "
-        "of raising InvalidProblem"
-    ),
-)
 def test_ragged3d_uniform_lengths_of_a_huge_batch_are_refused() -> None:
-    """Run in a child with its address space limited to 2 GiB, so that it fails the same way (with
-    MemoryError) on any machine."""
+    """Found by the property above (it drew the lengths of 2^31 sequences: 16 GiB). Run in a child with
+    its address space limited to 2 GiB, so that a regression fails the same way on any machine."""
     script = (
         "import resource, sys\n"
         "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
@@ -389,16 +365,7 @@ def test_invalid_config_is_the_space_errors_source() -> None:
         space_slice(get("tile_copy"), {"BM": [3]}, "sweep.toml")
 
 
-@pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason=(
-        "family parse crash (tunebox/families/gemm/operation.py, not fixed here: its source hash keys the "
-        "winners): gemm checks that alpha is finite, then rounds it to float32, so {'M': 4, 'N': 4, 'K': 4, "
-        "'alpha': 1e39} parses to alpha = inf and its key raises ValueError ('Out of range float values are "
-        "not JSON compliant') instead of InvalidProblem"
-    ),
-)
 def test_gemm_alpha_beyond_float32_is_refused() -> None:
-    parse_or_refuse(get("gemm"), {"M": 4, "N": 4, "K": 4, "alpha": 1e39})
+    """Found by the property above: a finite alpha past float32's range became inf when rounded."""
+    with pytest.raises(InvalidProblem, match="finite float32"):
+        parse_problem(get("gemm"), {"M": 4, "N": 4, "K": 4, "alpha": 1e39})

@@ -20,6 +20,9 @@ from ..indexed import MAX_ELEMENTS, positive, reject_unknown
 OUT_DTYPES = ("bfloat16", "float32")
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # alpha is applied in float32
+
+
 @dataclass(frozen=True)
 class GemmProblem(Problem):
     M: int
@@ -94,8 +97,8 @@ class GemmOperation(Operation[GemmProblem]):
         if out_dtype not in OUT_DTYPES:
             raise InvalidProblem(f"{self.name}: out_dtype must be one of {OUT_DTYPES}, got {out_dtype!r}")
         alpha, relu = data.get("alpha", 1.0), data.get("relu", False)
-        if type(alpha) not in (int, float) or not math.isfinite(alpha):
-            raise InvalidProblem(f"{self.name}: alpha must be a finite number, got {alpha!r}")
+        if type(alpha) not in (int, float) or not math.isfinite(alpha) or abs(alpha) > FLOAT32_MAX:
+            raise InvalidProblem(f"{self.name}: alpha must be a finite float32 number, got {alpha!r}")
         if not isinstance(relu, bool):
             raise InvalidProblem(f"{self.name}: relu must be true or false, got {relu!r}")
         return GemmProblem(m, n, k, **lds, out_dtype=out_dtype, alpha=float(np.float32(alpha)), relu=relu)

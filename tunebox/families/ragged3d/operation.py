@@ -25,6 +25,9 @@ BM_DOC = "sequence positions (rows) per block"
 BM_CHOICES = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
+MAX_BATCH = 2**24  # sequences: their lengths and offsets are host arrays
+
+
 @dataclass(frozen=True)
 class RaggedProblem(Problem):
     element: str
@@ -112,6 +115,8 @@ class RaggedOperation(Operation[RaggedProblem]):
         direction = data.get("direction")
         if direction not in DIRECTIONS:
             raise InvalidProblem(f"{self.name}: direction must be one of {DIRECTIONS}, got {direction!r}")
+        if batch > MAX_BATCH:
+            raise InvalidProblem(f"{self.name}: batch B = {batch} sequences is too many (limit {MAX_BATCH})")
         if batch * max_len * heads * depth >= MAX_ELEMENTS:
             raise InvalidProblem(
                 f"{self.name}: B x Lmax x H x D = {batch * max_len * heads * depth} elements is too many (limit 2^40)"
