@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from .report import ReportFiles
-    from .search.loop import SweepResult
+    from .search.runs import SweepResult
 
 __all__ = [
     "CompileError",

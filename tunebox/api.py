@@ -17,7 +17,8 @@ from .report import ReportFiles
 from .runner.backends import Backend, GpuBackend, ReplayBackend
 from .runner.probe import gpu_status
 from .runtime.lookup import LookupResult, shared
-from .search.loop import LoopSettings, Sweep, SweepProgress, SweepResult
+from .search.loop import LoopSettings, Sweep
+from .search.runs import SweepProgress, SweepResult
 from .store.evallog import EvalLog
 from .store.lock import SweepLock
 from .sweep_spec import SweepSpec, check_problem, load_sweep, search_settings

@@ -20,7 +20,7 @@ from .records import Status
 from .runtime.lookup import ENV_DB, shipped_db
 
 if TYPE_CHECKING:
-    from .search.loop import SweepProgress
+    from .search.runs import SweepProgress
 
 
 def _duration(seconds: float) -> str:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tunebox.cli import main, parser
-from tunebox.search.loop import SweepProgress
+from tunebox.search.runs import SweepProgress
 
 REPO = Path(__file__).resolve().parents[2]
 

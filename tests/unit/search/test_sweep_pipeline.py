@@ -14,7 +14,8 @@ from tunebox.build.nvrtc import BuildResult
 from tunebox.params import Config
 from tunebox.records import EvalRecord, Status, Timing
 from tunebox.runner.protocol import Outcome
-from tunebox.search.loop import LoopSettings, Sweep, SweepResult
+from tunebox.search.loop import LoopSettings, Sweep
+from tunebox.search.runs import SweepResult
 from tunebox.store.evallog import EvalLog
 from tunebox.sweep_spec import load_sweep
 
