@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+from functools import cache
 from pathlib import Path
 
 from .kernels_dir import kernels_dir
@@ -57,10 +58,16 @@ def python_closure(modules: tuple[Path, ...]) -> tuple[Path, ...]:
 def digest(path: Path) -> bytes:
     """The part of a source file that can change a result: for Python the syntax tree without
     docstrings and without the type hints of function signatures (so formatting, comments,
-    documentation and typing do not void stored winners); else the bytes."""
-    if path.suffix != ".py":
-        return path.read_bytes()
-    tree = ast.parse(path.read_bytes(), str(path))
+    documentation and typing do not void stored winners); else the bytes. The file is read each
+    time; a Python text seen before is not parsed again (a lookup that misses its cache hashes the
+    family's sources)."""
+    text = path.read_bytes()
+    return _python_digest(text) if path.suffix == ".py" else text
+
+
+@cache
+def _python_digest(text: bytes) -> bytes:
+    tree = ast.parse(text)
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):  # type hints of signatures do nothing
             node.returns = None

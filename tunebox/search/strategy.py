@@ -137,8 +137,9 @@ class ValidTree:
 
 class TpeStrategy:
     """Optuna's TPE over the valid-configuration tree, primed with the evaluations already logged.
-    Each decision is modelled on its own (univariate TPE): the multivariate, grouped sampler cost
-    about 85 ms per proposal on tile_copy's space (19/s on replay), the univariate one about 12 ms.
+    Each decision is modelled on its own (univariate TPE): the multivariate, grouped sampler was
+    several times slower per proposal on tile_copy's space, and the strategy benchmark
+    (``tunebox strategies``, results/benchmarks/search.json) finds the two alike in evaluations.
     A proposal of a configuration already given is told as failed (TPE ignores failed trials) and
     asked again; after ``patience`` such repeats in a row an unexplored configuration is drawn at
     random, so every ask gives a new configuration until none is left. Evaluations that failed are
