@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from .families.base import Arg, BufferArg, LaunchGeometry, TensorMapArg
-from .families.kernel_args import ArgStruct, named
+from .families.kernel_args import ArgStruct
 from .tma import encode
 
 DEFAULT_SHARED_BYTES = 48 * 1024  # dynamic shared memory a kernel gets without opting in
@@ -26,13 +26,6 @@ SCALAR_TYPES: dict[str, type[np.generic]] = {
     "u16": np.uint16,
     "u32": np.uint32,
     "f32": np.float32,
-}
-_CTYPES = {
-    np.dtype(np.int32): ctypes.c_int32,
-    np.dtype(np.int64): ctypes.c_int64,
-    np.dtype(np.uint16): ctypes.c_uint16,
-    np.dtype(np.uint32): ctypes.c_uint32,
-    np.dtype(np.float32): ctypes.c_float,
 }
 
 
@@ -80,62 +73,12 @@ def pack(args: tuple[Arg, ...], buffers: Mapping[str, Any]) -> PackedArgs:
     return PackedArgs(bytes(data))
 
 
-def marshal(args: tuple[Arg, ...], buffers: Mapping[str, Any]) -> list[Any]:
-    """Kernel arguments: one ``PackedArgs`` for a kernel that takes an argument struct; else, one by
-    one, buffers by name (a Buffer or a device address as int), scalars as numpy values of their
-    exact C type (never a bare Python number), tensor maps encoded on their buffer's address plus
-    the map's ``offset_bytes`` (a cuda.bindings ``CUtensorMap``)."""
-    if named(args):
-        return [pack(args, buffers)]
-    values = []
-    for arg in args:
-        if isinstance(arg, BufferArg):
-            values.append(buffers[arg.name])
-        elif isinstance(arg, TensorMapArg):
-            at = address(buffers[arg.buffer]) + arg.offset_bytes
-            values.append(encode(dataclasses.replace(arg.request, address=at)))
-        else:
-            values.append(SCALAR_TYPES[arg.ctype](arg.value))
-    return values
-
-
 def address(buffer: Any) -> int:
     """Device address of a cuda.core Buffer, or of an address given as int."""
     return buffer if isinstance(buffer, int) else int(buffer.handle)
 
 
-def kernel_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, values: list[Any]) -> Callable[[], None]:
-    """A callable that launches ``kernel`` on ``stream`` with marshalled ``values``: through
-    ``cuda.core.launch``, or through the driver's ``cuLaunchKernel`` when a value is a tensor map
-    (cuda.core passes only its own TensorMapDescriptor; the driver copies a CUtensorMap's 128 bytes
-    into the ``__grid_constant__`` parameter)."""
-    from cuda.bindings import driver
-    from cuda.core import LaunchConfig, launch
-
-    if len(values) == 1 and isinstance(values[0], PackedArgs):
-        return _struct_launcher(stream, kernel, geometry, values[0])
-    if not any(isinstance(v, driver.CUtensorMap) for v in values):
-        config = LaunchConfig(grid=geometry.grid, block=geometry.block, shmem_size=geometry.shared_bytes)
-        return lambda: launch(stream, config, kernel, *values)
-    function = checked(driver.cuKernelGetFunction(kernel.handle))
-
-    def as_c(v: Any) -> tuple[Any, Any]:  # (value, ctypes type); None: an object the driver reads by getPtr()
-        if isinstance(v, driver.CUtensorMap):
-            return v, None
-        return (v.item(), _CTYPES[v.dtype]) if isinstance(v, np.generic) else (address(v), ctypes.c_void_p)
-
-    packed = tuple(zip(*map(as_c, values), strict=True))
-    handle = stream.handle
-
-    def run() -> None:
-        checked(
-            driver.cuLaunchKernel(function, *geometry.grid, *geometry.block, geometry.shared_bytes, handle, packed, 0)
-        )
-
-    return run
-
-
-def _struct_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, packed: PackedArgs) -> Callable[[], None]:
+def kernel_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, packed: PackedArgs) -> Callable[[], None]:
     """A callable launching ``kernel`` with its one argument struct through ``cuLaunchKernel`` (the
     driver copies the struct's bytes into the parameter; the bytes are kept alive here)."""
     from cuda.bindings import driver
@@ -157,7 +100,7 @@ def _struct_launcher(stream: Any, kernel: Any, geometry: LaunchGeometry, packed:
     return run
 
 
-Step = tuple[Any, LaunchGeometry, list[Any]]  # (kernel, geometry, marshalled values)
+Step = tuple[Any, LaunchGeometry, PackedArgs]  # (kernel, geometry, its packed argument struct)
 
 
 def steps_launcher(stream: Any, steps: list[Step]) -> Callable[[], None]:

@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from tunebox.build.nvrtc import NvrtcBuilder
-from tunebox.cuda_api import checked, kernel_launcher, load_kernel, marshal
+from tunebox.cuda_api import checked, kernel_launcher, load_kernel, pack
 from tunebox.dtypes import element_type
 from tunebox.families import get
 from tunebox.families.base import BufferArg, KernelSource, LaunchGeometry, ScalarArg, TensorMapArg
@@ -121,7 +121,7 @@ def run_next_to_unmapped(problem_data: dict, configs: list[dict], placement: str
             kernel = load_kernel(
                 built.cubin, built.lowered_name, family.geometry(p, config).shared_bytes, device.device_id
             )
-            kernel_launcher(stream, kernel, family.geometry(p, config), marshal(args, buffers))()
+            kernel_launcher(stream, kernel, family.geometry(p, config), pack(args, buffers))()
             stream.sync()
             checked(cu.cuCtxSynchronize())
             got = np.empty(count, dtype=et.storage)
@@ -236,7 +236,7 @@ def load_through_clipping_map(placement: str, dyn: int = CLIP_DYN) -> str:
                 stream,
                 kernel,
                 LaunchGeometry((1, 1, 1), (32, 1, 1), want.nbytes),
-                marshal(args, {"out": buffer, "got": out}),
+                pack(args, {"out": buffer, "got": out}),
             )()
             stream.sync()
         except Exception as exc:  # the fault this probe looks for

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tunebox.build.nvrtc import NvrtcBuilder
-from tunebox.cuda_api import checked, load_kernel, marshal, steps_launcher
+from tunebox.cuda_api import checked, load_kernel, pack, steps_launcher
 from tunebox.families.base import BufferArg, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from tunebox.families.kernel_args import arg_structs
 from tunebox.records import Status
@@ -64,7 +64,7 @@ def test_every_member_kind_arrives_alone_and_in_a_graph(tmp_path) -> None:
         checked(driver.cuMemcpyDtoH(box.ctypes.data, int(buffers["box_out"].handle), box.nbytes))
         return out, box
 
-    steps_launcher(stream, [(kernel, geometry, marshal(args(32, 8), buffers))])()
+    steps_launcher(stream, [(kernel, geometry, pack(args(32, 8), buffers))])()
     stream.sync()
     out, box = read(32, 8)
     assert out[0] == np.uint64(2**64 - 7) and out[1] == np.uint64(2**64 - 2**40 - 3)
@@ -73,7 +73,7 @@ def test_every_member_kind_arrives_alone_and_in_a_graph(tmp_path) -> None:
     np.testing.assert_array_equal(box, src[8:16, 32:64])
     # two steps as one CUDA graph: the last one's box is what remains
     steps_launcher(
-        stream, [(kernel, geometry, marshal(args(0, 0), buffers)), (kernel, geometry, marshal(args(0, 56), buffers))]
+        stream, [(kernel, geometry, pack(args(0, 0), buffers)), (kernel, geometry, pack(args(0, 56), buffers))]
     )()
     stream.sync()
     np.testing.assert_array_equal(read(0, 56)[1], src[56:64, 0:32])

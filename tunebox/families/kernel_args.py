@@ -98,14 +98,8 @@ def _named(name: str, arg: ScalarArg | TensorMapArg) -> str:
     return name
 
 
-def named(args: Sequence[Arg]) -> bool:
-    """Whether ``args`` describe an argument struct (every argument named, every buffer typed); a
-    kernel not yet moved to one takes its arguments one by one."""
-    return bool(args) and all((arg.name and arg.pointee) if isinstance(arg, BufferArg) else arg.name for arg in args)
-
-
 def arg_structs(args: Sequence[Arg], prologue: Sequence[tuple[str, Sequence[Arg]]]) -> dict[str, str]:
     """The argument structs of a variant's kernels, by their alias in ``Cfg``: ``Args`` for the main
     kernel, ``<helper>_args`` for each prologue helper."""
     wanted = [("Args", args), *((f"{kernel}_args", a) for kernel, a in prologue)]
-    return {alias: ArgStruct.of(f"{alias}_t", a).source() for alias, a in wanted if named(a)}
+    return {alias: ArgStruct.of(f"{alias}_t", a).source() for alias, a in wanted}

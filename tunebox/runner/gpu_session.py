@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from ..build.nvrtc import NvrtcBuilder, nvrtc_version
-from ..cuda_api import checked, load_kernel, marshal, steps_launcher
+from ..cuda_api import checked, load_kernel, pack, steps_launcher
 from ..dtypes import element_type
 from ..errors import HarnessError
 from ..families import get as get_family
@@ -240,7 +240,7 @@ class GpuSession:
         steps = []
         for step in variant.launches:
             kernel = load_kernel(variant.cubin, step.kernel, step.geometry.shared_bytes, self.device.device_id)
-            steps.append((kernel, step.geometry, marshal(step.args, st.buffers)))
+            steps.append((kernel, step.geometry, pack(step.args, st.buffers)))
         attrs = kernel.attributes  # the main kernel's, launched last
         metrics = KernelMetrics(
             int(attrs.num_regs),

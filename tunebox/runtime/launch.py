@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder, nvrtc_version
-from ..cuda_api import load_kernel, marshal, steps_launcher
+from ..cuda_api import load_kernel, pack, steps_launcher
 from ..dtypes import element_type
 from ..errors import CompileError, InvalidProblem
 from ..families import get as get_family
@@ -32,7 +32,7 @@ from ..runner.protocol import variant_of
 from ..sweep_spec import check_problem
 from .lookup import Lookup, LookupResult
 
-_Step = tuple[Any, LaunchGeometry, tuple[Arg, ...]]  # a loaded kernel, its geometry, its arguments (not marshalled)
+_Step = tuple[Any, LaunchGeometry, tuple[Arg, ...]]  # a loaded kernel, its geometry, its arguments (not packed)
 _Plan = tuple[LookupResult, list[_Step]]  # the lookup answer and the launches, prologue first
 
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32", "<i8": "int64", "|u1": "uint8"}  # CuPy's
@@ -289,7 +289,7 @@ class Launcher:
             }
             if pointers != bound.pointers:  # arguments and tensor maps encoded once per set of addresses
                 bound.run = steps_launcher(
-                    bound.stream, [(kernel, geo, marshal(args, pointers)) for kernel, geo, args in steps]
+                    bound.stream, [(kernel, geo, pack(args, pointers)) for kernel, geo, args in steps]
                 )
                 bound.pointers = pointers
             run = bound.run

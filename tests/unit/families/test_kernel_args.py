@@ -13,7 +13,7 @@ from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.cuda_api import pack
 from tunebox.errors import InvalidConfig
 from tunebox.families.base import BufferArg, KernelSource, ScalarArg, TensorMapArg
-from tunebox.families.kernel_args import ArgStruct, arg_structs, named
+from tunebox.families.kernel_args import ArgStruct, arg_structs
 from tunebox.kernels_dir import kernels_dir
 from tunebox.records import Status
 from tunebox.tma import TensorMapRequest
@@ -75,11 +75,11 @@ def test_pack_writes_each_member_at_its_offset() -> None:
     assert struct.unpack_from("<Q", data, 32)[0] == 0x2000
 
 
-def test_unnamed_or_untyped_arguments_are_not_a_struct() -> None:
-    assert named(ARGS)
-    assert not named((BufferArg("src"),)) and not named((ScalarArg("i32", 1),)) and not named(())
-    assert arg_structs((ScalarArg("i32", 1),), []) == {}
+def test_every_kernel_has_its_struct_and_unnamed_or_untyped_arguments_are_refused() -> None:
     assert set(arg_structs(ARGS, [("pad_rows", (ScalarArg("i32", 1, "n"),))])) == {"Args", "pad_rows_args"}
+    for unnamed in ((BufferArg("src"),), (ScalarArg("i32", 1),)):
+        with pytest.raises(InvalidConfig):
+            arg_structs(unnamed, [])
 
 
 @pytest.mark.parametrize(

@@ -435,7 +435,7 @@ def test_the_rules_see_the_offset_address(monkeypatch) -> None:
     assert any("is not 16-byte aligned" in b for b in R.violations(BF16, tma()))
 
 
-def test_marshal_encodes_at_the_buffer_address_plus_the_offset(monkeypatch) -> None:
+def test_pack_encodes_at_the_buffer_address_plus_the_offset(monkeypatch) -> None:
     """Into the argument struct the kernel takes (each map 128 bytes at a 64-byte multiple): the map
     encoded on its buffer's address plus ``offset_bytes`` (a stand-in encoder writes that address)."""
     kept = []
@@ -447,7 +447,7 @@ def test_marshal_encodes_at_the_buffer_address_plus_the_offset(monkeypatch) -> N
     monkeypatch.setattr(cuda_api, "encode", encode)
     request = TensorMapRequest("float32", (4, 8), (32, 4), (4, 4), 0)
     maps = (TensorMapArg("a", request, -4096, "src_map"), TensorMapArg("b", request, 0, "dst_map"))
-    (packed,) = cuda_api.marshal(maps, {"a": 0x7F0000010000, "b": 0x7F0000020000})
+    packed = cuda_api.pack(maps, {"a": 0x7F0000010000, "b": 0x7F0000020000})
     assert len(packed.data) == 256
     assert struct.unpack_from("<Q", packed.data, 0)[0] == 0x7F0000010000 - 4096
     assert struct.unpack_from("<Q", packed.data, 128)[0] == 0x7F0000020000
