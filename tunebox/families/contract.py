@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import InvalidConfig
 from ..params import TEMPLATE, Config, Param, Space, TemplateSpaces, Value
+from ..records import canonical_json
 from ..source_graph import cuda_closure, digest, python_closure
 from .base import (
     Arg,
@@ -74,6 +75,9 @@ class Operation(abc.ABC, Generic[P]):
 
     name: ClassVar[str]
     fields: ClassVar[Mapping[str, str]]  # problem field -> what it means (for ``tunebox families``)
+    # fields of a problem's dict form that say how its seeded inputs are drawn (rates, lengths, the
+    # caller's promise), not which problem it is: a caller's arrays cannot tell them
+    draws: ClassVar[frozenset[str]] = frozenset()
 
     @abc.abstractmethod
     def parse(self, data: Mapping[str, Any]) -> P:
@@ -176,6 +180,11 @@ class Family(Generic[P]):
 
     def distance(self, a: P, b: P) -> float | None:
         return self.operation.distance(a, b)
+
+    def identity(self, problem: P) -> str:
+        """What identifies ``problem`` whatever its inputs: its canonical key without the operation's
+        ``draws``. A caller's problem and a sweep's of the same shapes and options share it."""
+        return canonical_json({k: v for k, v in problem.to_dict().items() if k not in self.operation.draws})
 
     def torch_baselines(self, problem: P) -> tuple[Baseline, ...]:
         return self.operation.baselines(problem)

@@ -1,10 +1,12 @@
 """Run-time lookup: the configuration to launch for a problem on a device, in microseconds when cached.
 
-Order: the exact winner (every ``WinnerKey`` field equal, toolchain versions included), else the
-nearest tuned problem of the same family sources, device and dtype whose configuration is valid for
-*this* problem, else the family default. A configuration is always re-validated against the family's
-space and validity rules before it is returned, so a stale or foreign winner never yields a wrong
-kernel. This module imports neither optuna nor matplotlib.
+Order: the exact winner (every ``WinnerKey`` field equal, toolchain versions included), else a winner
+of the same problem whose seeded inputs were drawn otherwise (``Family.identity``: a caller's arrays
+match the sweep of their shapes; answered as exact), else the nearest tuned problem of the same
+family sources, device and dtype whose configuration is valid for *this* problem, else the family
+default. A configuration is always re-validated against the family's space and validity rules before
+it is returned, so a stale or foreign winner never yields a wrong kernel. Each answer carries the
+library call's time measured beside its winner. This module imports neither optuna nor matplotlib.
 
 Warm answers cost microseconds: a ``Lookup`` keeps its database open and its answers (and the
 devices the database holds) for its life, and drops them when the file or its write-ahead log
@@ -17,6 +19,7 @@ directory.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -73,6 +76,19 @@ class LookupResult:
     median_ms: float | None  # measured time of the matched winner (on its own problem)
     replayed: bool
     explanation: str
+    library: str | None = None  # the library call timed beside the matched winner, on its problem
+    library_ms: float | None = None  # its median (ms); None: not timed (or no winner)
+
+    @property
+    def beats_library(self) -> bool:
+        """Whether the configuration is known to beat the library call at this very problem: an
+        exact answer (or one raced here) whose winner was faster than the library beside it."""
+        return (
+            self.source == "exact"
+            and self.median_ms is not None
+            and self.library_ms is not None
+            and self.median_ms < self.library_ms
+        )
 
 
 class Lookup:
@@ -239,6 +255,8 @@ class Lookup:
                 problem_key,
                 exact.config,
             )
+        identity = family.identity(problem)
+        same: list[tuple[float, str, Winner]] = []  # the same problem, inputs drawn otherwise
         ranked: list[tuple[float, float, str, Winner]] = []
         for cand in db.candidates(
             family.name, family_hash, device.name, device.compute_capability, dtype=problem.dtype
@@ -248,9 +266,19 @@ class Lookup:
             except (ValueError, InvalidProblem) as exc:
                 log.warning("%s: skipping stored problem %s (%s)", family.name, cand.key.problem_key, exc)
                 continue
+            same_toolchain = cand.key.nvrtc_version == device.nvrtc_version and (
+                cand.key.driver_version == device.driver_version
+            )
+            if same_toolchain and family.identity(other) == identity:
+                same.append((cand.median_ms, cand.key.problem_key, cand))
+                continue
             distance = family.distance(problem, other)
             if distance is not None:
                 ranked.append((distance, cand.median_ms, cand.key.problem_key, cand))
+        for _, _, cand in sorted(same, key=lambda item: item[:2]):
+            if self._valid_for(family, problem, cand):
+                how = f"tuned problem {cand.key.problem_key}: the same problem, its inputs drawn otherwise"
+                return self._result(family, problem_key, cand, "exact", how)
         ranked.sort(key=lambda item: item[:3])
         for distance, _, _, cand in ranked:
             if self._valid_for(family, problem, cand):
@@ -282,7 +310,8 @@ class Lookup:
         family: Family[Any], problem_key: str, winner: Winner, source: Literal["exact", "nearest"], how: str
     ) -> LookupResult:
         origin = "replayed recording" if winner.replayed else "measured"
-        explanation = f"{how} tuned on {winner.key.device_name} ({origin}, median {winner.median_ms:.4g} ms)"
+        library = f"; {winner.library} {winner.library_ms:.4g} ms" if winner.library_ms is not None else ""
+        explanation = f"{how} tuned on {winner.key.device_name} ({origin}, median {winner.median_ms:.4g} ms{library})"
         return LookupResult(
             family.name,
             problem_key,
@@ -292,6 +321,8 @@ class Lookup:
             winner.median_ms,
             winner.replayed,
             explanation,
+            winner.library,
+            winner.library_ms,
         )
 
     @staticmethod
@@ -301,9 +332,7 @@ class Lookup:
 
 
 def _copy(r: LookupResult) -> LookupResult:
-    return LookupResult(
-        r.family, r.problem_key, dict(r.config), r.source, r.matched_problem_key, r.median_ms, r.replayed, r.explanation
-    )
+    return dataclasses.replace(r, config=dict(r.config))
 
 
 def _frozen(value: Any) -> Hashable:

@@ -460,7 +460,7 @@ class Sweep:
         if winner is not None:
             key = WinnerKey.of(winner, self.family.source_hash(), problem.key(), problem.dtype)
             with WinnersDB(self.db_path) as db:
-                stored = db.put(key, winner)
+                stored = db.put(key, winner, library=baseline)
         default_key = canonical_json(self.family.default_config(problem).as_dict())
         default = next((r for r in records if canonical_json(r.config) == default_key), None)
         counts: dict[str, int] = {}

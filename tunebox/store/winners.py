@@ -33,7 +33,7 @@ from ..records import DeviceInfo, EvalRecord, Status, WinnerKey
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the library call's name and time beside each winner (1 is read, and upgraded on a write)
 _RETRIES = 8
 _T = TypeVar("_T")
 
@@ -47,8 +47,20 @@ _KEY_COLUMNS = (
     "nvrtc_version",
     "driver_version",
 )
-_VALUE_COLUMNS = ("config_json", "median_ms", "noise", "bandwidth_gbps", "replayed", "record_json", "created_at")
+_VALUE_COLUMNS = (
+    "config_json",
+    "median_ms",
+    "noise",
+    "bandwidth_gbps",
+    "replayed",
+    "record_json",
+    "created_at",
+    "library",
+    "library_ms",
+)
 _SELECT = f"SELECT {', '.join(_KEY_COLUMNS + _VALUE_COLUMNS)} FROM winners"
+_SELECT_V1 = _SELECT.replace("library, library_ms", "NULL, NULL")  # a version-1 file read as it is
+_LIBRARY_COLUMNS = ("library TEXT", "library_ms REAL CHECK (library_ms IS NULL OR library_ms > 0)")
 _KEY_WHERE = " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS)
 _SELECT_MEDIAN = f"SELECT median_ms FROM winners WHERE {_KEY_WHERE}"
 _UPSERT = (
@@ -62,7 +74,7 @@ _SCHEMA = (
     + ", config_json TEXT NOT NULL, median_ms REAL NOT NULL CHECK (median_ms > 0),"
     " noise REAL NOT NULL CHECK (noise >= 0), bandwidth_gbps REAL,"
     " replayed INTEGER NOT NULL CHECK (replayed IN (0, 1)), record_json TEXT NOT NULL,"
-    f" created_at TEXT NOT NULL, PRIMARY KEY ({', '.join(_KEY_COLUMNS)}))",
+    f" created_at TEXT NOT NULL, {', '.join(_LIBRARY_COLUMNS)}, PRIMARY KEY ({', '.join(_KEY_COLUMNS)}))",
 )
 
 
@@ -78,6 +90,13 @@ class Winner:
     replayed: bool
     created_at: str  # ISO 8601, UTC
     record: EvalRecord
+    library: str | None = None  # the library call timed beside the winner on the same inputs (its name)
+    library_ms: float | None = None  # its median, ms; None: not timed, or it failed verification
+
+    @property
+    def beats_library(self) -> bool:
+        """Whether the winner is known to be faster than the library call at its problem."""
+        return self.library_ms is not None and self.median_ms < self.library_ms
 
 
 class WinnersDB:
@@ -87,6 +106,7 @@ class WinnersDB:
         self.path = Path(path)
         self.read_only = read_only
         self._conn: sqlite3.Connection | None = None
+        self._select = _SELECT  # version 1 files have no library columns (read as NULL)
 
     def __enter__(self) -> WinnersDB:
         return self.open()
@@ -128,7 +148,7 @@ class WinnersDB:
                 conn.execute("PRAGMA query_only = ON")
                 if hasattr(conn, "setconfig") and hasattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE"):
                     conn.setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)
-            is_new = self._check_existing(conn)
+            version = self._check_existing(conn)
             problems = [row[0] for row in conn.execute("PRAGMA quick_check")]
         except sqlite3.DatabaseError as exc:
             raise DatabaseError(
@@ -142,19 +162,23 @@ class WinnersDB:
                 "file is damaged. Restore it from a backup or move it aside; nothing was changed."
             )
         if self.read_only:
+            self._select = _SELECT if version is None or version >= 2 else _SELECT_V1
             return
         self._retry(lambda: conn.execute("PRAGMA journal_mode = WAL"))
         conn.execute("PRAGMA synchronous = FULL")
-        if is_new:
+        if version is None:
             self._write(self._create_schema)
+        elif version < 2:
+            self._write(self._upgrade_to_2)
 
-    def _check_existing(self, conn: sqlite3.Connection) -> bool:
-        """True for an empty database; raise unless it is a tunebox one of a readable version."""
+    def _check_existing(self, conn: sqlite3.Connection) -> int | None:
+        """The schema version of a tunebox database, None for an empty one; raises for anything else
+        (another file, a missing, malformed or newer version)."""
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             if self.read_only:
                 raise DatabaseError(f"{self.path}: the winners database is empty; tune first.")
-            return True
+            return None
         if not {"meta", "winners"} <= tables:
             raise DatabaseError(
                 f"{self.path}: not a tunebox winners database (tables: {sorted(tables)}); point "
@@ -175,7 +199,16 @@ class WinnersDB:
                 f"{self.path}: schema version {version} was written by a newer tunebox (this one "
                 f"reads version {SCHEMA_VERSION}); open it with a newer version; nothing was changed."
             )
-        return False
+        return version
+
+    @staticmethod
+    def _upgrade_to_2(conn: sqlite3.Connection) -> None:
+        """Version 1 -> 2: the library columns, empty for the winners stored before (one transaction)."""
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(winners)")}
+        for column in _LIBRARY_COLUMNS:
+            if column.split()[0] not in columns:
+                conn.execute(f"ALTER TABLE winners ADD COLUMN {column}")
+        conn.execute("UPDATE meta SET value = ? WHERE key = ?", ("2", "schema_version"))
 
     @staticmethod
     def _create_schema(conn: sqlite3.Connection) -> None:
@@ -231,12 +264,18 @@ class WinnersDB:
 
         return self._retry(attempt)
 
-    def put(self, key: WinnerKey, record: EvalRecord) -> bool:
-        """Store ``record`` as the winner for ``key`` unless a row with a median <= its median exists.
+    def put(self, key: WinnerKey, record: EvalRecord, library: EvalRecord | None = None) -> bool:
+        """Store ``record`` as the winner for ``key`` unless a row with a median <= its median exists,
+        with ``library``, the library call's record timed beside it (kept when it is OK and timed).
 
         Returns whether it was stored. Raises ValueError for a record that is not OK, has no timing,
-        a non-finite time, or belongs to another family or device than ``key``.
+        a non-finite time, or belongs to another family or device than ``key``, or a library record
+        that is not a baseline's.
         """
+        if library is not None and not library.baseline:
+            raise ValueError("the library time must come from a baseline's record")
+        timed = library is not None and library.status is Status.OK and library.median_ms
+        library_row = (library.baseline, library.median_ms) if library is not None and timed else (None, None)
         if record.status is not Status.OK:
             raise ValueError(f"only OK records can become winners, not {record.status.value}")
         if record.timing is None:
@@ -264,6 +303,7 @@ class WinnersDB:
             int(record.replayed),
             record.to_json(),
             datetime.now(UTC).isoformat(timespec="seconds"),
+            *library_row,
         )
 
         def compare_and_set(conn: sqlite3.Connection) -> bool:
@@ -284,14 +324,14 @@ class WinnersDB:
         return stored
 
     def get(self, key: WinnerKey) -> Winner | None:
-        rows = self._query(f"{_SELECT} WHERE {_KEY_WHERE}", astuple(key))
+        rows = self._query(f"{self._select} WHERE {_KEY_WHERE}", astuple(key))
         return rows[0] if rows else None
 
     def candidates(
         self, family: str, family_hash: str, device_name: str, compute_capability: str, dtype: str | None = None
     ) -> list[Winner]:
         """Winners of the same family, sources and device (any toolchain), for nearest fallback."""
-        sql = f"{_SELECT} WHERE family = ? AND family_hash = ? AND device_name = ? AND compute_capability = ?"
+        sql = f"{self._select} WHERE family = ? AND family_hash = ? AND device_name = ? AND compute_capability = ?"
         params: tuple[str, ...] = (family, family_hash, device_name, compute_capability)
         if dtype is not None:
             sql += " AND dtype = ?"
@@ -319,7 +359,7 @@ class WinnersDB:
         return [DeviceInfo(*row) for row in rows]
 
     def all(self) -> list[Winner]:
-        return self._query(f"{_SELECT} ORDER BY {', '.join(_KEY_COLUMNS)}", ())
+        return self._query(f"{self._select} ORDER BY {', '.join(_KEY_COLUMNS)}", ())
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[Winner]:
         try:
@@ -334,7 +374,9 @@ class WinnersDB:
     def _winner(self, row: tuple[Any, ...]) -> Winner:
         """Validate one row; any inconsistency means tampering or damage."""
         key = WinnerKey(*row[: len(_KEY_COLUMNS)])
-        config_json, median, noise, bandwidth, replayed, record_json, created_at = row[len(_KEY_COLUMNS) :]
+        config_json, median, noise, bandwidth, replayed, record_json, created_at, library, library_ms = row[
+            len(_KEY_COLUMNS) :
+        ]
         try:
             if not all(isinstance(v, str) for v in (*astuple(key), config_json, record_json, created_at)):
                 raise ValueError("a text column holds a non-text value")
@@ -348,6 +390,16 @@ class WinnersDB:
                 raise ValueError(f"median_ms={median!r} is not positive")
             if bandwidth is not None and (not isinstance(bandwidth, float | int) or not math.isfinite(bandwidth)):
                 raise ValueError(f"bandwidth_gbps={bandwidth!r} is not finite")
+            if (
+                (library is None) != (library_ms is None)
+                or library is not None
+                and not (isinstance(library, str) and library)
+            ):
+                raise ValueError(f"library={library!r}, library_ms={library_ms!r} is not a name with its time")
+            if library_ms is not None and (
+                not isinstance(library_ms, float | int) or not math.isfinite(library_ms) or library_ms <= 0
+            ):
+                raise ValueError(f"library_ms={library_ms!r} is not a finite positive number")
             if replayed not in (0, 1):
                 raise ValueError(f"replayed={replayed!r} is not 0 or 1")
             record = EvalRecord.from_json(record_json)
@@ -369,4 +421,6 @@ class WinnersDB:
             bool(replayed),
             created_at,
             record,
+            library,
+            None if library_ms is None else float(library_ms),
         )

@@ -10,13 +10,14 @@ import sys
 import textwrap
 from importlib.metadata import EntryPoint
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 import tunebox.families as families
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.families.base import Problem
-from tunebox.families.contract import Family
+from tunebox.families.contract import Family, Operation
 from tunebox.kernels_dir import kernels_dir
 from tunebox.params import TemplateSpaces
 from tunebox.records import Status
@@ -147,3 +148,41 @@ def test_a_family_outside_tunebox_joins_through_an_entry_point(tmp_path: Path, m
         families._locations.cache_clear()
         families._load.cache_clear()
     assert "outside_copies" not in families.names()
+
+
+ARRAY_FIELDS = {  # problem fields a caller's arrays give (the rest are launch options)
+    "tile_copy": {"dtype", "src", "dst"},
+    "gather": {"dtype", "rows", "cols", "count", "index_dtype", "mask"},
+    "scatter": {"dtype", "rows", "cols", "count", "index_dtype", "mask"},
+    "gather_elements": {"dtype", "rows", "cols", "tile", "broadcast", "index_dtype", "mask"},
+    "gemm": {"M", "N", "K", "lda", "ldb", "ldd", "out_dtype"},
+    "windows": {"dtype", "rows", "cols"},
+    "ragged3d": {"dtype", "batch", "max_len", "heads", "depth", "direction"},
+}
+
+
+def caller_arrays(family: Family, problem: Problem) -> dict[str, SimpleNamespace]:
+    """Stand-ins of a caller's arrays (shape and dtype) for ``problem``'s buffers."""
+    return {
+        b.name: SimpleNamespace(shape=b.shape, dtype=b.dtype) for b in family.buffers(problem) if b.role != "workspace"
+    }
+
+
+@pytest.mark.parametrize("name", sorted(ARRAY_FIELDS))
+def test_caller_arrays_map_to_the_identity_a_sweep_file_gives(name: str) -> None:
+    """``tunebox.launch`` on arrays of a tuned problem's shapes (with the problem's other fields as
+    options) finds that problem: the caller's problem has the same ``Family.identity``, whatever the
+    seeded draws (rates, lengths) or the caller's promise."""
+    family = families.get(name)
+    for problem in problems(name):
+        data = problem.to_dict()
+        options = {k: v for k, v in data.items() if k not in ARRAY_FIELDS[name] | family.operation.draws}
+        if name == "ragged3d":
+            options["lengths"] = list(problem.lengths)  # a caller knows its lengths
+        caller = family.problem_from_arrays(caller_arrays(family, problem), **options)
+        assert family.identity(caller) == family.identity(problem), problem.key()
+
+
+def test_every_family_launchable_on_caller_arrays_is_in_the_identity_check() -> None:
+    launchable = {n for n in NAMES if type(families.get(n).operation).from_arrays is not Operation.from_arrays}
+    assert launchable == set(ARRAY_FIELDS)

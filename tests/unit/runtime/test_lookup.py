@@ -224,6 +224,36 @@ def test_top_level_lookup_is_warm_and_answers_from_the_shipped_winners():
     assert isinstance(shared(db), Lookup) and shared(db) is shared(db)
 
 
+@pytest.mark.parametrize(
+    ("name", "caller"),
+    [
+        (  # a caller's indices: no rates, no promise (the tuned problem drew 10% sentinels)
+            "gather",
+            {"dtype": "bfloat16", "rows": 1048576, "cols": 512, "count": 1048576, "valid_promise": False},
+        ),
+        (  # a caller's own lengths (the tuned problem drew them uniformly)
+            "ragged3d",
+            {"dtype": "bfloat16", "batch": 64, "max_len": 4096, "heads": 8, "depth": 128, "direction": "unpack"},
+        ),
+    ],
+)
+def test_caller_problems_find_the_winner_of_their_shapes_with_its_library_time(name: str, caller: dict) -> None:
+    """A problem as tunebox.launch builds it from arrays is answered by the shipped winner of the same
+    shapes (exact), with the library call's time measured beside it."""
+    import tunebox
+
+    repo = Path(__file__).resolve().parents[3]
+    if name == "ragged3d":
+        caller = {**caller, "lengths": [1 + i * 61 for i in range(64)]}
+    device = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
+    answer = tunebox.lookup(name, caller, device, str(repo / "results" / "winners.sqlite"))
+    assert answer.source == "exact" and "drawn otherwise" in answer.explanation, answer
+    assert answer.library and answer.library_ms and answer.median_ms, answer
+    assert answer.beats_library == (answer.median_ms < answer.library_ms)
+    if name == "gather":  # the unchecked winner of the all-valid draw is not valid without a promise
+        assert answer.config["check_bounds"] == "true"
+
+
 def test_a_changed_template_voids_its_winners(db_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A winner stored before a change to the template's Python (its ``render``, say) is never
     served as exact: the family's hash covers the template's module."""

@@ -126,7 +126,7 @@ def test_newer_schema_raises_and_is_left_untouched(tmp_path: Path) -> None:
     path = tmp_path / "w.sqlite"
     fill(path)
     with sqlite3.connect(path) as raw:
-        raw.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        raw.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     raw.close()
     before = digest(path)
     for read_only in (False, True):
@@ -285,3 +285,65 @@ def test_devices_of_a_family_without_decoding_rows(tmp_path: Path) -> None:
     with WinnersDB(tmp_path / "w.sqlite", read_only=True) as db:
         assert db.devices("toy") == [a100, DEVICE]
         assert db.devices("other") == []
+
+
+def library_record(median: float | None, status: Status = Status.OK) -> EvalRecord:
+    timing = Timing((median, median, median)) if median is not None else None
+    return EvalRecord("toy", {"n": 1024}, {}, status, timing=timing, device=DEVICE, baseline="torch: copy_")
+
+
+def test_the_library_time_is_kept_beside_the_winner(tmp_path: Path) -> None:
+    rec = record(1024, median=1.1)
+    with WinnersDB(tmp_path / "w.sqlite") as db:
+        db.put(key_of(rec), rec, library=library_record(2.5))
+        got = db.get(key_of(rec))
+    assert (got.library, got.library_ms, got.beats_library) == ("torch: copy_", 2.5, True)
+    with WinnersDB(tmp_path / "v.sqlite") as db:  # a library call that failed verification: no time
+        db.put(key_of(rec), rec, library=library_record(None, Status.WRONG_RESULT))
+        got = db.get(key_of(rec))
+    assert (got.library, got.library_ms, got.beats_library) == (None, None, False)
+    with WinnersDB(tmp_path / "x.sqlite") as db, pytest.raises(ValueError, match="baseline"):
+        db.put(key_of(rec), rec, library=record(1024))
+
+
+def version_1(path: Path) -> None:
+    """A winners database as tunebox wrote it before the library columns (schema version 1)."""
+    fill(path)
+    with sqlite3.connect(path) as raw:
+        raw.execute("CREATE TABLE old AS SELECT * FROM winners")
+        raw.execute("DROP TABLE winners")
+        raw.execute("CREATE TABLE winners AS SELECT * FROM old")
+        raw.execute("DROP TABLE old")
+        raw.execute("ALTER TABLE winners DROP COLUMN library")
+        raw.execute("ALTER TABLE winners DROP COLUMN library_ms")
+        raw.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    raw.close()
+
+
+def test_a_version_1_database_is_read_as_it_is_and_upgraded_on_a_write(tmp_path: Path) -> None:
+    path = tmp_path / "w.sqlite"
+    version_1(path)
+    before = digest(path)
+    with WinnersDB(path, read_only=True) as db:
+        (old,) = db.all()
+    assert (old.library, old.library_ms) == (None, None)
+    assert digest(path) == before  # reading changes nothing
+    rec = record(2048, median=0.5)
+    with WinnersDB(path) as db:
+        db.put(key_of(rec), rec, library=library_record(0.9))
+        assert [w.library_ms for w in db.all()] == [None, 0.9]
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == ("2",)
+    raw.close()
+
+
+@pytest.mark.parametrize("values", [("torch: copy_", None), (None, 1.0), ("torch: copy_", -1.0), ("", 1.0)])
+def test_a_tampered_library_time_is_refused(tmp_path: Path, values: tuple[object, object]) -> None:
+    path = tmp_path / "w.sqlite"
+    fill(path)
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA ignore_check_constraints = ON")
+        raw.execute("UPDATE winners SET library = ?, library_ms = ?", values)
+    raw.close()
+    with WinnersDB(path, read_only=True) as db, pytest.raises(DatabaseError, match="tampered"):
+        db.all()

@@ -122,6 +122,7 @@ class ElementGatherProblem(Problem):
 
 class GatherElementsOperation(Operation[ElementGatherProblem]):
     name = "gather_elements"
+    draws = frozenset({"sentinel_rate", "oob_rate", "mask_rate", "valid_promise"})
     fields = {
         "dtype": "element type of A and out: float32, float16 or bfloat16",
         "rows": "N, rows of A",

@@ -4,7 +4,7 @@ problems, buffers, seeded inputs, float64 reference, tolerance, work, distance a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -199,14 +199,28 @@ class GemmOperation(Operation[GemmProblem]):
 
         if f32:
             return (Baseline(name, run),)
+        plain = p.alpha == 1.0 and not p.relu
 
-        def strict(t: dict[str, Any]) -> dict[str, Any]:
-            flags = torch.backends.cuda.matmul
-            default = flags.allow_bf16_reduced_precision_reduction
-            flags.allow_bf16_reduced_precision_reduction = False
-            try:
-                return run(t)
-            finally:
-                flags.allow_bf16_reduced_precision_reduction = default
+        def into(t: dict[str, Any], out: dict[str, Any]) -> None:
+            torch.matmul(t["A"].view(torch.bfloat16), t["B"].view(torch.bfloat16), out=out["D"].view(torch.bfloat16))
 
-        return Baseline(name, run), Baseline(f"{name} (allow_bf16_reduced_precision_reduction=False)", strict)
+        def strictly(call: Callable[..., Any]) -> Callable[..., Any]:
+            def strict(*args: Any) -> Any:
+                flags = torch.backends.cuda.matmul
+                default = flags.allow_bf16_reduced_precision_reduction
+                flags.allow_bf16_reduced_precision_reduction = False
+                try:
+                    return call(*args)
+                finally:
+                    flags.allow_bf16_reduced_precision_reduction = default
+
+            return strict
+
+        return (
+            Baseline(name, run, into if plain else None),
+            Baseline(
+                f"{name} (allow_bf16_reduced_precision_reduction=False)",
+                strictly(run),
+                strictly(into) if plain else None,
+            ),
+        )

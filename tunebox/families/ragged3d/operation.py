@@ -97,6 +97,7 @@ def bm_violations(p: RaggedProblem, bm: int) -> list[str]:
 
 class RaggedOperation(Operation[RaggedProblem]):
     name = NAME
+    draws = frozenset({"lengths", "lengths_seed"})
     fields = {
         "dtype": "element type",
         "batch": "B, sequences",

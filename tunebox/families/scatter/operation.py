@@ -35,6 +35,7 @@ class ScatterProblem(IndexedProblem):
 
 class ScatterOperation(Operation[ScatterProblem]):
     name = "scatter"
+    draws = frozenset({"mask_rate", "valid_promise"})
     fields = {
         "dtype": "element type of V and A",
         "rows": "N: rows of A",

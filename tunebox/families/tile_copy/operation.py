@@ -175,10 +175,15 @@ class TileCopyOperation(Operation[TileCopyProblem]):
             outputs["dst"].copy_(src)
             return outputs
 
-        if whole and not p.transpose:
-            return (Baseline("torch: b.copy_(a)", lambda t: copy_into(t["src"].view(dtype))),)
         if whole:
-            return (Baseline("torch: b.copy_(a.t())", lambda t: copy_into(t["src"].view(dtype).t())),)
+            form = (lambda a: a.t()) if p.transpose else (lambda a: a)
+            return (
+                Baseline(
+                    "torch: b.copy_(a.t())" if p.transpose else "torch: b.copy_(a)",
+                    lambda t: copy_into(form(t["src"].view(dtype))),
+                    lambda t, out: out["dst"].copy_(form(t["src"])),
+                ),
+            )
         suffix = ".t().contiguous()" if p.transpose else ""
 
         def padded(t: dict[str, Any]) -> dict[str, Any]:
