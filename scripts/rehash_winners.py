@@ -27,18 +27,19 @@ from tunebox.source_graph import digest
 
 REPO = Path(__file__).resolve().parents[1]
 REVIEWED = {  # files that differ from 82eb236 in ways that change no result
-    "tunebox/families/contract.py": "only the hash's own computation and Family.identity (read by lookups) differ",
-    "tunebox/families/gather/operation.py": "only draws, the fields lookups ignore to match caller arrays",
-    "tunebox/families/scatter/operation.py": "only draws, the fields lookups ignore to match caller arrays",
+    "tunebox/families/contract.py": "only the hash's computation, Family.identity and launch_options (run time)",
+    "tunebox/families/gather/operation.py": "only draws and array_fields, read by lookups and launch options",
+    "tunebox/families/scatter/operation.py": "only draws and array_fields, read by lookups and launch options",
     "tunebox/families/gather_elements/elements.py": "only render's return annotation and the import of its type",
-    "tunebox/families/gather_elements/operation.py": "only draws, the fields lookups ignore to match caller arrays",
+    "tunebox/families/gather_elements/operation.py": "only draws and array_fields, read by lookups and launch options",
     "tunebox/families/gemm/operation.py": "parse refuses an alpha past float32's range (it became inf); the "
-    "library baseline's serving form (matmul into D) added",
-    "tunebox/families/tile_copy/operation.py": "only the library baseline's serving form (copy_ into dst) added",
+    "library's serving form (matmul into D) and array_fields added",
+    "tunebox/families/tile_copy/operation.py": "only the library's serving form (copy_) and array_fields added",
+    "tunebox/families/windows/operation.py": "only array_fields, read for launch options",
     "tunebox/families/base.py": "only Baseline.into, the serving form of a library call, added",
     "tunebox/cuda_api.py": "only the launch of arguments one by one, no longer reached, removed",
     "tunebox/families/kernel_args.py": "every kernel's struct rendered (all were named; 952 sources identical)",
-    "tunebox/families/ragged3d/operation.py": "parse refuses over 2^24 sequences (it ran out of memory); draws added",
+    "tunebox/families/ragged3d/operation.py": "parse refuses over 2^24 sequences (it ran out of memory); draws",
 }
 
 

@@ -27,7 +27,7 @@ def launcher(tmp_path_factory):
 def test_exact_winner_copies(launcher, torch):
     a = torch.randn(16384, 16384, device="cuda")
     b = torch.full_like(a, float("nan"))
-    answer = launcher("tile_copy", {"src": a, "dst": b})
+    answer = launcher("tile_copy", {"src": a, "dst": b}, use="tunebox")
     torch.cuda.synchronize()
     assert answer.source == "exact"
     assert torch.equal(a, b)
@@ -36,7 +36,7 @@ def test_exact_winner_copies(launcher, torch):
 def test_unseen_shape_transposes_with_padding(launcher, torch):
     a = torch.randn(1001, 777, device="cuda", dtype=torch.bfloat16)
     b = torch.empty(780, 1003, device="cuda", dtype=torch.bfloat16)
-    answer = launcher("tile_copy", {"src": a, "dst": b}, transpose=True, padding="neg_inf")
+    answer = launcher("tile_copy", {"src": a, "dst": b}, use="tunebox", transpose=True, padding="neg_inf")
     torch.cuda.synchronize()
     assert answer.source in ("nearest", "default")
     expected = torch.full((780, 1003), float("-inf"), device="cuda", dtype=torch.bfloat16)
@@ -58,7 +58,7 @@ def test_gather_launch_checks_indices_unless_promised(launcher, torch):
     idx[::7] = -1
     idx[1::11] = 5000
     out = torch.empty(8192, 512, device="cuda", dtype=torch.bfloat16)
-    answer = launcher("gather", {"A": a, "idx": idx, "out": out})
+    answer = launcher("gather", {"A": a, "idx": idx, "out": out}, use="tunebox")
     torch.cuda.synchronize()
     assert answer.config["check_bounds"] == "true"
     valid = (idx >= 0) & (idx < 4096)
@@ -80,7 +80,7 @@ def test_scatter_and_ragged_and_gemm_launch(launcher, torch):
     a = torch.randn(65, 73, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(73, 97, device="cuda", dtype=torch.bfloat16)
     d = torch.empty(65, 97, device="cuda", dtype=torch.float32)
-    launcher("gemm", {"A": a, "B": b, "D": d})
+    launcher("gemm", {"A": a, "B": b, "D": d}, use="tunebox")
     torch.cuda.synchronize()
     assert torch.equal(dst, expected)
     assert torch.equal(packed, torch.cat([x[0, :3], x[2, :17]]))
@@ -93,7 +93,7 @@ def test_gemm_launch_through_tensor_maps(tmp_path, torch, path):
     the padded path's workspace allocated by the launcher, D's padding column left alone."""
     from tunebox.families import get
     from tunebox.records import EvalRecord, Status, Timing, WinnerKey
-    from tunebox.runtime.launch import device_array
+    from tunebox.runtime.arrays import device_array
     from tunebox.store.winners import WinnersDB
 
     gemm = get("gemm")
@@ -119,7 +119,7 @@ def test_gemm_launch_through_tensor_maps(tmp_path, torch, path):
     with WinnersDB(tmp_path / "winners.sqlite") as db:
         assert db.put(WinnerKey.of(record, gemm.source_hash(), problem.key(), problem.dtype), record)
     for _ in range(2):  # the second call reuses the launches bound to these addresses
-        answer = launcher("gemm", {"A": a, "B": b, "D": d}, K=k, N=n)
+        answer = launcher("gemm", {"A": a, "B": b, "D": d}, use="tunebox", K=k, N=n)
     torch.cuda.synchronize()
     assert answer.source == "exact" and answer.config["template"] == path
     want = a.double() @ b.double()
@@ -127,6 +127,51 @@ def test_gemm_launch_through_tensor_maps(tmp_path, torch, path):
     assert ((got - want).abs() <= 1e-2 * want.abs() + 0.1).all()
     assert (d[:, n] == 7.0).all()
     d2 = torch.full_like(d, 7.0)  # new addresses: the tensor maps are encoded again on them
-    launcher("gemm", {"A": a.clone(), "B": b.clone(), "D": d2}, K=k, N=n)
+    launcher("gemm", {"A": a.clone(), "B": b.clone(), "D": d2}, use="tunebox", K=k, N=n)
     torch.cuda.synchronize()
     assert torch.equal(d2, d)
+
+
+def test_auto_serves_the_library_where_no_variant_is_known_to_beat_it(launcher, torch):
+    """gemm at a shape no sweep tuned: the nearest winner proves nothing here, so torch.matmul runs,
+    in place on the caller's D, and the answer says so."""
+    from tunebox.families import get
+    from tunebox.runtime.serving import library_form
+
+    a = torch.randn(1000, 1000, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(1000, 1000, device="cuda", dtype=torch.bfloat16)
+    d = torch.empty(1000, 1000, device="cuda", dtype=torch.bfloat16)
+    served = launcher("gemm", {"A": a, "B": b, "D": d})
+    torch.cuda.synchronize()
+    assert (served.ran, served.source, served.library) == ("library", "library", "torch: torch.matmul(A, B)")
+    assert torch.equal(d, torch.matmul(a, b))
+    gemm = get("gemm")
+    assert library_form(gemm, gemm.parse_problem({"M": 8, "N": 8, "K": 8, "relu": True})) is None
+
+
+def test_repeated_calls_take_the_fast_path_on_new_addresses(launcher, torch):
+    """The second call with new tensors of the same shapes reuses the plan and rewrites only the
+    argument struct's addresses; both results are right."""
+    for _ in range(3):
+        a = torch.randn(1001, 777, device="cuda")
+        b = torch.empty(777, 1001, device="cuda")
+        served = launcher("tile_copy", {"src": a, "dst": b}, use="tunebox", transpose=True)
+        torch.cuda.synchronize()
+        assert served.ran == "kernel" and torch.equal(b, a.t())
+
+
+def test_launch_inside_cuda_graph_capture(launcher, torch):
+    """After one call outside (the plan exists), a launch is captured into a torch CUDA graph and
+    replays on the captured addresses."""
+    a = torch.randn(513, 257, device="cuda")
+    b = torch.empty(257, 513, device="cuda")
+    launcher("tile_copy", {"src": a, "dst": b}, use="tunebox", transpose=True)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        launcher("tile_copy", {"src": a, "dst": b}, use="tunebox", transpose=True)
+    a.copy_(torch.randn_like(a))
+    b.zero_()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(b, a.t())

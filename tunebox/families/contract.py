@@ -78,6 +78,8 @@ class Operation(abc.ABC, Generic[P]):
     # fields of a problem's dict form that say how its seeded inputs are drawn (rates, lengths, the
     # caller's promise), not which problem it is: a caller's arrays cannot tell them
     draws: ClassVar[frozenset[str]] = frozenset()
+    # fields a caller's arrays give to ``from_arrays`` (shapes, types); the others but ``draws`` are options
+    array_fields: ClassVar[frozenset[str]] = frozenset()
 
     @abc.abstractmethod
     def parse(self, data: Mapping[str, Any]) -> P:
@@ -185,6 +187,12 @@ class Family(Generic[P]):
         """What identifies ``problem`` whatever its inputs: its canonical key without the operation's
         ``draws``. A caller's problem and a sweep's of the same shapes and options share it."""
         return canonical_json({k: v for k, v in problem.to_dict().items() if k not in self.operation.draws})
+
+    def launch_options(self, problem: P) -> dict[str, Any]:
+        """The options a caller passes to ``tunebox.launch`` (with arrays of ``problem``'s buffers) for
+        ``problem``: its fields but the arrays' and the draws."""
+        skip = self.operation.array_fields | self.operation.draws
+        return {k: v for k, v in problem.to_dict().items() if k not in skip}
 
     def torch_baselines(self, problem: P) -> tuple[Baseline, ...]:
         return self.operation.baselines(problem)

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from tunebox.errors import InvalidProblem
-from tunebox.runtime.launch import device_array
+from tunebox.runtime.arrays import device_array
 
 
 def cai(typestr: str, shape=(4, 3), strides=None, stream=None) -> SimpleNamespace:

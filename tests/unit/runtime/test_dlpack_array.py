@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from tunebox.errors import InvalidProblem
-from tunebox.runtime.launch import Launcher, device_array
+from tunebox.runtime.arrays import device_array
+from tunebox.runtime.launch import Launcher
 
 KDL_CPU, KDL_CUDA = 1, 2
 INT, UINT, FLOAT, BFLOAT, BOOL = 0, 1, 2, 4, 6

@@ -21,6 +21,7 @@ from .problem import NAME, GatherProblem, parse_gather
 class GatherOperation(Operation[GatherProblem]):
     name = NAME
     draws = frozenset({"sentinel_rate", "oob_rate", "mask_rate", "valid_promise"})
+    array_fields = frozenset({"dtype", "rows", "cols", "count", "index_dtype", "mask"})
     fields = {
         "dtype": "element type of A and out",
         "rows": "N: rows of A",

@@ -123,6 +123,7 @@ class ElementGatherProblem(Problem):
 class GatherElementsOperation(Operation[ElementGatherProblem]):
     name = "gather_elements"
     draws = frozenset({"sentinel_rate", "oob_rate", "mask_rate", "valid_promise"})
+    array_fields = frozenset({"dtype", "rows", "cols", "tile", "broadcast", "index_dtype", "mask"})
     fields = {
         "dtype": "element type of A and out: float32, float16 or bfloat16",
         "rows": "N, rows of A",

@@ -69,6 +69,7 @@ def round8(n: int) -> int:
 
 class GemmOperation(Operation[GemmProblem]):
     name = "gemm"
+    array_fields = frozenset({"M", "N", "K", "lda", "ldb", "ldd", "out_dtype"})
     fields = {
         "M": "rows of A and D (positive)",
         "N": "columns of B and D (positive)",

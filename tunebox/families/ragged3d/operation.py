@@ -98,6 +98,7 @@ def bm_violations(p: RaggedProblem, bm: int) -> list[str]:
 class RaggedOperation(Operation[RaggedProblem]):
     name = NAME
     draws = frozenset({"lengths", "lengths_seed"})
+    array_fields = frozenset({"dtype", "batch", "max_len", "heads", "depth", "direction"})
     fields = {
         "dtype": "element type",
         "batch": "B, sequences",

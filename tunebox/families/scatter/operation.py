@@ -36,6 +36,7 @@ class ScatterProblem(IndexedProblem):
 class ScatterOperation(Operation[ScatterProblem]):
     name = "scatter"
     draws = frozenset({"mask_rate", "valid_promise"})
+    array_fields = frozenset({"dtype", "rows", "cols", "count", "index_dtype", "mask"})
     fields = {
         "dtype": "element type of V and A",
         "rows": "N: rows of A",

@@ -78,6 +78,7 @@ def _pair(data: Mapping[str, Any], key: str, low: int, default: tuple[int, int] 
 
 class TileCopyOperation(Operation[TileCopyProblem]):
     name = "tile_copy"
+    array_fields = frozenset({"dtype", "src", "dst"})
     fields = {
         "dtype": "element type: float32, float16 or bfloat16",
         "src": "[Ms, Ns]: source rows and columns, 1 .. 2^31 - 1 (fewer than 2^40 elements)",

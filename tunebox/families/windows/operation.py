@@ -99,6 +99,7 @@ def _covered(size: int, step: int, window: int) -> int:
 
 class WindowsOperation(Operation[WindowsProblem]):
     name = "windows"
+    array_fields = frozenset({"dtype", "rows", "cols"})
     fields = {
         "dtype": "element type of A: float32, float16 or bfloat16",
         "rows": "R, rows of A",

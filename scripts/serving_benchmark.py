@@ -1,0 +1,181 @@
+"""Serving benchmark (issue 16): ``tunebox.launch`` at shapes no sweep file tuned, against the library call.
+
+    python scripts/serving_benchmark.py results/benchmarks/serving_grid.json OUT.json [--samples N]
+
+For each shape of the grid (chosen and committed before measuring): seeded inputs on the GPU as torch
+tensors; the first ``launch`` (what it served: kernel from an exact / nearest / default answer, or the
+library call; its wall time, compilation included); its output verified against the family's numpy
+reference (bit for bit; gemm within the family's tolerance); then, interleaved on the same inputs with
+the L2 flushed before every sample, the median of what ``launch`` serves, of the library call a user
+makes (the operation's main torch baseline, in place where it has that form), and of the tunebox kernel
+forced (``use="tunebox"``); and the host time per cached launch (mean over 200 calls) beside the
+library call's. Needs a GPU and torch.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from tunebox.benchmark import versions
+from tunebox.dtypes import element_type
+from tunebox.families import get
+from tunebox.limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
+from tunebox.runner.worker import _disagreement
+from tunebox.runtime.launch import Launcher
+
+INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # how torch holds a width's bits
+FLUSH = torch.empty(512 * 2**20, dtype=torch.uint8, device="cuda")  # well past the 60 MiB L2
+
+
+def tensors(family: Any, problem: Any, seed: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The problem's buffers as typed torch tensors (inputs seeded, outputs NaN-ish poison) and the
+    numpy inputs."""
+    inputs = family.make_inputs(problem, np.random.default_rng(seed))
+    out: dict[str, Any] = {}
+    for spec in family.buffers(problem):
+        if spec.role == "workspace":
+            continue
+        dtype = getattr(torch, spec.dtype)
+        if spec.name in inputs:
+            bits = inputs[spec.name]
+            signed = bits.view({1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[bits.dtype.itemsize])
+            out[spec.name] = torch.from_numpy(np.ascontiguousarray(signed)).cuda().view(dtype)
+        else:  # outputs start as the poison the references expect where nothing is written
+            et = element_type(spec.dtype)
+            poison = et.poison - (1 << (8 * et.itemsize)) if et.poison >= 1 << (8 * et.itemsize - 1) else et.poison
+            out[spec.name] = torch.full(spec.shape, poison, dtype=INT[et.itemsize], device="cuda").view(dtype)
+    return out, inputs
+
+
+def median_ms(run: Any, samples: int) -> float:
+    times = []
+    for _ in range(samples):
+        FLUSH.zero_()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        stop.record()
+        stop.synchronize()
+        times.append(start.elapsed_time(stop))
+    return statistics.median(times)
+
+
+def host_us(run: Any, calls: int = 200) -> float:
+    run()
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(calls):
+        run()
+    elapsed = time.perf_counter() - started
+    torch.cuda.synchronize()
+    return elapsed / calls * 1e6
+
+
+def measure(launcher: Launcher, entry: dict[str, Any], samples: int) -> dict[str, Any]:
+    family = get(entry["family"])
+    problem = family.parse_problem(entry["problem"])
+    options = family.launch_options(problem)
+    arrays, inputs = tensors(family, problem, seed=1)
+    started = time.perf_counter()
+    served = launcher(family.name, arrays, **options)
+    torch.cuda.synchronize()
+    first_call_s = time.perf_counter() - started
+    expected = family.reference(problem, inputs)
+    tolerance = family.tolerance(problem, inputs)
+    wrong = {}
+    for name, ref in expected.items():
+        got = arrays[name].contiguous().view(INT[arrays[name].element_size()])
+        signed = ref.view({1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[ref.dtype.itemsize])
+        wrong[name] = _disagreement(got, torch.from_numpy(np.ascontiguousarray(signed)).cuda(), tolerance)
+    library = family.torch_baselines(problem)[0]
+    bits = {k: v.view(INT[v.element_size()]) for k, v in arrays.items()}
+    in_names = [b.name for b in family.buffers(problem) if b.role == "input"]
+    out_names = [b.name for b in family.buffers(problem) if b.role == "output"]
+    lib_in, lib_out = {k: bits[k] for k in in_names}, {k: bits[k] for k in out_names}
+    library_run = (lambda: library.into(lib_in, lib_out)) if library.into else (lambda: library.run(lib_in))
+    runs = {
+        "served": lambda: launcher(family.name, arrays, **options),
+        "library": library_run,
+        "tunebox": lambda: launcher(family.name, arrays, use="tunebox", **options),
+    }
+    for run in runs.values():
+        run()
+    torch.cuda.synchronize()
+    timed: dict[str, list[float]] = {k: [] for k in runs}
+    for _ in range(samples):  # interleaved: each sample of each, in turn
+        for name, run in runs.items():
+            timed[name].append(median_ms(run, 1))
+    ms = {k: statistics.median(v) for k, v in timed.items()}
+    work = family.work(problem)
+    result = {
+        "family": family.name,
+        "problem": problem.to_dict(),
+        "served": served.source,
+        "ran": served.ran,
+        "config": served.config if served.ran == "kernel" else None,
+        "library": library.name + ("" if library.into else " (then compared as run: its own output)"),
+        "explanation": served.explanation,
+        "verified": all(not w for w in wrong.values()),
+        "disagreement": {k: w for k, w in wrong.items() if w},
+        "served_ms": ms["served"],
+        "library_ms": ms["library"],
+        "tunebox_ms": ms["tunebox"],
+        "ratio": ms["library"] / ms["served"],
+        "tunebox_ratio": ms["library"] / ms["tunebox"],
+        "first_call_s": first_call_s,
+        "host_us_per_launch": host_us(runs["served"]),
+        "library_host_us": host_us(library_run),
+        "noise": {k: (max(v) - min(v)) / statistics.median(v) for k, v in timed.items()},
+    }
+    if work.flops:
+        result["served_tflops"] = work.flops / (ms["served"] * 1e9)
+        result["served_of_peak"] = result["served_tflops"] / BF16_TENSOR_TFLOPS
+    else:
+        result["served_gbps"] = work.bytes / (ms["served"] * 1e6)
+        result["served_of_copy_limit"] = result["served_gbps"] / COPY_LIMIT_GBPS
+    return result
+
+
+def main(grid: Path, out: Path, samples: int) -> None:
+    shapes = json.loads(grid.read_text())["shapes"]
+    launcher = Launcher(cache_dir=Path("/tmp/tunebox-cubins"))
+    cases = []
+    for entry in shapes:
+        try:
+            case = measure(launcher, entry, samples)
+        except Exception as exc:  # recorded, never hidden: the case says what failed
+            case = {"family": entry["family"], "problem": entry["problem"], "error": f"{type(exc).__name__}: {exc}"}
+        cases.append(case)
+        print(
+            json.dumps(
+                {k: case.get(k) for k in ("family", "served", "ratio", "tunebox_ratio", "host_us_per_launch", "error")}
+            ),
+            flush=True,
+        )
+        out.write_text(json.dumps(document(grid, cases, samples), indent=1))
+
+
+def document(grid: Path, cases: list[dict[str, Any]], samples: int) -> dict[str, Any]:
+    return {
+        "device": torch.cuda.get_device_name(),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d"),
+        "command": f"python scripts/serving_benchmark.py {grid} <out> --samples {samples}",
+        "versions": versions(),
+        "samples": samples,
+        "cases": cases,
+    }
+
+
+if __name__ == "__main__":
+    args = sys.argv[1:]
+    n = int(args[args.index("--samples") + 1]) if "--samples" in args else 15
+    main(Path(args[0]), Path(args[1]), n)

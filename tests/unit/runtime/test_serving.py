@@ -1,0 +1,45 @@
+"""What tunebox.launch serves (serving.decide): the kernel only where it is known to beat the library
+call at that very problem, the library call elsewhere when it can run in place on torch tensors."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tunebox.errors import InvalidProblem
+from tunebox.families.base import Baseline
+from tunebox.runtime.lookup import LookupResult
+from tunebox.runtime.serving import decide
+
+EXACT = LookupResult("gemm", "{}", {"template": "mma"}, "exact", "{}", 1.0, False, "exact match", "torch: mm", 2.0)
+IN_PLACE = Baseline("torch: mm", lambda t: t, lambda t, out: None)
+
+
+def test_the_kernel_runs_only_where_it_is_known_to_beat_the_library() -> None:
+    assert decide(EXACT, IN_PLACE, True, "auto").ran == "kernel"
+    slower = dataclasses.replace(EXACT, median_ms=3.0)
+    assert decide(slower, IN_PLACE, True, "auto").ran == "library"
+    untimed = dataclasses.replace(EXACT, library=None, library_ms=None)
+    assert decide(untimed, IN_PLACE, True, "auto").ran == "library"
+    for source in ("nearest", "default"):  # a winner of another problem proves nothing here
+        served = decide(dataclasses.replace(EXACT, source=source), IN_PLACE, True, "auto")
+        assert (served.ran, served.source, served.library) == ("library", "library", "torch: mm")
+        assert "no tunebox variant is known to beat it" in served.explanation
+
+
+def test_without_an_in_place_library_call_the_kernel_runs_and_says_why() -> None:
+    nearest = dataclasses.replace(EXACT, source="nearest")
+    served = decide(nearest, None, True, "auto")
+    assert (served.ran, served.source) == ("kernel", "nearest") and "no in-place library form" in served.explanation
+    served = decide(nearest, IN_PLACE, False, "auto")
+    assert served.ran == "kernel" and "not torch tensors" in served.explanation
+
+
+def test_use_forces_either_side() -> None:
+    assert decide(dataclasses.replace(EXACT, source="default"), IN_PLACE, True, "tunebox").ran == "kernel"
+    assert decide(EXACT, IN_PLACE, True, "library").ran == "library"
+    with pytest.raises(InvalidProblem, match="use='library' cannot serve this problem: the arrays are not torch"):
+        decide(EXACT, IN_PLACE, False, "library")
+    with pytest.raises(InvalidProblem, match="use must be one of"):
+        decide(EXACT, IN_PLACE, True, "fastest")
