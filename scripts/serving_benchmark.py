@@ -140,7 +140,7 @@ def measure(launcher: Launcher, entry: dict[str, Any], samples: int) -> dict[str
         result["served_tflops"] = work.flops / (ms["served"] * 1e9)
         result["served_of_peak"] = result["served_tflops"] / BF16_TENSOR_TFLOPS
     else:
-        result["served_gbps"] = work.bytes / (ms["served"] * 1e6)
+        result["served_gbps"] = work.bytes_moved / (ms["served"] * 1e6)
         result["served_of_copy_limit"] = result["served_gbps"] / COPY_LIMIT_GBPS
     return result
 

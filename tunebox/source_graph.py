@@ -82,7 +82,23 @@ def _python_digest(text: bytes) -> bytes:
             and isinstance(body[0].value.value, str)
         ):
             node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, annotate_fields=False).encode()
+    return _canonical(tree).encode()
+
+
+def _canonical(node: object) -> str:
+    """A syntax tree as text that does not change with the Python version: each node's type and its
+    named fields, leaving out the empty ones (``ast.dump`` gains fields across versions, such as
+    3.12's ``type_params``, and 3.13 drops the empty ones from its output)."""
+    if isinstance(node, ast.AST):
+        fields = (
+            f"{name}={_canonical(value)}"
+            for name in node._fields
+            if (value := getattr(node, name, None)) is not None and value != []
+        )
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return f"[{', '.join(_canonical(item) for item in node)}]"
+    return repr(node)
 
 
 def _imported(path: Path) -> list[Path]:

@@ -111,6 +111,12 @@ class Operation(abc.ABC, Generic[P]):
         """Every library call a user might make instead, the main one first (imports torch)."""
         raise NotImplementedError(f"{self.name} has no library baseline")
 
+    def launch_options(self, problem: P) -> dict[str, Any]:
+        """The options a caller passes to ``tunebox.launch`` (with arrays of ``problem``'s buffers) for
+        ``problem``: by default its fields but the arrays' and the draws."""
+        skip = self.array_fields | self.draws
+        return {k: v for k, v in problem.to_dict().items() if k not in skip}
+
     def from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> P:
         """The problem that the caller's arrays (name -> object with ``shape`` and ``dtype``) and
         options describe, for ``tunebox.launch``."""
@@ -189,10 +195,7 @@ class Family(Generic[P]):
         return canonical_json({k: v for k, v in problem.to_dict().items() if k not in self.operation.draws})
 
     def launch_options(self, problem: P) -> dict[str, Any]:
-        """The options a caller passes to ``tunebox.launch`` (with arrays of ``problem``'s buffers) for
-        ``problem``: its fields but the arrays' and the draws."""
-        skip = self.operation.array_fields | self.operation.draws
-        return {k: v for k, v in problem.to_dict().items() if k not in skip}
+        return self.operation.launch_options(problem)
 
     def torch_baselines(self, problem: P) -> tuple[Baseline, ...]:
         return self.operation.baselines(problem)

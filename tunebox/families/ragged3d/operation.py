@@ -141,6 +141,10 @@ class RaggedOperation(Operation[RaggedProblem]):
             )
         return RaggedProblem(data["dtype"], batch, max_len, heads, depth, direction, tuple(lengths), seed)
 
+    def launch_options(self, problem: RaggedProblem) -> dict[str, Any]:
+        """A caller gives its lengths (however a sweep drew them)."""
+        return {"lengths": list(problem.lengths)}
+
     def from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> RaggedProblem:
         """Pack: arrays ``x`` (B, Lmax, H, D), ``offsets`` and ``out``; unpack: ``ragged``, ``offsets``
         and ``out`` (B, Lmax, H, D). Option ``lengths``: the B lengths, on the host (``offsets`` on the
