@@ -9,7 +9,9 @@ reference (bit for bit; gemm within the family's tolerance); then, interleaved o
 the L2 flushed before every sample, the median of what ``launch`` serves, of the library call a user
 makes (the operation's main torch baseline, in place where it has that form), and of the tunebox kernel
 forced (``use="tunebox"``); and the host time per cached launch (mean over 200 calls) beside the
-library call's. Needs a GPU and torch.
+library call's. ``--tune`` is the launcher's first-use policy (default first_call: the first launch
+of an untuned shape races, within ``--race-budget`` seconds, keeping results in ``--raced``); the
+race's entrants are recorded. Needs a GPU and torch.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from tunebox.benchmark import versions
 from tunebox.dtypes import element_type
 from tunebox.families import get
 from tunebox.limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
-from tunebox.runner.worker import _disagreement
+from tunebox.runner.worker import disagreement
 from tunebox.runtime.launch import Launcher
 
 INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # how torch holds a width's bits
@@ -85,17 +87,19 @@ def measure(launcher: Launcher, entry: dict[str, Any], samples: int) -> dict[str
     problem = family.parse_problem(entry["problem"])
     options = family.launch_options(problem)
     arrays, inputs = tensors(family, problem, seed=1)
+    races = len(launcher.races)
     started = time.perf_counter()
     served = launcher(family.name, arrays, **options)
     torch.cuda.synchronize()
     first_call_s = time.perf_counter() - started
+    raced = launcher.races[races:]
     expected = family.reference(problem, inputs)
     tolerance = family.tolerance(problem, inputs)
     wrong = {}
     for name, ref in expected.items():
         got = arrays[name].contiguous().view(INT[arrays[name].element_size()])
         signed = ref.view({1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[ref.dtype.itemsize])
-        wrong[name] = _disagreement(got, torch.from_numpy(np.ascontiguousarray(signed)).cuda(), tolerance)
+        wrong[name] = disagreement(got, torch.from_numpy(np.ascontiguousarray(signed)).cuda(), tolerance)
     library = family.torch_baselines(problem)[0]
     bits = {k: v.view(INT[v.element_size()]) for k, v in arrays.items()}
     in_names = [b.name for b in family.buffers(problem) if b.role == "input"]
@@ -132,6 +136,13 @@ def measure(launcher: Launcher, entry: dict[str, Any], samples: int) -> dict[str
         "ratio": ms["library"] / ms["served"],
         "tunebox_ratio": ms["library"] / ms["tunebox"],
         "first_call_s": first_call_s,
+        "race": [
+            {
+                "seconds": r.seconds,
+                "entrants": [{"label": e.label, "verdict": e.verdict, "median_ms": e.median_ms} for e in r.entrants],
+            }
+            for r in raced
+        ],
         "host_us_per_launch": host_us(runs["served"]),
         "library_host_us": host_us(library_run),
         "noise": {k: (max(v) - min(v)) / statistics.median(v) for k, v in timed.items()},
@@ -145,9 +156,9 @@ def measure(launcher: Launcher, entry: dict[str, Any], samples: int) -> dict[str
     return result
 
 
-def main(grid: Path, out: Path, samples: int) -> None:
+def main(grid: Path, out: Path, samples: int, tune: str, budget_s: float, raced: Path) -> None:
     shapes = json.loads(grid.read_text())["shapes"]
-    launcher = Launcher(cache_dir=Path("/tmp/tunebox-cubins"))
+    launcher = Launcher(cache_dir=Path("/tmp/tunebox-cubins"), tune=tune, raced=raced, race_budget_s=budget_s)  # type: ignore[arg-type]
     cases = []
     for entry in shapes:
         try:
@@ -161,21 +172,34 @@ def main(grid: Path, out: Path, samples: int) -> None:
             ),
             flush=True,
         )
-        out.write_text(json.dumps(document(grid, cases, samples), indent=1))
+        out.write_text(json.dumps(document(grid, cases, samples, tune, budget_s), indent=1))
 
 
-def document(grid: Path, cases: list[dict[str, Any]], samples: int) -> dict[str, Any]:
+def document(grid: Path, cases: list[dict[str, Any]], samples: int, tune: str, budget_s: float) -> dict[str, Any]:
     return {
         "device": torch.cuda.get_device_name(),
         "date": datetime.now(UTC).strftime("%Y-%m-%d"),
-        "command": f"python scripts/serving_benchmark.py {grid} <out> --samples {samples}",
+        "command": f"python scripts/serving_benchmark.py {grid} <out> --samples {samples} --tune {tune} "
+        f"--race-budget {budget_s:g} --raced <a new database>",
+        "tune": tune,
+        "race_budget_s": budget_s,
         "versions": versions(),
         "samples": samples,
         "cases": cases,
     }
 
 
+def option(args: list[str], name: str, default: str) -> str:
+    return args[args.index(name) + 1] if name in args else default
+
+
 if __name__ == "__main__":
     args = sys.argv[1:]
-    n = int(args[args.index("--samples") + 1]) if "--samples" in args else 15
-    main(Path(args[0]), Path(args[1]), n)
+    main(
+        Path(args[0]),
+        Path(args[1]),
+        int(option(args, "--samples", "15")),
+        option(args, "--tune", "first_call"),
+        float(option(args, "--race-budget", "0.5")),
+        Path(option(args, "--raced", "/tmp/tunebox-raced.sqlite")),
+    )

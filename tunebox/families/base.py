@@ -119,8 +119,8 @@ class Tolerance:
 class Baseline:
     """The library call a user would make instead: ``run`` maps input tensors (integer views of
     the input bits, on the GPU) to output tensors; it is verified and timed like a variant. ``into``,
-    where the library can write into given tensors, is the same call writing the caller's outputs
-    (integer views too) in place: what ``tunebox.launch`` serves (else ``run``, then a copy)."""
+    where the library can write into given tensors, is the same call on the caller's own (typed)
+    tensors, writing its outputs in place: what ``tunebox.launch`` serves."""
 
     name: str
     run: Callable[[dict[str, Any]], dict[str, Any]]

@@ -191,7 +191,7 @@ def _verified(
         wrong = (
             f"shape {tuple(got.shape)} instead of {tuple(ref.shape)}"
             if got.shape != ref.shape
-            else _disagreement(got, ref, st.tolerance)
+            else disagreement(got, ref, st.tolerance)
         )
         if wrong:
             return Outcome(
@@ -207,7 +207,7 @@ def _verified(
     return baseline.name, launch
 
 
-def _disagreement(got: Any, ref: Any, tolerance: Tolerance | None) -> str:
+def disagreement(got: Any, ref: Any, tolerance: Tolerance | None) -> str:
     """'' when the tensors are bit-identical or (with a family tolerance) float32 / bfloat16 bits
     within it, else how many elements are not (and, with a tolerance, the largest error)."""
     import torch

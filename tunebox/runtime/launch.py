@@ -2,9 +2,11 @@
 
 Arrays are torch tensors, CuPy arrays or DLPack producers (``arrays.py``). What runs is decided once per
 problem (``serving.py``): the tuned kernel where it is known to beat the library call at that problem,
-else the library call (torch tensors) or the kernel. The launch runs on the caller's stream (``stream``,
-else torch's current stream for tensors or a CUDA array's own, else the legacy default stream) in the
-caller's CUDA context. Kernels are compiled once (or loaded from the CUBIN cache) and kept per process.
+else the library call (torch tensors) or the kernel; an untuned problem may first race kernels and the
+library call on the caller's inputs (``tune``: see ``first_use.py``). The launch runs on the caller's
+stream (``stream``, else torch's current stream for tensors or a CUDA array's own, else the legacy
+default stream) in the caller's CUDA context. Kernels are compiled once (or loaded from the CUBIN
+cache) and kept per process.
 
 A repeated call on torch tensors of the same shapes, types, device, options and stream takes the fast
 path: no parsing, lookup or validation beyond shapes, types, contiguity and pointers; a single-kernel
@@ -15,7 +17,10 @@ inside ``torch.cuda.graph`` capture once the plan exists (call it once before ca
 from __future__ import annotations
 
 import ctypes
+import dataclasses
+import logging
 import math
+import os
 import struct
 import sys
 import threading
@@ -32,13 +37,17 @@ from ..families import get as get_family
 from ..families.base import Arg, BufferArg, KernelSource, LaunchGeometry, Problem, TensorMapArg
 from ..families.contract import Family
 from ..families.kernel_args import ArgStruct
+from ..params import Config
 from ..records import DeviceInfo, Status
 from ..runner.protocol import variant_of
 from ..sweep_spec import check_problem
 from .arrays import DeviceArray, device_array, dlpack_only
+from .first_use import POLICIES, Policy, answer_of, candidates, keep, portfolio, raced_db
 from .lookup import Lookup, LookupResult, default_db
+from .race import RaceResult, race
 from .serving import Served, decide, library_call, library_form
 
+log = logging.getLogger(__name__)
 _Step = tuple[Any, LaunchGeometry, tuple[Arg, ...]]  # a loaded kernel, its geometry, its arguments (not packed)
 
 
@@ -56,9 +65,26 @@ class Launcher:
     """Per-process cache of decisions, loaded kernels and bound launches; thread-safe. ``db``: the
     winners database (default ``default_db()``); ``cache_dir``: the CUBIN cache."""
 
-    def __init__(self, db: str | Path | None = None, cache_dir: Path | None = None) -> None:
-        self._lookup = Lookup(default_db() if db is None else db)
+    def __init__(
+        self,
+        db: str | Path | None = None,
+        cache_dir: Path | None = None,
+        *,
+        tune: Policy = "off",
+        raced: str | Path | None = None,
+        race_samples: int = 5,
+        race_budget_s: float = 0.5,
+    ) -> None:
+        if tune not in POLICIES:
+            raise InvalidProblem(f"tune must be one of {POLICIES}, got {tune!r}")
+        self.db_path = Path(default_db() if db is None else db)
+        self._lookup = Lookup(self.db_path)
         self._cache_dir = cache_dir
+        self.tune = tune
+        self.raced_path = Path(raced_db() if raced is None else raced)
+        self._race_samples, self._race_budget_s = race_samples, race_budget_s
+        self.races: list[RaceResult] = []  # every race this launcher ran, in order (for reports)
+        self._raced: dict[tuple[str, Problem], LookupResult] = {}  # this process's race answers
         self._plans: dict[tuple[str, Problem, str, bool], _Plan] = {}  # (family, problem, use, torch) -> plan
         self._builds: dict[KernelSource, BuildResult] = {}  # compiled once per source, whatever the problem
         self._bindings: dict[tuple[str, Problem, int], _Binding] = {}  # per (family, problem, stream)
@@ -123,7 +149,7 @@ class Launcher:
             key = (family_name, problem, use, torch_arrays)
             plan = self._plans.get(key)
             if plan is None:
-                plan = self._plan(family, problem, use, torch_arrays, arrays)
+                plan = self._plan(family, problem, use, torch_arrays, arrays, handle)
                 self._plans[key] = plan
             if plan.library is not None:
                 library = _library_runner(plan.library, stream)
@@ -153,20 +179,108 @@ class Launcher:
         return plan.served
 
     def _plan(
-        self, family: Family[Any], problem: Problem, use: str, torch_arrays: bool, arrays: Mapping[str, Any]
+        self,
+        family: Family[Any],
+        problem: Problem,
+        use: str,
+        torch_arrays: bool,
+        arrays: Mapping[str, Any],
+        handle: int,
     ) -> _Plan:
         """Everything a launch of ``problem`` needs but the caller's pointers, worked out once: the
         decision, and the (kernel, geometry, arguments) of each launch, prologue first, or the library
         call."""
-        answer = self.choose(family, problem)
+        answer = self._answer(family, problem, torch_arrays, arrays, handle)
         library = library_form(family, problem) if torch_arrays else None
         served = decide(answer, library, torch_arrays, use)
         if served.ran == "library":
             assert library is not None
-            return _Plan(served, (), library_call(library, family.buffers(problem), arrays))
-        config = family.config(answer.config)
+            return _Plan(served, (), library_call(library, family.buffers(problem)))
+        return _Plan(served, self.steps(family, problem, family.config(answer.config)), None)
+
+    def _answer(
+        self, family: Family[Any], problem: Problem, torch_arrays: bool, arrays: Mapping[str, Any], handle: int
+    ) -> LookupResult:
+        """The lookup's answer; for an untuned problem, a result raced before (any process), or per
+        the ``tune`` policy a race now or in the background (``first_use.py``)."""
+        answer = self.choose(family, problem)
+        if answer.source == "exact":
+            return answer
+        known = self._raced.get((family.name, problem))
+        if known is not None:
+            return known
+        if self.raced_path.exists():
+            earlier = Lookup(self.raced_path).lookup(family, problem, self.device_info())
+            if earlier.source == "exact":
+                return dataclasses.replace(earlier, source="raced")
+        if self.tune == "off" or not torch_arrays:
+            return answer
+        if self.tune == "background":
+            self._race_in_background(family, problem, answer, arrays, handle)
+            return answer
+        return self._race(family, problem, answer, arrays, handle)
+
+    def _race(
+        self, family: Family[Any], problem: Problem, answer: LookupResult, arrays: Mapping[str, Any], handle: int
+    ) -> LookupResult:
+        """Race at ``problem`` on ``arrays`` (stream ``handle``), keep the result, return its answer."""
+        others = [
+            *portfolio(self.db_path, family.name),
+            *(w.config for w in self._lookup.winners(family, self.device_info())),
+        ]
+        entrants = candidates(family, problem, answer, others)
+        result = race(
+            family,
+            problem,
+            arrays,
+            entrants,
+            lambda config: self.steps(family, problem, config),
+            handle,
+            self._race_samples,
+            self._race_budget_s,
+        )
+        keep(self.raced_path, family, problem, self.device_info(), result, family.work(problem))
+        raced = answer_of(answer, result, problem.key())
+        self._raced[(family.name, problem)] = raced
+        self.races.append(result)
+        return raced
+
+    def _race_in_background(
+        self, family: Family[Any], problem: Problem, answer: LookupResult, arrays: Mapping[str, Any], handle: int
+    ) -> None:
+        """Race on copies of the inputs (made on the caller's stream now) on a stream of its own; when
+        it is done, drop the problem's plans so the next launch uses the result."""
+        import torch
+
+        inputs = {b.name for b in family.buffers(problem) if b.role == "input"}
+        with torch.cuda.stream(torch.cuda.ExternalStream(handle)):
+            copies = {name: (t.clone() if name in inputs else t) for name, t in arrays.items()}
+            ready = torch.cuda.Event()
+            ready.record()
+
+        def work() -> None:
+            self._ensure_device()
+            self._device.set_current()
+            side = torch.cuda.Stream()
+            side.wait_event(ready)
+            try:
+                self._race(family, problem, answer, copies, side.cuda_stream)
+            except Exception:  # the launches go on with the answer they have; the failure is logged
+                log.exception("%s %s: the background race failed", family.name, problem.key())
+                return
+            with self._lock:
+                for key in [k for k in self._plans if k[0] == family.name and k[1] == problem]:
+                    del self._plans[key]
+                self._fast.clear()
+
+        threading.Thread(target=work, name=f"tunebox-race-{family.name}", daemon=True).start()
+
+    def steps(self, family: Family[Any], problem: Problem, config: Config) -> tuple[_Step, ...]:
+        """The loaded launches (prologue first) of ``config`` at ``problem``: checked, rendered,
+        compiled once per source (or loaded from the CUBIN cache). Raises CompileError."""
         family.check(problem, config)
         source = family.render(problem, config)
+        self._ensure_device()
         assert self._builder is not None
         built = self._builds.get(source) or self._builder.build_one(source)
         self._builds[source] = built
@@ -176,7 +290,7 @@ class Launcher:
                 built.log,
             )
         variant = variant_of(family, problem, config, built)
-        steps = tuple(
+        return tuple(
             (
                 load_kernel(built.cubin, step.kernel, step.geometry.shared_bytes, self._device.device_id),
                 step.geometry,
@@ -184,7 +298,6 @@ class Launcher:
             )
             for step in variant.launches
         )
-        return _Plan(served, steps, None)
 
     def _bind(self, family: Family[Any], problem: Problem, handle: int) -> _Binding:
         """``problem``'s binding to the stream ``handle``: its workspace buffers, allocated on first use
@@ -233,9 +346,10 @@ def _torch_signature(
     if stream is None:
         stream = _current_stream(torch, parts[0][3])
     try:
-        key = (family_name, use, stream, tuple(parts), tuple(sorted(options.items())))
+        settings = tuple(sorted((k, tuple(v) if type(v) is list else v) for k, v in options.items()))
+        key = (family_name, use, stream, tuple(parts), settings)
         hash(key)
-    except TypeError:  # an unhashable option (a list of lengths): the full path every call
+    except TypeError:  # an unhashable option (an array of lengths, a nested list): the full path every call
         return None
     return key, stream
 
@@ -331,11 +445,15 @@ class _Binding:
 _default: Launcher | None = None
 
 
+ENV_TUNE = "TUNEBOX_TUNE"  # the process-wide launcher's first-use policy (default "off")
+
+
 def launch(
     family_name: str, arrays: dict[str, Any], stream: int | None = None, *, use: str = "auto", **options: Any
 ) -> Served:
-    """Launch with the process-wide ``Launcher`` (winners from ``default_db()``); see ``Launcher.__call__``."""
+    """Launch with the process-wide ``Launcher`` (winners from ``default_db()``, the first-use policy
+    from ``TUNEBOX_TUNE``); see ``Launcher.__call__``."""
     global _default
     if _default is None:
-        _default = Launcher()
+        _default = Launcher(tune=os.environ.get(ENV_TUNE, "off"))  # type: ignore[arg-type]
     return _default(family_name, arrays, stream, use=use, **options)

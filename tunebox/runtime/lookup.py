@@ -71,7 +71,7 @@ class LookupResult:
     family: str
     problem_key: str
     config: dict[str, Any]
-    source: Literal["exact", "nearest", "default"]
+    source: Literal["exact", "raced", "nearest", "default"]  # raced: by tuning on first use
     matched_problem_key: str | None  # the tuned problem whose winner is used; None for "default"
     median_ms: float | None  # measured time of the matched winner (on its own problem)
     replayed: bool
@@ -84,7 +84,7 @@ class LookupResult:
         """Whether the configuration is known to beat the library call at this very problem: an
         exact answer (or one raced here) whose winner was faster than the library beside it."""
         return (
-            self.source == "exact"
+            self.source in ("exact", "raced")
             and self.median_ms is not None
             and self.library_ms is not None
             and self.median_ms < self.library_ms
@@ -198,6 +198,12 @@ class Lookup:
             info = seen[0] if seen else DeviceInfo(name or "unknown device", "0.0", "none", "none")
             self._devices[(family, name)] = info
         return info
+
+    def winners(self, family: Family[Any], device: DeviceInfo) -> list[Winner]:
+        """Every stored winner of ``family``'s current sources on ``device`` (any toolchain, any dtype)."""
+        self._fresh()
+        with self._lock:
+            return self._open().candidates(family.name, family.source_hash(), device.name, device.compute_capability)
 
     def _fresh(self) -> None:
         """Drop what was read when the database changed since (opened again on need)."""

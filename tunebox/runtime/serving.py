@@ -73,28 +73,14 @@ def decide(answer: LookupResult, library: Baseline | None, torch_arrays: bool, u
     return Served("kernel", answer, None, f"tunebox kernel ({why}): {answer.explanation}")
 
 
-def library_call(
-    library: Baseline, buffers: tuple[BufferSpec, ...], tensors: Mapping[str, Any]
-) -> Callable[[Mapping[str, Any]], None]:
-    """A callable running ``library`` in place on a call's tensors (buffer name -> torch tensor), as
-    the baselines take them: integer views of the elements' bits."""
+def library_call(library: Baseline, buffers: tuple[BufferSpec, ...]) -> Callable[[Mapping[str, Any]], None]:
+    """A callable running ``library`` in place on a call's tensors (buffer name -> torch tensor)."""
     assert library.into is not None
     into = library.into
     inputs = tuple(b.name for b in buffers if b.role == "input")
     outputs = tuple(b.name for b in buffers if b.role == "output")
-    views = {name: _bits_type(t) for name, t in tensors.items()}
 
     def run(call: Mapping[str, Any]) -> None:
-        into(
-            {name: call[name].view(views[name]) for name in inputs},
-            {name: call[name].view(views[name]) for name in outputs},
-        )
+        into({name: call[name] for name in inputs}, {name: call[name] for name in outputs})
 
     return run
-
-
-def _bits_type(tensor: Any) -> Any:
-    """The integer type the baselines read a tensor's bits as (uint8 for bytes)."""
-    import torch
-
-    return {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[tensor.element_size()]

@@ -133,13 +133,13 @@ def test_a_baseline_that_misses_the_reference_says_by_how_much():
     close = torch.tensor([1.0, 2.01, 4.0, float("nan")]).view(torch.int32)
     far = torch.tensor([float("nan"), 2.01, 5.5, float("nan")]).view(torch.int32)
     tolerance = Tolerance(rtol=1e-2, atol=0.0)
-    assert worker._disagreement(close, ref, tolerance) == ""
-    assert worker._disagreement(far, ref, tolerance) == (
+    assert worker.disagreement(close, ref, tolerance) == ""
+    assert worker.disagreement(far, ref, tolerance) == (
         "2 of 4 elements beyond the tolerance (rtol 0.01, atol 0); largest error 1.5; 1 NaN where the reference is not"
     )
-    assert worker._disagreement(close, ref, None) == "1 of 4 elements"
+    assert worker.disagreement(close, ref, None) == "1 of 4 elements"
     bf16 = (ref.view(torch.float32).to(torch.bfloat16)).view(torch.int16)
-    assert worker._disagreement(bf16, bf16, tolerance) == ""
+    assert worker.disagreement(bf16, bf16, tolerance) == ""
 
 
 def test_a_harness_error_keeps_the_worker_and_carries_the_traceback():

@@ -178,13 +178,13 @@ class TileCopyOperation(Operation[TileCopyProblem]):
 
         if whole:
             form = (lambda a: a.t()) if p.transpose else (lambda a: a)
-            return (
-                Baseline(
-                    "torch: b.copy_(a.t())" if p.transpose else "torch: b.copy_(a)",
-                    lambda t: copy_into(form(t["src"].view(dtype))),
-                    lambda t, out: out["dst"].copy_(form(t["src"])),
-                ),
+            name = "torch: b.copy_(a.t())" if p.transpose else "torch: b.copy_(a)"
+            into = (
+                (lambda t, out: out["dst"].copy_(t["src"].t()))
+                if p.transpose
+                else lambda t, out: out["dst"].copy_(t["src"])
             )
+            return (Baseline(name, lambda t: copy_into(form(t["src"].view(dtype))), into),)
         suffix = ".t().contiguous()" if p.transpose else ""
 
         def padded(t: dict[str, Any]) -> dict[str, Any]:

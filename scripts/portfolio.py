@@ -1,0 +1,54 @@
+"""Learn each family's race portfolio from the recorded sweeps (issue 16, tuned on first use).
+
+    python scripts/portfolio.py OUT.json RECORDING.jsonl...   (OUT: results/portfolios.json)
+
+For every recorded problem, the configurations whose verified median is within ``WITHIN`` of the
+problem's best "cover" it; a greedy set cover then picks, per family, the fewest configurations that
+cover every problem (ties: the configuration with the lower summed slowdown). The file lists them in
+the order picked, with the problems each covers, and is read by ``tunebox.runtime.first_use.portfolio``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from tunebox.records import Status, canonical_json
+from tunebox.store.evallog import EvalLog
+
+WITHIN = 0.03  # a configuration covers a problem when it is at most 3% slower than the problem's best
+
+
+def learn(recordings: list[Path]) -> dict[str, dict[str, object]]:
+    medians: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    for path in recordings:
+        for r in EvalLog(path).read():
+            if r.status is Status.OK and r.timing and r.config and r.phase == "screen":
+                problem, config = canonical_json(r.problem), canonical_json(r.config)
+                old = medians[r.family][problem].get(config)
+                medians[r.family][problem][config] = min(r.timing.median_ms, old or r.timing.median_ms)
+    families = {}
+    for family, problems in sorted(medians.items()):
+        slowdown = {(p, c): ms / min(times.values()) - 1 for p, times in problems.items() for c, ms in times.items()}
+        uncovered, picked = set(problems), []
+        while uncovered:
+            configs = {c for (p, c) in slowdown if p in uncovered}
+            covers = {c: {p for p in uncovered if slowdown.get((p, c), 1.0) <= WITHIN} for c in configs}
+            best = max(configs, key=lambda c: (len(covers[c]), -sum(slowdown.get((p, c), 1.0) for p in uncovered), c))
+            picked.append({"config": json.loads(best), "covers": sorted(covers[best])})
+            uncovered -= covers[best]
+        families[family] = {"configs": [p["config"] for p in picked], "covers": [p["covers"] for p in picked]}
+        print(f"{family}: {len(picked)} configurations cover {len(problems)} problems within {WITHIN:.0%}")
+    return families
+
+
+if __name__ == "__main__":
+    out, logs = Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]]
+    doc = {
+        "about": f"per family, the fewest configurations within {WITHIN:.0%} of every recorded problem's best",
+        "command": "python scripts/portfolio.py results/portfolios.json results/recordings/*.jsonl",
+        "families": learn(logs),
+    }
+    out.write_text(json.dumps(doc, indent=1) + "\n")

@@ -1,0 +1,202 @@
+"""Tuning on first use: at a problem no sweep tuned, race a few kernel configurations and the library
+call on the caller's own inputs, and keep the fastest verified one.
+
+Contract of ``race``: the caller's inputs are read, never written; every entrant writes scratch outputs
+that start as the element types' poison (as in a sweep). The reference is the operation's most exact
+library form (the last of its baselines) on the same inputs; a kernel counts only when its outputs
+agree with it (bit for bit, or within the family's tolerance, computed from the inputs copied to the
+host only when the family asks for them). Entrants are then timed interleaved on the caller's stream,
+the L2 flushed before each sample: ``samples`` each, medians in ms. Candidates past ``budget_s`` (from
+the start, compilation included) are left out and listed. Needs torch (the library call and the
+events).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..cuda_api import pack, steps_launcher
+from ..dtypes import element_type
+from ..families.base import Problem
+from ..families.contract import Family
+from ..params import Config
+from ..runner.worker import disagreement
+
+FLUSH_BYTES = 256 * 2**20  # larger than any L2 tunebox targets (H200: 60 MiB)
+Steps = Callable[[Config], tuple[Any, ...]]  # the loaded launches of a configuration (Launcher.steps)
+
+
+@dataclass(frozen=True)
+class Entrant:
+    """One runner of a race: a kernel configuration, or the library call (``config`` None)."""
+
+    label: str
+    config: dict[str, Any] | None
+    verdict: str  # "ok", or why it was left out (wrong result, compile error, over budget)
+    samples_ms: tuple[float, ...] = ()
+
+    @property
+    def median_ms(self) -> float | None:
+        return statistics.median(self.samples_ms) if self.samples_ms else None
+
+
+@dataclass(frozen=True)
+class RaceResult:
+    """Every entrant, the fastest verified kernel (None if none passed) and the library call."""
+
+    entrants: tuple[Entrant, ...]
+    kernel: Entrant | None
+    library: Entrant | None
+    seconds: float
+
+
+def race(
+    family: Family[Any],
+    problem: Problem,
+    tensors: Mapping[str, Any],
+    candidates: Sequence[Config],
+    steps: Steps,
+    stream: int,
+    samples: int = 5,
+    budget_s: float = 0.5,
+) -> RaceResult:
+    """Race ``candidates`` and the library call at ``problem`` on ``tensors`` (the caller's torch
+    tensors by buffer name) on the stream ``stream`` (see the module doc)."""
+    import torch
+
+    started = time.perf_counter()
+    buffers = family.buffers(problem)
+    inputs = {b.name: tensors[b.name] for b in buffers if b.role == "input"}
+    outputs = [b for b in buffers if b.role == "output"]
+    with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+        scratch = {b.name: _poisoned(torch, b.shape, b.dtype) for b in outputs}
+        baselines = family.torch_baselines(problem)
+        expected = baselines[-1].run({k: _bits(torch, v) for k, v in inputs.items()})
+        tolerance = family.tolerance(problem, _HostInputs(torch, inputs))
+        workspace = {
+            b.name: torch.empty(max(1, int(np.prod(b.shape)) * element_type(b.dtype).itemsize), dtype=torch.uint8)
+            for b in buffers
+            if b.role == "workspace"
+        }
+        flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8)
+
+        def verdict() -> str:
+            torch.cuda.current_stream().synchronize()
+            wrong = [
+                f"{name}: {why}"
+                for name in scratch
+                if (why := disagreement(_bits(torch, scratch[name]), _bits(torch, expected[name]), tolerance))
+            ]
+            return "ok" if not wrong else "wrong result: " + "; ".join(wrong)
+
+        entrants: list[Entrant] = []
+        runs: dict[str, Callable[[], None]] = {}
+        main = baselines[0]
+        if main.into is not None:
+            into = main.into
+            library_inputs, library_outputs = dict(inputs), dict(scratch)
+            runs[main.name] = lambda: into(library_inputs, library_outputs)
+            runs[main.name]()
+            entrants.append(Entrant(main.name, None, verdict()))
+        from cuda.core import Stream
+
+        core_stream = Stream.from_handle(stream)
+        pointers = {
+            **{k: v.data_ptr() for k, v in inputs.items()},
+            **{k: v.data_ptr() for k, v in scratch.items()},
+            **{k: v.data_ptr() for k, v in workspace.items()},
+        }
+        for config in candidates:
+            label = config.label()
+            if time.perf_counter() - started > budget_s:
+                entrants.append(Entrant(label, config.as_dict(), f"left out: past the {budget_s:g} s budget"))
+                continue
+            for t in scratch.values():
+                _poison(torch, t)
+            try:
+                launches = steps(config)
+                run = steps_launcher(core_stream, [(k, g, pack(a, pointers)) for k, g, a in launches])
+                run()
+            except Exception as exc:  # a candidate that cannot run is left out, with the reason
+                entrants.append(Entrant(label, config.as_dict(), f"failed: {type(exc).__name__}: {exc}"))
+                continue
+            entrants.append(Entrant(label, config.as_dict(), verdict()))
+            runs[label] = run
+        timed = {e.label: e for e in entrants if e.verdict == "ok"}
+        collected: dict[str, list[float]] = {label: [] for label in timed}
+        for _ in range(samples):
+            for label in timed:
+                collected[label].append(_sample(torch, flush, runs[label]))
+    final = tuple(
+        Entrant(e.label, e.config, e.verdict, tuple(collected[e.label])) if e.label in timed else e for e in entrants
+    )
+    kernels = [e for e in final if e.config is not None and e.median_ms is not None]
+    kernel = min(kernels, key=lambda e: e.median_ms or 0.0) if kernels else None
+    library = next((e for e in final if e.config is None), None)
+    return RaceResult(final, kernel, library, time.perf_counter() - started)
+
+
+def _sample(torch: Any, flush: Any, run: Callable[[], None]) -> float:
+    """One flushed sample of ``run`` on the current stream, in ms."""
+    flush.zero_()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    run()
+    stop.record()
+    stop.synchronize()
+    return float(start.elapsed_time(stop))
+
+
+_INT = {1: "uint8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def _bits(torch: Any, tensor: Any) -> Any:
+    """A tensor's elements as the signed integer type of their width (uint8 for bytes)."""
+    return tensor.view(getattr(torch, _INT[tensor.element_size()]))
+
+
+def _poisoned(torch: Any, shape: tuple[int, ...], dtype: str) -> Any:
+    et = element_type(dtype) if dtype in ("float32", "float16", "bfloat16") else None
+    tensor = torch.empty(shape, dtype=getattr(torch, dtype))
+    return _poison(torch, tensor) if et is not None else tensor.zero_()
+
+
+def _poison(torch: Any, tensor: Any) -> Any:
+    """Fill a float tensor with its type's poison bits (a NaN no output ever holds)."""
+    name = str(tensor.dtype).removeprefix("torch.")
+    if name not in ("float32", "float16", "bfloat16"):
+        return tensor.zero_()
+    et = element_type(name)
+    width = 8 * et.itemsize
+    signed = et.poison - (1 << width) if et.poison >= 1 << (width - 1) else et.poison
+    _bits(torch, tensor).fill_(signed)
+    return tensor
+
+
+class _HostInputs(Mapping[str, np.ndarray]):
+    """The inputs as numpy bits, each copied from the device only when asked for (a family's tolerance
+    may read them; data-movement families never do)."""
+
+    def __init__(self, torch: Any, tensors: Mapping[str, Any]) -> None:
+        self._torch = torch
+        self._tensors = tensors
+        self._copied: dict[str, np.ndarray] = {}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._copied:
+            tensor = self._tensors[name]
+            bits = _bits(self._torch, tensor).cpu().numpy()
+            self._copied[name] = bits.view(np.dtype(f"u{tensor.element_size()}"))
+        return self._copied[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
