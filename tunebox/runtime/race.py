@@ -74,17 +74,20 @@ def race(
     buffers = family.buffers(problem)
     inputs = {b.name: tensors[b.name] for b in buffers if b.role == "input"}
     outputs = [b for b in buffers if b.role == "output"]
-    with torch.cuda.stream(torch.cuda.ExternalStream(stream)):
-        scratch = {b.name: _poisoned(torch, b.shape, b.dtype) for b in outputs}
+    device = next(iter(inputs.values())).device
+    with torch.cuda.device(device), torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+        scratch = {b.name: _poisoned(torch, b.shape, b.dtype, device) for b in outputs}
         baselines = family.torch_baselines(problem)
         expected = baselines[-1].run({k: _bits(torch, v) for k, v in inputs.items()})
         tolerance = family.tolerance(problem, _HostInputs(torch, inputs))
         workspace = {
-            b.name: torch.empty(max(1, int(np.prod(b.shape)) * element_type(b.dtype).itemsize), dtype=torch.uint8)
+            b.name: torch.empty(
+                max(1, int(np.prod(b.shape)) * element_type(b.dtype).itemsize), dtype=torch.uint8, device=device
+            )
             for b in buffers
             if b.role == "workspace"
         }
-        flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8)
+        flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
 
         def verdict() -> str:
             torch.cuda.current_stream().synchronize()
@@ -161,10 +164,8 @@ def _bits(torch: Any, tensor: Any) -> Any:
     return tensor.view(getattr(torch, _INT[tensor.element_size()]))
 
 
-def _poisoned(torch: Any, shape: tuple[int, ...], dtype: str) -> Any:
-    et = element_type(dtype) if dtype in ("float32", "float16", "bfloat16") else None
-    tensor = torch.empty(shape, dtype=getattr(torch, dtype))
-    return _poison(torch, tensor) if et is not None else tensor.zero_()
+def _poisoned(torch: Any, shape: tuple[int, ...], dtype: str, device: Any) -> Any:
+    return _poison(torch, torch.empty(shape, dtype=getattr(torch, dtype), device=device))
 
 
 def _poison(torch: Any, tensor: Any) -> Any:
