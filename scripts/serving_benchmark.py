@@ -104,8 +104,9 @@ def measure(launcher: Launcher, entry: dict[str, Any], samples: int) -> dict[str
     bits = {k: v.view(INT[v.element_size()]) for k, v in arrays.items()}
     in_names = [b.name for b in family.buffers(problem) if b.role == "input"]
     out_names = [b.name for b in family.buffers(problem) if b.role == "output"]
-    lib_in, lib_out = {k: bits[k] for k in in_names}, {k: bits[k] for k in out_names}
-    library_run = (lambda: library.into(lib_in, lib_out)) if library.into else (lambda: library.run(lib_in))
+    lib_in = {k: bits[k] for k in in_names}
+    typed_in, typed_out = {k: arrays[k] for k in in_names}, {k: arrays[k] for k in out_names}
+    library_run = (lambda: library.into(typed_in, typed_out)) if library.into else (lambda: library.run(lib_in))
     runs = {
         "served": lambda: launcher(family.name, arrays, **options),
         "library": library_run,

@@ -218,3 +218,30 @@ def test_background_race_replaces_the_plan_when_done(tmp_path, torch):
     torch.cuda.synchronize()
     assert later.lookup.source == "raced" or later.ran == "library", later
     assert torch.equal(b, a.t())
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"dtype": "float32", "src": [300, 200], "dst": [310, 190], "origin": [-3, 5], "padding": "nan"},
+        {"dtype": "bfloat16", "src": [300, 200], "dst": [190, 310], "transpose": True, "origin": [7, -2]},
+        {"dtype": "float16", "src": [64, 64], "dst": [80, 80], "padding": "neg_inf"},
+        {"dtype": "float32", "src": [64, 64], "dst": [64, 64], "origin": [100, 0]},  # the window misses src
+        {"dtype": "bfloat16", "src": [513, 257], "dst": [257, 513], "transpose": True},
+    ],
+)
+def test_tile_copy_library_in_place_matches_the_library_call(torch, data):
+    """The in-place library form launch serves (copy_ of the window, fill_ of the borders) writes
+    the bits F.pad (or copy_) gives."""
+    from tunebox.families import get
+
+    family = get("tile_copy")
+    problem = family.parse_problem(data)
+    (baseline,) = family.torch_baselines(problem)
+    dtype = getattr(torch, problem.element)
+    bits = torch.int32 if dtype == torch.float32 else torch.int16
+    src = torch.randn(*problem.src, device="cuda").to(dtype)
+    want = baseline.run({"src": src.view(bits)})["dst"]
+    got = torch.full(tuple(problem.dst), 3.0, device="cuda", dtype=dtype)
+    baseline.into({"src": src}, {"dst": got})
+    assert torch.equal(got.view(bits), want.contiguous().view(bits))  # bits: NaN padding compares equal

@@ -5,8 +5,9 @@ Contract of ``race``: the caller's inputs are read, never written; every entrant
 that start as the element types' poison (as in a sweep). The reference is the operation's most exact
 library form (the last of its baselines) on the same inputs; a kernel counts only when its outputs
 agree with it (bit for bit, or within the family's tolerance, computed from the inputs copied to the
-host only when the family asks for them). Entrants are then timed interleaved on the caller's stream,
-the L2 flushed before each sample: ``samples`` each, medians in ms. Candidates past ``budget_s`` (from
+host only when the family asks for them). Entrants are then timed interleaved on a stream of the
+race's own (after the caller's stream's work; the caller's stream then waits for the race), the L2
+flushed before each sample: ``samples`` each, medians in ms. Candidates past ``budget_s`` (from
 the start, compilation included) are left out and listed. Needs torch (the library call and the
 events).
 """
@@ -75,7 +76,11 @@ def race(
     inputs = {b.name: tensors[b.name] for b in buffers if b.role == "input"}
     outputs = [b for b in buffers if b.role == "output"]
     device = next(iter(inputs.values())).device
-    with torch.cuda.device(device), torch.cuda.stream(torch.cuda.ExternalStream(stream)):
+    caller = torch.cuda.ExternalStream(stream, device=device) if stream else torch.cuda.default_stream(device)
+    side = torch.cuda.Stream(device)  # a real stream of its own: torch's events and the driver's launches agree
+    side.wait_stream(caller)
+    stream = side.cuda_stream
+    with torch.cuda.device(device), torch.cuda.stream(side):
         scratch = {b.name: _poisoned(torch, b.shape, b.dtype, device) for b in outputs}
         baselines = family.torch_baselines(problem)
         expected = baselines[-1].run({k: _bits(torch, v) for k, v in inputs.items()})
@@ -136,6 +141,7 @@ def race(
         for _ in range(samples):
             for label in timed:
                 collected[label].append(_sample(torch, flush, runs[label]))
+    caller.wait_stream(side)  # the caller's later work (and the scratch buffers' reuse) after the race
     final = tuple(
         Entrant(e.label, e.config, e.verdict, tuple(collected[e.label])) if e.label in timed else e for e in entrants
     )

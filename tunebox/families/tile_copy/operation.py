@@ -191,7 +191,19 @@ class TileCopyOperation(Operation[TileCopyProblem]):
             out = F.pad(t["src"].view(dtype), pads, value=float(pad_value))
             return {"dst": out.t().contiguous() if p.transpose else out}
 
-        return (Baseline(f"torch: F.pad(a, {pads}, value={pad_value}){suffix}", padded),)
+        # in place: the window copied, the border strips filled (the padded source's orientation)
+        i0, j0 = max(0, -r0), max(0, -c0)
+        i1, j1 = max(i0, min(h, p.src[0] - r0)), max(j0, min(w, p.src[1] - c0))
+
+        def padded_into(t: dict[str, Any], out: dict[str, Any]) -> None:
+            view = out["dst"].t() if p.transpose else out["dst"]
+            for strip in (view[:i0], view[i1:], view[i0:i1, :j0], view[i0:i1, j1:]):
+                if strip.numel():
+                    strip.fill_(float(pad_value))
+            if i1 > i0 and j1 > j0:
+                view[i0:i1, j0:j1].copy_(t["src"][i0 + r0 : i1 + r0, j0 + c0 : j1 + c0])
+
+        return (Baseline(f"torch: F.pad(a, {pads}, value={pad_value}){suffix}", padded, padded_into),)
 
 
 def _transpose_into(out: np.ndarray, block: np.ndarray, rows_per_pass: int = 128) -> None:
