@@ -226,7 +226,7 @@ def test_background_race_replaces_the_plan_when_done(tmp_path, torch):
         {"dtype": "float32", "src": [300, 200], "dst": [310, 190], "origin": [-3, 5], "padding": "nan"},
         {"dtype": "bfloat16", "src": [300, 200], "dst": [190, 310], "transpose": True, "origin": [7, -2]},
         {"dtype": "float16", "src": [64, 64], "dst": [80, 80], "padding": "neg_inf"},
-        {"dtype": "float32", "src": [64, 64], "dst": [64, 64], "origin": [100, 0]},  # the window misses src
+        {"dtype": "float32", "src": [64, 64], "dst": [70, 50], "origin": [50, -10]},  # mostly padding
         {"dtype": "bfloat16", "src": [513, 257], "dst": [257, 513], "transpose": True},
     ],
 )

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import functools
 import logging
 import math
 import os
@@ -341,9 +342,12 @@ def _torch_signature(
     tensor = torch.Tensor
     parts = []
     for name, t in arrays.items():
-        if not isinstance(t, tensor) or not t.is_cuda or not t.is_contiguous():
+        if not isinstance(t, tensor) or not t.is_contiguous():
             return None
-        parts.append((name, t.shape, t.dtype, t.device))
+        device = t.get_device()  # -1: on the host
+        if device < 0:
+            return None
+        parts.append((name, t.shape, t.dtype, device))
     if stream is None:
         stream = _current_stream(torch, parts[0][3])
     try:
@@ -355,9 +359,9 @@ def _torch_signature(
     return key, stream
 
 
-def _current_stream(torch: Any, device: Any) -> int:
+def _current_stream(torch: Any, device: int) -> int:
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the handle without a Stream object
-    return int(raw(device.index)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
+    return int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
 
 
 def _repointable(args: tuple[Arg, ...]) -> bool:
@@ -433,10 +437,10 @@ class _DirectLaunch:
         self._storage = ctypes.create_string_buffer(packed.data, len(packed.data))
         self._parameters = (ctypes.c_void_p * 1)(ctypes.addressof(self._storage))
         self._address = ctypes.addressof(self._parameters)
-        self._function = checked(driver.cuKernelGetFunction(kernel.handle))
-        self._launch = driver.cuLaunchKernel
+        self._function = int(checked(driver.cuKernelGetFunction(kernel.handle)))
+        self._launch = _driver_launch()
         self._shape = (*geometry.grid, *geometry.block, geometry.shared_bytes)
-        self._stream = driver.CUstream(stream)
+        self._stream = stream
         self._lock = threading.Lock()
 
     def run(self, arrays: Mapping[str, Any], _stream: int) -> bool:
@@ -445,10 +449,21 @@ class _DirectLaunch:
                 tensor = arrays.get(name)
                 pointer = tensor.data_ptr() if tensor is not None else self._fixed[name]
                 struct.pack_into("<Q", self._storage, offset, pointer)
-            err = self._launch(self._function, *self._shape, self._stream, self._address, 0)[0]
-        if int(err) != 0:
-            raise RuntimeError(f"CUDA call failed: {err!r}")
+            err = self._launch(self._function, *self._shape, self._stream, self._address, None)
+        if err != 0:
+            raise RuntimeError(f"cuLaunchKernel failed: CUresult {err}")
         return True
+
+
+@functools.cache
+def _driver_launch() -> Any:
+    """``cuLaunchKernel`` of the driver library cuda.bindings loaded, called through ctypes: about a
+    microsecond a call, where the bindings convert each argument to its handle type first."""
+    library = ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
+    launch = library.cuLaunchKernel
+    launch.restype = ctypes.c_int
+    launch.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return launch
 
 
 @dataclass

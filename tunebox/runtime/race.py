@@ -5,11 +5,11 @@ Contract of ``race``: the caller's inputs are read, never written; every entrant
 that start as the element types' poison (as in a sweep). The reference is the operation's most exact
 library form (the last of its baselines) on the same inputs; a kernel counts only when its outputs
 agree with it (bit for bit, or within the family's tolerance, computed from the inputs copied to the
-host only when the family asks for them). Entrants are then timed interleaved on a stream of the
-race's own (after the caller's stream's work; the caller's stream then waits for the race), the L2
-flushed before each sample: ``samples`` each, medians in ms. Candidates past ``budget_s`` (from
-the start, compilation included) are left out and listed. Needs torch (the library call and the
-events).
+host only when the family asks for them). Entrants then run ``WARMUPS`` times untimed and are timed
+interleaved on a stream of the race's own (after the caller's stream's work; the caller's stream then
+waits for the race), the L2 flushed before each sample: ``samples`` each, medians in ms. Candidates
+past ``budget_s`` (from the start, compilation included) are left out and listed. Needs torch (the
+library call and the events).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from ..params import Config
 from ..runner.worker import disagreement
 
 FLUSH_BYTES = 256 * 2**20  # larger than any L2 tunebox targets (H200: 60 MiB)
+WARMUPS = 3  # untimed runs of each verified entrant before its samples
 Steps = Callable[[Config], tuple[Any, ...]]  # the loaded launches of a configuration (Launcher.steps)
 
 
@@ -137,6 +138,9 @@ def race(
             entrants.append(Entrant(label, config.as_dict(), verdict()))
             runs[label] = run
         timed = {e.label: e for e in entrants if e.verdict == "ok"}
+        for label in timed:  # first calls pay one-time costs (the library's per-stream workspace, caches)
+            for _ in range(WARMUPS):
+                runs[label]()
         collected: dict[str, list[float]] = {label: [] for label in timed}
         for _ in range(samples):
             for label in timed:
