@@ -1,0 +1,91 @@
+"""Host time per cached ``tunebox.launch`` against the torch call it replaces (issue 16, item 5).
+
+    python scripts/launch_overhead.py OUT.json
+
+Small problems (the GPU finishes each launch long before the host issues the next one, so the loop
+measures the host): a 64 x 64 float32 transpose and a 4096-row bfloat16 gather served by tunebox
+kernels, a 64 x 64 x 64 gemm served by torch.matmul through launch; each beside the torch call a user
+writes. Mean over 20000 calls after 1000 warm ones, synchronised at the ends; then a profile of the
+kernel path (the 15 costliest functions by own time). Needs a GPU and torch.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import pstats
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tunebox.benchmark import versions
+from tunebox.runtime.launch import Launcher
+
+CALLS = 20000
+
+
+def per_call_us(run: Any) -> float:
+    for _ in range(1000):
+        run()
+    torch.cuda.synchronize()
+    started = time.perf_counter()
+    for _ in range(CALLS):
+        run()
+    elapsed = time.perf_counter() - started
+    torch.cuda.synchronize()
+    return elapsed / CALLS * 1e6
+
+
+def main(out: Path) -> None:
+    launcher = Launcher(cache_dir=Path("/tmp/tunebox-cubins"), raced=Path("/tmp/overhead-raced.sqlite"))
+    a, b = torch.randn(64, 64, device="cuda"), torch.empty(64, 64, device="cuda")
+    table, idx = torch.randn(4096, 64, device="cuda").bfloat16(), torch.randint(0, 4096, (256,), device="cuda")
+    idx, rows = idx.int(), torch.empty(256, 64, device="cuda", dtype=torch.bfloat16)
+    x, y, z = (torch.randn(64, 64, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    cases = {
+        "tile_copy transpose 64x64 float32 (kernel)": (
+            lambda: launcher("tile_copy", {"src": a, "dst": b}, use="tunebox", transpose=True),
+            lambda: b.copy_(a.t()),
+        ),
+        "gather 256 of 4096 rows bfloat16 (kernel)": (
+            lambda: launcher("gather", {"A": table, "idx": idx, "out": rows}, use="tunebox", check_bounds=False),
+            lambda: torch.index_select(table, 0, idx, out=rows),
+        ),
+        "gemm 64x64x64 (library through launch)": (
+            lambda: launcher("gemm", {"A": x, "B": y, "D": z}, use="library"),
+            lambda: torch.matmul(x, y, out=z),
+        ),
+    }
+    results = {}
+    for name, (tunebox_call, torch_call) in cases.items():
+        results[name] = {"tunebox_us": per_call_us(tunebox_call), "torch_us": per_call_us(torch_call)}
+        print(name, results[name], flush=True)
+    profile = cProfile.Profile()
+    kernel = cases["tile_copy transpose 64x64 float32 (kernel)"][0]
+    profile.enable()
+    for _ in range(CALLS):
+        kernel()
+    profile.disable()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(15)
+    out.write_text(
+        json.dumps(
+            {
+                "device": torch.cuda.get_device_name(),
+                "command": "python scripts/launch_overhead.py <out>",
+                "versions": versions(),
+                "calls": CALLS,
+                "cases": results,
+                "profile_of_the_kernel_path": text.getvalue().splitlines()[:40],
+            },
+            indent=1,
+        )
+    )
+
+
+if __name__ == "__main__":
+    main(Path(sys.argv[1]))
