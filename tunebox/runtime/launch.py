@@ -171,12 +171,15 @@ class Launcher:
                 bound.pointers = pointers
             run = bound.run
             assert run is not None  # set above on the first call: ``bound.pointers`` starts as None
-            if signature is not None and len(plan.steps) == 1 and _repointable(plan.steps[0][2]):
+            if signature is not None and len(plan.steps) == 1:
                 kernel, geometry, args = plan.steps[0]
-                direct = _DirectLaunch(kernel, geometry, args, pointers, handle)
-                self._fast[signature[0]] = _FastEntry(plan.served, direct.run)
-            elif signature is not None:  # tensor maps or a graph: fast again only on the same addresses
-                self._fast[signature[0]] = _FastEntry(plan.served, _on_addresses(arrays, run))
+                direct = _DirectLaunch(kernel, geometry, args, pointers, handle).run
+                # tensor maps are encoded on their buffers' addresses: fast again only on the same ones
+                fast = direct if _repointable(args) else _on_addresses(arrays, direct)
+                self._fast[signature[0]] = _FastEntry(plan.served, fast)
+            elif signature is not None:  # a graph of several launches: fast again on the same addresses
+                graph = run
+                self._fast[signature[0]] = _FastEntry(plan.served, _on_addresses(arrays, lambda _a, _s: graph()))
         run()
         return plan.served
 
@@ -350,8 +353,8 @@ def _torch_signature(
         parts.append((name, t.shape, t.dtype, device))
     if stream is None:
         stream = _current_stream(torch, parts[0][3])
-    try:
-        settings = tuple(sorted((k, tuple(v) if type(v) is list else v) for k, v in options.items()))
+    try:  # options in the call's order: another order is another key, never a wrong one
+        settings = tuple((k, tuple(v) if type(v) is list else v) for k, v in options.items()) if options else ()
         key = (family_name, use, stream, tuple(parts), settings)
         hash(key)
     except TypeError:  # an unhashable option (an array of lengths, a nested list): the full path every call
@@ -360,8 +363,14 @@ def _torch_signature(
 
 
 def _current_stream(torch: Any, device: int) -> int:
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the handle without a Stream object
+    raw = _raw_stream(torch)
     return int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
+
+
+@functools.cache
+def _raw_stream(torch: Any) -> Any:
+    """torch's current-stream handle getter that makes no Stream object (None where it has none)."""
+    return getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 def _repointable(args: tuple[Arg, ...]) -> bool:
@@ -376,15 +385,18 @@ class _FastEntry:
     run: Callable[[Mapping[str, Any], int], bool]  # (the call's tensors, stream handle) -> ran (else: full path)
 
 
-def _on_addresses(arrays: Mapping[str, Any], run: Callable[[], None]) -> Callable[[Mapping[str, Any], int], bool]:
-    """``run`` (launches encoded on ``arrays``' addresses) for later calls on the same addresses."""
+def _on_addresses(
+    arrays: Mapping[str, Any], run: Callable[[Mapping[str, Any], int], object]
+) -> Callable[[Mapping[str, Any], int], bool]:
+    """``run`` (launches encoded on ``arrays``' addresses) for later calls on the same addresses; other
+    addresses take the full path. Keeps the addresses, not the arrays."""
     names = tuple(arrays)
     bound = tuple(arrays[name].data_ptr() for name in names)
 
-    def again(call: Mapping[str, Any], _stream: int) -> bool:
+    def again(call: Mapping[str, Any], stream: int) -> bool:
         if tuple(call[name].data_ptr() for name in names) != bound:
             return False
-        run()
+        run(call, stream)
         return True
 
     return again
