@@ -5,9 +5,11 @@ Contract of ``race``: the caller's inputs are read, never written; every entrant
 that start as the element types' poison (as in a sweep). The reference is the operation's most exact
 library form (the last of its baselines) on the same inputs; a kernel counts only when its outputs
 agree with it (bit for bit, or within the family's tolerance, computed from the inputs copied to the
-host only when the family asks for them). Entrants then run ``WARMUPS`` times untimed and are timed
-interleaved on the caller's stream, the L2 flushed before each sample: ``samples`` each, medians in
-ms. Candidates past ``budget_s`` (counted once the reference is made: compilation, checks and timing)
+host only when the family asks for them). Each entrant then runs ``WARMUPS`` times untimed and is
+timed right after, on the caller's stream, the L2 flushed before each sample: ``samples`` each,
+medians in ms. (Blocks, not rounds: on the H200 a cuBLAS call timed right after one of tunebox's
+kernels took 40-50 us more than in a block of its own, and interleaving let kernels win races they
+lose in use.) Candidates past ``budget_s`` (counted once the reference is made: compilation, checks and timing)
 are left out and listed. Needs torch (the library call and the events).
 """
 
@@ -137,13 +139,11 @@ def race(
             entrants.append(Entrant(label, config.as_dict(), verdict()))
             runs[label] = run
         timed = {e.label: e for e in entrants if e.verdict == "ok"}
-        for label in timed:  # first calls pay one-time costs (the library's per-stream workspace, caches)
+        collected: dict[str, list[float]] = {}
+        for label in timed:  # each in a block of its own, right after its untimed runs (see the module doc)
             for _ in range(WARMUPS):
                 runs[label]()
-        collected: dict[str, list[float]] = {label: [] for label in timed}
-        for _ in range(samples):
-            for label in timed:
-                collected[label].append(_sample(torch, flush, runs[label]))
+            collected[label] = [_sample(torch, flush, runs[label]) for _ in range(samples)]
     final = tuple(
         Entrant(e.label, e.config, e.verdict, tuple(collected[e.label])) if e.label in timed else e for e in entrants
     )
