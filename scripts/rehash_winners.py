@@ -35,6 +35,7 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
     "tunebox/families/gemm/operation.py": "parse refuses an alpha past float32's range (it became inf); the "
     "library's serving form (matmul into D) and array_fields added",
     "tunebox/families/tile_copy/operation.py": "only the library's serving form (copy_) and array_fields added",
+    "tunebox/families/gather/baselines.py": "only the library's serving forms (index_select into out) added",
     "tunebox/families/windows/operation.py": "only array_fields, read for launch options",
     "tunebox/families/base.py": "only Baseline.into, the serving form of a library call, added",
     "tunebox/cuda_api.py": "only the launch of arguments one by one, no longer reached, removed",

@@ -245,3 +245,22 @@ def test_tile_copy_library_in_place_matches_the_library_call(torch, data):
     got = torch.full(tuple(problem.dst), 3.0, device="cuda", dtype=dtype)
     baseline.into({"src": src}, {"dst": got})
     assert torch.equal(got.view(bits), want.contiguous().view(bits))  # bits: NaN padding compares equal
+
+
+@pytest.mark.parametrize("padding", ["zero", "nan", "neg_inf"])
+def test_gather_library_in_place_matches_the_library_call(torch, padding):
+    """gather's in-place library form (index_select into out, the padding written as bits) gives the
+    bits of the library call the sweeps verify, for checked indices (some invalid)."""
+    from tunebox.families import get
+
+    family = get("gather")
+    problem = family.parse_problem(
+        {"dtype": "bfloat16", "rows": 1000, "cols": 96, "count": 700, "padding": padding, "valid_promise": False}
+    )
+    (baseline,) = family.torch_baselines(problem)
+    a = torch.randn(1000, 96, device="cuda", dtype=torch.bfloat16)
+    idx = torch.randint(-5, 1100, (700,), device="cuda", dtype=torch.int32)
+    want = baseline.run({"A": a.view(torch.int16), "idx": idx})["out"]
+    got = torch.empty(700, 96, device="cuda", dtype=torch.bfloat16)
+    baseline.into({"A": a, "idx": idx}, {"out": got})
+    assert torch.equal(got.view(torch.int16), want.view(torch.int16))

@@ -19,9 +19,14 @@ def torch_baseline(p: GatherProblem) -> Baseline:
 
     if p.whole_rows and p.all_valid:
         shift = f" + {p.offset}" if p.offset else ""
+
+        def rows(t: dict[str, Any]) -> Any:
+            return t["idx"].long() + p.offset if p.offset else t["idx"]
+
         return Baseline(
             f"torch: index_select(A, 0, idx{shift})",
-            lambda t: {"out": torch.index_select(t["A"], 0, t["idx"].long() + p.offset if p.offset else t["idx"])},
+            lambda t: {"out": torch.index_select(t["A"], 0, rows(t))},
+            lambda t, out: torch.index_select(t["A"], 0, rows(t), out=out["out"]),
         )
 
     def valid_entries(t: dict[str, Any]) -> tuple[Any, Any]:
@@ -38,7 +43,14 @@ def torch_baseline(p: GatherProblem) -> Baseline:
             out = torch.index_select(t["A"], 0, rows)
             return {"out": out.masked_fill_(~valid[:, None], pad)}
 
-        return Baseline(f"torch: index_select(A, 0, clamp(idx + offset)).masked_fill_(~valid, {p.padding})", padded)
+        def padded_into(t: dict[str, Any], out: dict[str, Any]) -> None:  # typed tensors: the padding as bits
+            rows, valid = valid_entries(t)
+            o = torch.index_select(t["A"], 0, rows, out=out["out"])
+            o.view({2: torch.int16, 4: torch.int32}[o.element_size()]).masked_fill_(~valid[:, None], pad)
+
+        return Baseline(
+            f"torch: index_select(A, 0, clamp(idx + offset)).masked_fill_(~valid, {p.padding})", padded, padded_into
+        )
 
     # the dense range clipped to A ([c0, c1)), padded back to the window: left and right elements
     c0 = min(max(p.dense_offset, 0), p.dense_extent)
