@@ -32,6 +32,7 @@ from tunebox.dtypes import element_type
 from tunebox.families import get
 from tunebox.limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from tunebox.runner.worker import disagreement
+from tunebox.runtime.arrays import device_array
 from tunebox.runtime.launch import Launcher
 
 INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # how torch holds a width's bits
@@ -100,7 +101,9 @@ def measure(launcher: Launcher, entry: dict[str, Any], samples: int) -> dict[str
         got = arrays[name].contiguous().view(INT[arrays[name].element_size()])
         signed = ref.view({1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[ref.dtype.itemsize])
         wrong[name] = disagreement(got, torch.from_numpy(np.ascontiguousarray(signed)).cuda(), tolerance)
-    library = family.torch_baselines(problem)[0]
+    # the library call for the problem launch serves (a caller's indices unpromised: the checked form)
+    served_problem = family.problem_from_arrays({k: device_array(v) for k, v in arrays.items()}, **options)
+    library = family.torch_baselines(served_problem)[0]
     bits = {k: v.view(INT[v.element_size()]) for k, v in arrays.items()}
     in_names = [b.name for b in family.buffers(problem) if b.role == "input"]
     out_names = [b.name for b in family.buffers(problem) if b.role == "output"]

@@ -125,11 +125,13 @@ def keep(path: Path, family: Family[Any], problem: Problem, device: DeviceInfo, 
     )
     library = None
     if result.library is not None and result.library.samples_ms:
+        verdict = result.library.verdict
         library = EvalRecord(
             family.name,
             problem.to_dict(),
             {},
-            Status.OK,
+            Status.OK if verdict == "ok" else Status.WRONG_RESULT,
+            message="" if verdict == "ok" else verdict,
             timing=Timing(result.library.samples_ms),
             device=device,
             baseline=result.library.label,

@@ -138,7 +138,8 @@ def race(
                 continue
             entrants.append(Entrant(label, config.as_dict(), verdict()))
             runs[label] = run
-        timed = {e.label: e for e in entrants if e.verdict == "ok"}
+        # the library call is timed whatever its verdict: it is what the caller would run otherwise
+        timed = {e.label: e for e in entrants if e.verdict == "ok" or e.config is None}
         collected: dict[str, list[float]] = {}
         for label in timed:  # each in a block of its own, right after its untimed runs (see the module doc)
             for _ in range(WARMUPS):

@@ -266,7 +266,8 @@ class WinnersDB:
 
     def put(self, key: WinnerKey, record: EvalRecord, library: EvalRecord | None = None) -> bool:
         """Store ``record`` as the winner for ``key`` unless a row with a median <= its median exists,
-        with ``library``, the library call's record timed beside it (kept when it is OK and timed).
+        with ``library``, the library call's record timed beside it (its time kept when it has one: a
+        race times the caller's library call even where its result is outside the tolerance).
 
         Returns whether it was stored. Raises ValueError for a record that is not OK, has no timing,
         a non-finite time, or belongs to another family or device than ``key``, or a library record
@@ -274,7 +275,7 @@ class WinnersDB:
         """
         if library is not None and not library.baseline:
             raise ValueError("the library time must come from a baseline's record")
-        timed = library is not None and library.status is Status.OK and library.median_ms
+        timed = library is not None and library.median_ms
         library_row = (library.baseline, library.median_ms) if library is not None and timed else (None, None)
         if record.status is not Status.OK:
             raise ValueError(f"only OK records can become winners, not {record.status.value}")

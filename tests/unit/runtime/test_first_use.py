@@ -70,6 +70,19 @@ def test_a_raced_kernel_is_kept_with_the_library_time_and_found_again(tmp_path: 
     assert not keep(path, GATHER, PROBLEM, DEVICE, result(0.2, 0.25), GATHER.work(PROBLEM))  # slower: not kept
 
 
+def test_a_library_call_outside_the_tolerance_is_still_the_time_to_beat(tmp_path: Path) -> None:
+    """cuBLAS's reduced-precision result can miss the family's tolerance: the library is timed all the
+    same, and a faster verified kernel is served and kept with that time."""
+    wrong = Entrant("torch: index_select", None, "wrong result: out: 9 of 9 elements", (0.25,) * 3)
+    kernel = Entrant("rows", ROWS, "ok", (0.1,) * 3)
+    raced = RaceResult((wrong, kernel), kernel, wrong, 0.2)
+    answer = answer_of(ANSWER, raced, PROBLEM.key())
+    assert answer.beats_library and answer.library_ms == 0.25
+    path = tmp_path / "raced.sqlite"
+    assert keep(path, GATHER, PROBLEM, DEVICE, raced, GATHER.work(PROBLEM))
+    assert Lookup(path).lookup(GATHER, PROBLEM, DEVICE).library_ms == 0.25
+
+
 def test_without_a_passing_kernel_the_answer_keeps_its_config_and_learns_the_library_time(tmp_path: Path) -> None:
     lost = answer_of(ANSWER, result(None, 0.25), PROBLEM.key())
     assert (lost.source, lost.config, lost.library_ms, lost.beats_library) == ("nearest", ROWS, 0.25, False)

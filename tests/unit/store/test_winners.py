@@ -302,6 +302,9 @@ def test_the_library_time_is_kept_beside_the_winner(tmp_path: Path) -> None:
         db.put(key_of(rec), rec, library=library_record(None, Status.WRONG_RESULT))
         got = db.get(key_of(rec))
     assert (got.library, got.library_ms, got.beats_library) == (None, None, False)
+    with WinnersDB(tmp_path / "u.sqlite") as db:  # timed, outside the tolerance (a race's library call)
+        db.put(key_of(rec), rec, library=library_record(3.0, Status.WRONG_RESULT))
+        assert db.get(key_of(rec)).library_ms == 3.0
     with WinnersDB(tmp_path / "x.sqlite") as db, pytest.raises(ValueError, match="baseline"):
         db.put(key_of(rec), rec, library=record(1024))
 
