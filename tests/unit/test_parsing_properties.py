@@ -73,6 +73,14 @@ BASES: dict[str, dict[str, Any]] = {
         "direction": "pack",
         "lengths": [3, 0, 16, 7],
     },
+    "quant": {
+        "dtype": "bfloat16",
+        "rows": 37,
+        "cols": 101,
+        "format": "nvfp4",
+        "direction": "quantize",
+        "scale_layout": "swizzled_128x4",
+    },
     "scatter": {"dtype": "float16", "rows": 64, "cols": 16, "count": 32, "offset": 3, "mask": True, "mask_rate": 0.5},
     "tile_copy": {
         "dtype": "float32",

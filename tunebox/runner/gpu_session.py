@@ -18,7 +18,7 @@ from numpy.typing import DTypeLike
 
 from ..build.nvrtc import NvrtcBuilder, nvrtc_version
 from ..cuda_api import checked, load_kernel, pack, steps_launcher
-from ..dtypes import element_type
+from ..dtypes import ElementType, element_type
 from ..errors import HarnessError
 from ..families import get as get_family
 from ..families.base import KernelSource, Problem, Tolerance
@@ -31,6 +31,14 @@ from .timing import BenchConfig
 log = logging.getLogger(__name__)
 
 _WORD = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int"}  # compare kernels by word size
+# byte buffers (family quant's packed values and scales): codes, so every byte is valid and the poison
+# only marks, not proves, an unwritten byte
+_BYTES = ElementType("uint8", 1, np.uint8, "unsigned char", 0xAD)
+
+
+def buffer_type(name: str) -> ElementType:
+    """The type of an output or workspace buffer: an element type, or uint8."""
+    return _BYTES if name == "uint8" else element_type(name)
 
 
 @dataclass
@@ -103,7 +111,8 @@ class GpuSession:
         return out
 
     def fill(self, buf: Any, value: int, itemsize: int, count: int) -> None:
-        fn = self.driver.cuMemsetD32Async if itemsize == 4 else self.driver.cuMemsetD16Async
+        memset = {4: self.driver.cuMemsetD32Async, 2: self.driver.cuMemsetD16Async, 1: self.driver.cuMemsetD8Async}
+        fn = memset[itemsize]
         checked(fn(int(buf.handle), value, count, self.stream.handle))
 
     def flush_l2(self) -> None:
@@ -133,7 +142,7 @@ class GpuSession:
                 buffers[spec.name] = self.upload(inputs[spec.name])
                 pristine[spec.name] = self.device_copy(buffers[spec.name], inputs[spec.name].nbytes)
             else:
-                size = math.prod(spec.shape) * element_type(spec.dtype).itemsize
+                size = math.prod(spec.shape) * buffer_type(spec.dtype).itemsize
                 buffers[spec.name] = self.device.allocate(max(size, 1), stream=self.stream)
             if spec.role == "output":
                 expected_dev[spec.name] = self.upload(expected[spec.name])
@@ -143,7 +152,7 @@ class GpuSession:
     def poison_outputs(self, st: ProblemState) -> None:
         for spec in st.family.buffers(st.problem):
             if spec.role == "output":
-                et = element_type(spec.dtype)
+                et = buffer_type(spec.dtype)
                 self.fill(st.buffers[spec.name], et.poison, et.itemsize, math.prod(spec.shape))
 
     def verify(self, st: ProblemState) -> str:
@@ -173,7 +182,7 @@ class GpuSession:
             if spec.role != "output":
                 continue
             n = math.prod(spec.shape)
-            et = element_type(spec.dtype)
+            et = buffer_type(spec.dtype)
             if st.tolerance is None:
                 count, first = self.mismatches(st.buffers[spec.name], st.expected[spec.name], n, et.itemsize)
             else:

@@ -172,5 +172,14 @@ def test_caller_arrays_map_to_the_identity_a_sweep_file_gives(name: str) -> None
         assert family.identity(caller) == family.identity(problem), problem.key()
 
 
-def test_the_launchable_families_are_the_seven_with_caller_arrays() -> None:
-    assert set(LAUNCHABLE) == {"tile_copy", "gather", "scatter", "gather_elements", "gemm", "windows", "ragged3d"}
+def test_the_launchable_families_are_the_eight_with_caller_arrays() -> None:
+    assert set(LAUNCHABLE) == {
+        "tile_copy",
+        "gather",
+        "scatter",
+        "gather_elements",
+        "gemm",
+        "windows",
+        "ragged3d",
+        "quant",
+    }

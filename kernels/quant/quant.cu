@@ -1,0 +1,264 @@
+// Family quant: block-scaled quantize and dequantize of a row-major (rows, cols) array x of bfloat16 or
+// float32 (bits E) to and from OCP MX (mxfp4, mxfp8_e4m3, mxfp8_e5m2) and NVFP4. The rules are stated in
+// tunebox/families/quant/reference.py (the numpy reference); the arithmetic is in tunebox/quant.cuh.
+//
+// Scale blocks run along rows: block kb of row r holds columns [kb*B, kb*B + B), padded with zeros
+// past cols. values: element codes row by row, rb bytes a row (fp4: element 2c in the low nibble of
+// byte c, 2c+1 in the high one, cuTile's reinterpret order; an odd row ends with a zero high nibble);
+// scales: one code a block, row-major (rows x nb) or in the 128 x 4 swizzled layout (scale_offset);
+// NVFP4 adds the float32 tensor scale.
+//
+// Threads: LANES = B / EPT consecutive threads share a block, each holding EPT consecutive elements
+// (moved VEC elements at a time; LP_VEC bytes at a time on the values side); a CTA's THREADS / LANES
+// groups take consecutive blocks, BPT times, every load issued before any block is computed. Block q
+// of the grid's blocks (row-major, gc a row) is row q / gc, block q % gc; quantize with SWIZZLED walks
+// the layout's padded rows and blocks too, writing their scales as 0. One warp-shuffle max per block.
+//
+// Cfg (tunebox/families/quant/blocks.py): E, BF16, FORMAT (tb::quant::Format), B, EPT, VEC, LP_VEC,
+// BPT, THREADS, SWIZZLED, AMAX_THREADS (NVFP4 quantize's prologue); Args: x, values, scales,
+// [tensor_scale,] rows, cols, nb, rb, gc, sc (the scale layout's blocks a row), total (the grid's
+// blocks). NVFP4 quantize's prologue: quant_amax_partial (finite |x| maxima of grid-strided slices,
+// into the workspace amax) and quant_amax_final (their maximum G; the tensor scale T = G / 2688,
+// which the main kernel reads back); their argument structs are Cfg's <kernel>_args.
+#include "tunebox/quant.cuh"
+#include "tunebox/tile.cuh"
+
+namespace {
+
+using namespace tb::quant;
+typedef long long i64;
+
+template <bool SWIZZLED>
+__device__ __forceinline__ i64 scale_offset(i64 r, i64 kb, i64 sc) {
+  if (!SWIZZLED) return r * sc + kb;
+  // 512-byte tiles of 128 rows x 4 blocks, row-tile major; inside: (r % 32) * 16 + (r % 128 / 32) * 4 + kb % 4
+  return ((r >> 7) * (sc >> 2) + (kb >> 2)) * 512 + (r & 31) * 16 + ((r >> 5) & 3) * 4 + (kb & 3);
+}
+
+// Block q of the grid: row q / gc, block q % gc of it; in 32 bits when the grid's blocks fit them (64-bit
+// division is a long subroutine). A q past the grid's blocks is never used.
+__device__ __forceinline__ void block_of(i64 q, i64 gc, bool narrow, i64& row, i64& kb) {
+  if (narrow) {
+    const u32 r = (u32)q / (u32)gc;
+    row = r;
+    kb = (u32)q - r * (u32)gc;
+  } else {
+    row = q / gc;
+    kb = q % gc;
+  }
+}
+
+template <int N, int W>
+union Bytes {  // N bytes, moved W at a time
+  typename tb::Raw<W>::type w[N / W];
+  u8 b[N];
+};
+
+__device__ __forceinline__ u32 max_u32(u32 a, u32 b) { return a > b ? a : b; }
+
+template <int LANES>
+__device__ __forceinline__ u32 group_max(u32 m) {
+#pragma unroll
+  for (int o = LANES / 2; o > 0; o /= 2) m = max_u32(m, __shfl_xor_sync(0xFFFFFFFFu, m, o));
+  return m;
+}
+
+template <int THREADS>
+__device__ __forceinline__ u32 cta_max(u32 m) {
+  __shared__ u32 part[THREADS / 32];
+  m = group_max<32>(m);
+  if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = m;
+  __syncthreads();
+  m = 0;
+#pragma unroll
+  for (int w = 0; w < THREADS / 32; ++w) m = max_u32(m, part[w]);
+  return m;
+}
+
+template <bool BF16, typename E>
+__device__ __forceinline__ u32 widen(E e) {
+  return BF16 ? (u32)e << 16 : (u32)e;
+}
+
+// The thread's EPT elements of row r from column c0, as float32 bits (zeros past cols or if !real).
+template <class Cfg>
+__device__ __forceinline__ void load_elements(const typename Cfg::E* __restrict__ x, bool real, i64 r, i64 c0,
+                                              i64 cols, u32 (&bits)[Cfg::EPT]) {
+  using E = typename Cfg::E;
+  constexpr int VEC = Cfg::VEC;
+  typedef typename tb::Raw<VEC * sizeof(E)>::type R;
+#pragma unroll
+  for (int v = 0; v < Cfg::EPT / VEC; ++v) {
+    const i64 c = c0 + v * VEC;  // VEC divides cols: a vector is wholly inside the row or past it
+    tb::Vec<E, VEC> in;
+    in.raw = real && c < cols ? __ldg(reinterpret_cast<const R*>(x + r * cols + c)) : R{};
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) bits[v * VEC + e] = widen<Cfg::BF16>(in.e[e]);
+  }
+}
+
+}  // namespace
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_constant__ typename Cfg::Args a) {
+  constexpr int FMT = Cfg::FORMAT, B = Cfg::B, EPT = Cfg::EPT, BPT = Cfg::BPT, LANES = B / EPT;
+  constexpr int GROUPS = Cfg::THREADS / LANES, W = Cfg::LP_VEC;
+  constexpr bool FP4 = FMT == MXFP4 || FMT == NVFP4;
+  constexpr int LPB = FP4 ? EPT / 2 : EPT;  // values bytes of a thread's elements
+  constexpr int EMAX = FMT == MXFP4 ? 2 : FMT == MXFP8_E4M3 ? 8 : 15;
+  static_assert(B % EPT == 0 && EPT % Cfg::VEC == 0 && LPB % W == 0 && 32 % LANES == 0, "Cfg's shapes");
+  const int lane = threadIdx.x % LANES, group = threadIdx.x / LANES;
+  float T = 0.0f;
+  if constexpr (FMT == NVFP4) T = __ldg(a.tensor_scale);  // written by quant_amax_final
+  const bool narrow = a.total <= 0xFFFFFFFFll;
+  u32 bits[BPT][EPT];
+  i64 row[BPT], kb[BPT];
+  bool live[BPT], real[BPT];
+#pragma unroll
+  for (int k = 0; k < BPT; ++k) {
+    const i64 q = ((i64)blockIdx.x * BPT + k) * GROUPS + group;
+    live[k] = q < a.total;
+    block_of(q, a.gc, narrow, row[k], kb[k]);
+    real[k] = live[k] && row[k] < a.rows && kb[k] < a.nb;
+    load_elements<Cfg>(a.x, real[k], row[k], kb[k] * B + lane * EPT, a.cols, bits[k]);
+  }
+#pragma unroll
+  for (int k = 0; k < BPT; ++k) {
+    u32 m = 0;
+#pragma unroll
+    for (int e = 0; e < EPT; ++e) m = max_u32(m, bits[k][e] & ABS_MASK);
+    m = group_max<LANES>(m);
+    const bool bad = m >= INF_BITS;  // a NaN or an infinity: the scale is NaN
+    u32 scale;
+    float mul;
+    if constexpr (FMT == NVFP4) {
+      scale = bad ? 0x7Fu : nvfp4_scale(as_float(m), 6.0f * T);
+      mul = 1.0f / (T * e4m3_value(scale));
+    } else {
+      scale = e8m0_of_amax<EMAX>(m);
+      mul = e8m0_inverse(scale);
+    }
+    Bytes<LPB, W> out;
+#pragma unroll
+    for (int i = 0; i < EPT / 2; ++i) {
+      float lo = as_float(bits[k][2 * i]), hi = as_float(bits[k][2 * i + 1]);
+      if (FMT == NVFP4) {  // a zero stays a signed zero (mul is infinite when T * scale is 0)
+        lo = lo == 0.0f ? lo : lo * mul;
+        hi = hi == 0.0f ? hi : hi * mul;
+      } else {
+        lo *= mul;
+        hi *= mul;
+      }
+      if constexpr (FP4) {
+        out.b[i] = bad ? 0 : (u8)(e2m1_encode(lo) | e2m1_encode(hi) << 4);
+      } else {
+        const u32 pair = bad ? 0x7F7Fu : fp8_encode2<FMT>(lo, hi);
+        out.b[2 * i] = (u8)pair;
+        out.b[2 * i + 1] = (u8)(pair >> 8);
+      }
+    }
+    const i64 at = (kb[k] * B + lane * EPT) / (FP4 ? 2 : 1);  // in the row's values bytes
+    if (real[k]) {
+#pragma unroll
+      for (int w = 0; w < LPB / W; ++w)  // W divides rb: a chunk is wholly inside the row or past it
+        if (at + w * W < a.rb)
+          *reinterpret_cast<typename tb::Raw<W>::type*>(a.values + row[k] * a.rb + at + w * W) = out.w[w];
+    }
+    if (live[k] && lane == 0) a.scales[scale_offset<Cfg::SWIZZLED>(row[k], kb[k], a.sc)] = real[k] ? (u8)scale : 0;
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::THREADS) quant_dequantize(const __grid_constant__ typename Cfg::Args a) {
+  using E = typename Cfg::E;
+  constexpr int FMT = Cfg::FORMAT, B = Cfg::B, EPT = Cfg::EPT, VEC = Cfg::VEC, BPT = Cfg::BPT, LANES = B / EPT;
+  constexpr int GROUPS = Cfg::THREADS / LANES, W = Cfg::LP_VEC;
+  constexpr bool FP4 = FMT == MXFP4 || FMT == NVFP4;
+  constexpr int LPB = FP4 ? EPT / 2 : EPT;
+  typedef typename tb::Raw<W>::type R;
+  static_assert(B % EPT == 0 && EPT % VEC == 0 && LPB % W == 0, "Cfg's shapes");
+  const int lane = threadIdx.x % LANES, group = threadIdx.x / LANES;
+  float T = 0.0f;
+  if constexpr (FMT == NVFP4) T = __ldg(a.tensor_scale);
+  const bool narrow = a.total <= 0xFFFFFFFFll;
+  Bytes<LPB, W> in[BPT];
+  u32 sc[BPT];
+  i64 row[BPT], kb[BPT];
+  bool real[BPT];
+#pragma unroll
+  for (int k = 0; k < BPT; ++k) {
+    const i64 q = ((i64)blockIdx.x * BPT + k) * GROUPS + group;
+    real[k] = q < a.total;
+    block_of(q, a.gc, narrow, row[k], kb[k]);
+    const i64 at = (kb[k] * B + lane * EPT) / (FP4 ? 2 : 1);
+#pragma unroll
+    for (int w = 0; w < LPB / W; ++w)
+      in[k].w[w] = real[k] && at + w * W < a.rb
+                       ? __ldg(reinterpret_cast<const R*>(a.values + row[k] * a.rb + at + w * W))
+                       : R{};
+    sc[k] = real[k] ? __ldg(a.scales + scale_offset<Cfg::SWIZZLED>(row[k], kb[k], a.sc)) : 0u;
+  }
+#pragma unroll
+  for (int k = 0; k < BPT; ++k) {
+    const bool scale_nan = FMT == NVFP4 ? (sc[k] & 0x7Fu) == 0x7Fu : sc[k] == 0xFFu;
+    const float s = FMT == NVFP4 ? e4m3_value(sc[k]) : e8m0_value(sc[k]);
+    u32 out[EPT];
+#pragma unroll
+    for (int e = 0; e < EPT; ++e) {
+      const u32 c = FP4 ? (in[k].b[e / 2] >> (4 * (e & 1))) & 15u : in[k].b[e];
+      float v = 0.0f;
+      bool nan = scale_nan;
+      if (FP4) {
+        v = e2m1_value(c);
+      } else if (FMT == MXFP8_E4M3) {
+        v = e4m3_value(c);
+        nan = nan || (c & 0x7Fu) == 0x7Fu;
+      } else {
+        v = (c & 0x7Fu) == 0x7Cu ? as_float((c & 0x80u) << 24 | INF_BITS) : e5m2_value(c);
+        nan = nan || (c & 0x7Fu) > 0x7Cu;
+      }
+      float r = v * s;
+      if (FMT == NVFP4) r = r * T;
+      nan = nan || r != r;
+      out[e] = Cfg::BF16 ? (nan ? NAN_F32 >> 16 : bf16_rne(as_bits(r))) : (nan ? NAN_F32 : as_bits(r));
+    }
+    const i64 c0 = kb[k] * B + lane * EPT;
+#pragma unroll
+    for (int v = 0; v < EPT / VEC; ++v) {
+      const i64 c = c0 + v * VEC;
+      if (!real[k] || c >= a.cols) continue;
+      tb::Vec<E, VEC> o;
+#pragma unroll
+      for (int e = 0; e < VEC; ++e) o.e[e] = (E)out[v * VEC + e];
+      *reinterpret_cast<typename tb::Raw<VEC * sizeof(E)>::type*>(a.x + row[k] * a.cols + c) = o.raw;
+    }
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::AMAX_THREADS)
+    quant_amax_partial(const __grid_constant__ typename Cfg::quant_amax_partial_args a) {
+  using E = typename Cfg::E;
+  constexpr int V = 16 / sizeof(E), THREADS = Cfg::AMAX_THREADS;
+  const i64 stride = (i64)gridDim.x * THREADS, first = (i64)blockIdx.x * THREADS + threadIdx.x;
+  const i64 vectors = a.n / V;
+  u32 m = 0;
+  for (i64 i = first; i < vectors; i += stride) {
+    tb::Vec<E, V> v;
+    v.raw = __ldg(reinterpret_cast<const typename tb::Raw<16>::type*>(a.x) + i);
+#pragma unroll
+    for (int e = 0; e < V; ++e) m = max_u32(m, finite_abs(widen<Cfg::BF16>(v.e[e])));
+  }
+  for (i64 i = vectors * V + first; i < a.n; i += stride) m = max_u32(m, finite_abs(widen<Cfg::BF16>(a.x[i])));
+  m = cta_max<THREADS>(m);
+  if (threadIdx.x == 0) a.amax[blockIdx.x] = m;
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::AMAX_THREADS)
+    quant_amax_final(const __grid_constant__ typename Cfg::quant_amax_final_args a) {
+  u32 m = 0;
+  for (int i = threadIdx.x; i < a.parts; i += Cfg::AMAX_THREADS) m = max_u32(m, a.amax[i]);
+  m = cta_max<Cfg::AMAX_THREADS>(m);
+  if (threadIdx.x == 0) *a.tensor_scale = as_float(m) / 2688.0f;  // G / (6 * 448)
+}
