@@ -9,21 +9,18 @@ default stream) in the caller's CUDA context. Kernels are compiled once (or load
 cache) and kept per process.
 
 A repeated call on torch tensors of the same shapes, types, device, options and stream takes the fast
-path: no parsing, lookup or validation beyond shapes, types, contiguity and pointers; a single-kernel
-plan writes the new addresses into its prebuilt argument struct and calls ``cuLaunchKernel``. It works
+path (``fast_path.py``): no parsing, lookup or validation beyond shapes, types, contiguity and
+pointers; a single-kernel plan writes the new addresses into its prebuilt argument struct and calls
+``cuLaunchKernel``. It works
 inside ``torch.cuda.graph`` capture once the plan exists (call it once before capturing).
 """
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
-import functools
 import logging
 import math
 import os
-import struct
-import sys
 import threading
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
@@ -31,18 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder, nvrtc_version
-from ..cuda_api import checked, load_kernel, pack, steps_launcher
+from ..cuda_api import load_kernel, pack, steps_launcher
 from ..dtypes import element_type
 from ..errors import CompileError, InvalidProblem
 from ..families import get as get_family
-from ..families.base import Arg, BufferArg, KernelSource, LaunchGeometry, Problem, TensorMapArg
+from ..families.base import Arg, KernelSource, LaunchGeometry, Problem
 from ..families.contract import Family
-from ..families.kernel_args import ArgStruct
 from ..params import Config
 from ..records import DeviceInfo, Status
 from ..runner.protocol import variant_of
 from ..sweep_spec import check_problem
 from .arrays import DeviceArray, device_array, dlpack_only
+from .fast_path import DirectLaunch, FastEntry, all_torch, library_runner, on_addresses, repointable, torch_signature
 from .first_use import POLICIES, Policy, answer_of, candidates, keep, portfolio, raced_db
 from .lookup import Lookup, LookupResult, default_db
 from .race import RaceResult, race
@@ -89,7 +86,7 @@ class Launcher:
         self._plans: dict[tuple[str, Problem, str, bool], _Plan] = {}  # (family, problem, use, torch) -> plan
         self._builds: dict[KernelSource, BuildResult] = {}  # compiled once per source, whatever the problem
         self._bindings: dict[tuple[str, Problem, int], _Binding] = {}  # per (family, problem, stream)
-        self._fast: dict[Hashable, _FastEntry] = {}  # repeated torch calls (see the module doc)
+        self._fast: dict[Hashable, FastEntry] = {}  # repeated torch calls (see the module doc)
         self._lock = threading.Lock()
         self._device: Any = None
         self.info: DeviceInfo | None = None
@@ -130,7 +127,7 @@ class Launcher:
         """Run ``family_name`` on ``arrays`` (buffer name -> array) and say what ran. ``use``: "auto"
         (the kernel where it is known to beat the library call, see ``serving.py``), "tunebox" or
         "library". Workspace a variant needs is allocated here, once per problem and stream."""
-        signature = _torch_signature(family_name, arrays, stream, use, options)
+        signature = torch_signature(family_name, arrays, stream, use, options)
         if signature is not None:
             entry = self._fast.get(signature[0])
             if entry is not None and entry.run(arrays, signature[1]):
@@ -144,7 +141,7 @@ class Launcher:
         described = {name: described.get(name) or device_array(a, handle) for name, a in arrays.items()}
         problem = family.problem_from_arrays(described, **options)
         _check_buffers(family, problem, described)
-        torch_arrays = _all_torch(arrays)
+        torch_arrays = all_torch(arrays)
         with self._lock:
             key = (family_name, problem, use, torch_arrays)
             plan = self._plans.get(key)
@@ -152,9 +149,9 @@ class Launcher:
                 plan = self._plan(family, problem, use, torch_arrays, arrays, handle)
                 self._plans[key] = plan
             if plan.library is not None:
-                library = _library_runner(plan.library, stream)
+                library = library_runner(plan.library, stream)
                 if signature is not None:
-                    self._fast[signature[0]] = _FastEntry(plan.served, library)
+                    self._fast[signature[0]] = FastEntry(plan.served, library)
         if plan.library is not None:
             library(arrays, handle)
             return plan.served
@@ -173,13 +170,13 @@ class Launcher:
             assert run is not None  # set above on the first call: ``bound.pointers`` starts as None
             if signature is not None and len(plan.steps) == 1:
                 kernel, geometry, args = plan.steps[0]
-                direct = _DirectLaunch(kernel, geometry, args, pointers, handle).run
+                direct = DirectLaunch(kernel, geometry, args, pointers, handle).run
                 # tensor maps are encoded on their buffers' addresses: fast again only on the same ones
-                fast = direct if _repointable(args) else _on_addresses(arrays, direct)
-                self._fast[signature[0]] = _FastEntry(plan.served, fast)
+                fast = direct if repointable(args) else on_addresses(arrays, direct)
+                self._fast[signature[0]] = FastEntry(plan.served, fast)
             elif signature is not None:  # a graph of several launches: fast again on the same addresses
                 graph = run
-                self._fast[signature[0]] = _FastEntry(plan.served, _on_addresses(arrays, lambda _a, _s: graph()))
+                self._fast[signature[0]] = FastEntry(plan.served, on_addresses(arrays, lambda _a, _s: graph()))
         run()
         return plan.served
 
@@ -331,151 +328,6 @@ def _check_buffers(family: Family[Any], problem: Problem, described: Mapping[str
             raise InvalidProblem(f"{family.name}: buffer {spec.name} must be {spec.dtype}{list(spec.shape)}")
         if spec.role == "output" and got is not None and got.readonly:
             raise InvalidProblem(f"{family.name}: {spec.name} is written, but its producer exported it read-only")
-
-
-def _torch_signature(
-    family_name: str, arrays: Mapping[str, Any], stream: int | None, use: str, options: Mapping[str, Any]
-) -> tuple[Hashable, int] | None:
-    """(fast-path key, stream handle) of a call whose arrays are all contiguous CUDA torch tensors and
-    whose options are hashable; else None. The key holds every shape, type and device, the options,
-    ``use`` and the stream: all a plan depends on but the pointers."""
-    torch = sys.modules.get("torch")
-    if torch is None or not arrays:
-        return None
-    tensor = torch.Tensor
-    parts = []
-    for name, t in arrays.items():
-        if not isinstance(t, tensor) or not t.is_contiguous():
-            return None
-        device = t.get_device()  # -1: on the host
-        if device < 0:
-            return None
-        parts.append((name, t.shape, t.dtype, device))
-    if stream is None:
-        stream = _current_stream(torch, parts[0][3])
-    try:  # options in the call's order: another order is another key, never a wrong one
-        settings = tuple((k, tuple(v) if type(v) is list else v) for k, v in options.items()) if options else ()
-        key = (family_name, use, stream, tuple(parts), settings)
-        hash(key)
-    except TypeError:  # an unhashable option (an array of lengths, a nested list): the full path every call
-        return None
-    return key, stream
-
-
-def _current_stream(torch: Any, device: int) -> int:
-    raw = _raw_stream(torch)
-    return int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
-
-
-@functools.cache
-def _raw_stream(torch: Any) -> Any:
-    """torch's current-stream handle getter that makes no Stream object (None where it has none)."""
-    return getattr(torch._C, "_cuda_getCurrentRawStream", None)
-
-
-def _repointable(args: tuple[Arg, ...]) -> bool:
-    """Whether an argument struct changes with the caller's pointers only in its buffer addresses
-    (tensor maps are encoded on their address: those plans take the full path when pointers change)."""
-    return not any(isinstance(arg, TensorMapArg) for arg in args)
-
-
-@dataclass(frozen=True)
-class _FastEntry:
-    served: Served
-    run: Callable[[Mapping[str, Any], int], bool]  # (the call's tensors, stream handle) -> ran (else: full path)
-
-
-def _on_addresses(
-    arrays: Mapping[str, Any], run: Callable[[Mapping[str, Any], int], object]
-) -> Callable[[Mapping[str, Any], int], bool]:
-    """``run`` (launches encoded on ``arrays``' addresses) for later calls on the same addresses; other
-    addresses take the full path. Keeps the addresses, not the arrays."""
-    names = tuple(arrays)
-    bound = tuple(arrays[name].data_ptr() for name in names)
-
-    def again(call: Mapping[str, Any], stream: int) -> bool:
-        if tuple(call[name].data_ptr() for name in names) != bound:
-            return False
-        run(call, stream)
-        return True
-
-    return again
-
-
-def _library_runner(
-    call: Callable[[Mapping[str, Any]], None], stream: int | None
-) -> Callable[[Mapping[str, Any], int], bool]:
-    """The library call on a call's tensors: on torch's current stream, or on ``stream`` when the
-    caller named one."""
-    named = None
-    if stream is not None:
-        import torch
-
-        named = torch.cuda.ExternalStream(stream)
-
-    def run(arrays: Mapping[str, Any], _stream: int) -> bool:
-        if named is None:
-            call(arrays)
-        else:
-            with torch.cuda.stream(named):
-                call(arrays)
-        return True
-
-    return run
-
-
-def _all_torch(arrays: Mapping[str, Any]) -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and bool(arrays) and all(isinstance(a, torch.Tensor) for a in arrays.values())
-
-
-class _DirectLaunch:
-    """One kernel whose argument struct is rewritten in place with a call's buffer addresses (8 bytes
-    each) and launched through ``cuLaunchKernel``, which copies the struct at launch."""
-
-    def __init__(
-        self, kernel: Any, geometry: LaunchGeometry, args: tuple[Arg, ...], pointers: Mapping[str, int], stream: int
-    ) -> None:
-        from cuda.bindings import driver
-
-        layout = ArgStruct.of("Args_t", args)
-        packed = pack(args, pointers)
-        self._slots = tuple(
-            (member.offset, arg.name)
-            for arg, member in zip(args, layout.members, strict=True)
-            if isinstance(arg, BufferArg)
-        )
-        self._fixed = {name: pointers[name] for _, name in self._slots}  # workspace stays bound
-        self._storage = ctypes.create_string_buffer(packed.data, len(packed.data))
-        self._parameters = (ctypes.c_void_p * 1)(ctypes.addressof(self._storage))
-        self._address = ctypes.addressof(self._parameters)
-        self._function = int(checked(driver.cuKernelGetFunction(kernel.handle)))
-        self._launch = _driver_launch()
-        self._shape = (*geometry.grid, *geometry.block, geometry.shared_bytes)
-        self._stream = stream
-        self._lock = threading.Lock()
-
-    def run(self, arrays: Mapping[str, Any], _stream: int) -> bool:
-        with self._lock:  # the struct is shared: one writer-and-launcher at a time
-            for offset, name in self._slots:
-                tensor = arrays.get(name)
-                pointer = tensor.data_ptr() if tensor is not None else self._fixed[name]
-                struct.pack_into("<Q", self._storage, offset, pointer)
-            err = self._launch(self._function, *self._shape, self._stream, self._address, None)
-        if err != 0:
-            raise RuntimeError(f"cuLaunchKernel failed: CUresult {err}")
-        return True
-
-
-@functools.cache
-def _driver_launch() -> Any:
-    """``cuLaunchKernel`` of the driver library cuda.bindings loaded, called through ctypes: about a
-    microsecond a call, where the bindings convert each argument to its handle type first."""
-    library = ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
-    launch = library.cuLaunchKernel
-    launch.restype = ctypes.c_int
-    launch.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-    return launch
 
 
 @dataclass

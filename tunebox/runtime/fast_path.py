@@ -1,0 +1,169 @@
+"""The fast path of ``Launcher``: repeated calls on torch tensors skip everything but shapes, types,
+contiguity and pointers (see ``launch.py``'s module doc).
+
+``torch_signature`` keys a call; a ``FastEntry`` runs it: a ``DirectLaunch`` rewrites the buffer
+addresses of a kernel's argument struct in place and calls ``cuLaunchKernel`` through ctypes;
+``on_addresses`` reruns launches encoded on fixed addresses (tensor maps, graphs) only for a call on
+those addresses; ``library_runner`` runs the library call on a call's tensors.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import struct
+import sys
+import threading
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..cuda_api import checked, pack
+from ..families.base import Arg, BufferArg, LaunchGeometry, TensorMapArg
+from ..families.kernel_args import ArgStruct
+from .serving import Served
+
+
+def torch_signature(
+    family_name: str, arrays: Mapping[str, Any], stream: int | None, use: str, options: Mapping[str, Any]
+) -> tuple[Hashable, int] | None:
+    """(fast-path key, stream handle) of a call whose arrays are all contiguous CUDA torch tensors and
+    whose options are hashable; else None. The key holds every shape, type and device, the options,
+    ``use`` and the stream: all a plan depends on but the pointers."""
+    torch = sys.modules.get("torch")
+    if torch is None or not arrays:
+        return None
+    tensor = torch.Tensor
+    parts = []
+    for name, t in arrays.items():
+        if not isinstance(t, tensor) or not t.is_contiguous():
+            return None
+        device = t.get_device()  # -1: on the host
+        if device < 0:
+            return None
+        parts.append((name, t.shape, t.dtype, device))
+    if stream is None:
+        stream = _current_stream(torch, parts[0][3])
+    try:  # options in the call's order: another order is another key, never a wrong one
+        settings = tuple((k, tuple(v) if type(v) is list else v) for k, v in options.items()) if options else ()
+        key = (family_name, use, stream, tuple(parts), settings)
+        hash(key)
+    except TypeError:  # an unhashable option (an array of lengths, a nested list): the full path every call
+        return None
+    return key, stream
+
+
+def _current_stream(torch: Any, device: int) -> int:
+    raw = _raw_stream(torch)
+    return int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
+
+
+@functools.cache
+def _raw_stream(torch: Any) -> Any:
+    """torch's current-stream handle getter that makes no Stream object (None where it has none)."""
+    return getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
+def repointable(args: tuple[Arg, ...]) -> bool:
+    """Whether an argument struct changes with the caller's pointers only in its buffer addresses
+    (tensor maps are encoded on their address: those plans take the full path when pointers change)."""
+    return not any(isinstance(arg, TensorMapArg) for arg in args)
+
+
+@dataclass(frozen=True)
+class FastEntry:
+    served: Served
+    run: Callable[[Mapping[str, Any], int], bool]  # (the call's tensors, stream handle) -> ran (else: full path)
+
+
+def on_addresses(
+    arrays: Mapping[str, Any], run: Callable[[Mapping[str, Any], int], object]
+) -> Callable[[Mapping[str, Any], int], bool]:
+    """``run`` (launches encoded on ``arrays``' addresses) for later calls on the same addresses; other
+    addresses take the full path. Keeps the addresses, not the arrays."""
+    names = tuple(arrays)
+    bound = tuple(arrays[name].data_ptr() for name in names)
+
+    def again(call: Mapping[str, Any], stream: int) -> bool:
+        if tuple(call[name].data_ptr() for name in names) != bound:
+            return False
+        run(call, stream)
+        return True
+
+    return again
+
+
+def library_runner(
+    call: Callable[[Mapping[str, Any]], None], stream: int | None
+) -> Callable[[Mapping[str, Any], int], bool]:
+    """The library call on a call's tensors: on torch's current stream, or on ``stream`` when the
+    caller named one."""
+    named = None
+    if stream is not None:
+        import torch
+
+        named = torch.cuda.ExternalStream(stream)
+
+    def run(arrays: Mapping[str, Any], _stream: int) -> bool:
+        if named is None:
+            call(arrays)
+        else:
+            with torch.cuda.stream(named):
+                call(arrays)
+        return True
+
+    return run
+
+
+def all_torch(arrays: Mapping[str, Any]) -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(arrays) and all(isinstance(a, torch.Tensor) for a in arrays.values())
+
+
+class DirectLaunch:
+    """One kernel whose argument struct is rewritten in place with a call's buffer addresses (8 bytes
+    each) and launched through ``cuLaunchKernel``, which copies the struct at launch."""
+
+    def __init__(
+        self, kernel: Any, geometry: LaunchGeometry, args: tuple[Arg, ...], pointers: Mapping[str, int], stream: int
+    ) -> None:
+        from cuda.bindings import driver
+
+        layout = ArgStruct.of("Args_t", args)
+        packed = pack(args, pointers)
+        self._slots = tuple(
+            (member.offset, arg.name)
+            for arg, member in zip(args, layout.members, strict=True)
+            if isinstance(arg, BufferArg)
+        )
+        self._fixed = {name: pointers[name] for _, name in self._slots}  # workspace stays bound
+        self._storage = ctypes.create_string_buffer(packed.data, len(packed.data))
+        self._parameters = (ctypes.c_void_p * 1)(ctypes.addressof(self._storage))
+        self._address = ctypes.addressof(self._parameters)
+        self._function = int(checked(driver.cuKernelGetFunction(kernel.handle)))
+        self._launch = _driver_launch()
+        self._shape = (*geometry.grid, *geometry.block, geometry.shared_bytes)
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def run(self, arrays: Mapping[str, Any], _stream: int) -> bool:
+        with self._lock:  # the struct is shared: one writer-and-launcher at a time
+            for offset, name in self._slots:
+                tensor = arrays.get(name)
+                pointer = tensor.data_ptr() if tensor is not None else self._fixed[name]
+                struct.pack_into("<Q", self._storage, offset, pointer)
+            err = self._launch(self._function, *self._shape, self._stream, self._address, None)
+        if err != 0:
+            raise RuntimeError(f"cuLaunchKernel failed: CUresult {err}")
+        return True
+
+
+@functools.cache
+def _driver_launch() -> Any:
+    """``cuLaunchKernel`` of the driver library cuda.bindings loaded, called through ctypes: about a
+    microsecond a call, where the bindings convert each argument to its handle type first."""
+    library = ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
+    launch = library.cuLaunchKernel
+    launch.restype = ctypes.c_int
+    launch.argtypes = [ctypes.c_void_p, *[ctypes.c_uint] * 7, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return launch
