@@ -16,11 +16,11 @@ import io
 import json
 import pstats
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
+from serving_benchmark import host_us  # scripts/, beside this one
 
 from tunebox.benchmark import versions
 from tunebox.runtime.launch import Launcher
@@ -29,15 +29,7 @@ CALLS = 20000
 
 
 def per_call_us(run: Any) -> float:
-    for _ in range(1000):
-        run()
-    torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(CALLS):
-        run()
-    elapsed = time.perf_counter() - started
-    torch.cuda.synchronize()
-    return elapsed / CALLS * 1e6
+    return host_us(run, CALLS, warmups=1000)
 
 
 def main(out: Path) -> None:

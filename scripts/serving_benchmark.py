@@ -16,6 +16,7 @@ race's entrants are recorded. Needs a GPU and torch.
 
 from __future__ import annotations
 
+import functools
 import json
 import statistics
 import sys
@@ -36,7 +37,11 @@ from tunebox.runtime.arrays import device_array
 from tunebox.runtime.launch import Launcher
 
 INT = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}  # how torch holds a width's bits
-FLUSH = torch.empty(512 * 2**20, dtype=torch.uint8, device="cuda")  # well past the 60 MiB L2
+
+
+@functools.cache
+def flush_buffer() -> Any:
+    return torch.empty(512 * 2**20, dtype=torch.uint8, device="cuda")  # well past the 60 MiB L2
 
 
 def tensors(family: Any, problem: Any, seed: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
@@ -62,7 +67,7 @@ def tensors(family: Any, problem: Any, seed: int) -> tuple[dict[str, Any], dict[
 def median_ms(run: Any, samples: int) -> float:
     times = []
     for _ in range(samples):
-        FLUSH.zero_()
+        flush_buffer().zero_()
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         run()
@@ -72,8 +77,10 @@ def median_ms(run: Any, samples: int) -> float:
     return statistics.median(times)
 
 
-def host_us(run: Any, calls: int = 200) -> float:
-    run()
+def host_us(run: Any, calls: int = 200, warmups: int = 1) -> float:
+    """Host time per call of ``run`` (us): the mean over ``calls`` after ``warmups``, synchronised at the ends."""
+    for _ in range(warmups):
+        run()
     torch.cuda.synchronize()
     started = time.perf_counter()
     for _ in range(calls):
