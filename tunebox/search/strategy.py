@@ -12,6 +12,9 @@ or unanswerable configuration is ever proposed:
   one name (``template.param``); a narrower set gets a name of its own (``template.param[a|b]``),
   since a distribution's values may not change under one name.
 
+The Gaussian-process strategy over the configurations' own features, which wins the strategy
+benchmark and takes warm-start seeds, is ``surrogate.SurrogateStrategy`` (same protocol).
+
 The Optuna study is in memory and rebuilt from the evaluation log when a sweep starts: the log is the
 one durable record, so an interrupted sweep continues with the sampler knowing every evaluation.
 """
@@ -30,15 +33,10 @@ from optuna.trial import FrozenTrial, Trial, TrialState, create_trial
 
 from ..params import TEMPLATE, Config, TemplateSpaces, Value
 from ..records import EvalRecord, Status, canonical_json
+from .ask import Ask as Ask  # re-exported: the loop imports it from here
 
 log = logging.getLogger(__name__)
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-
-
-@dataclass(frozen=True)
-class Ask:
-    trial: Trial | None  # None for strategies without an Optuna study
-    values: dict[str, Value]
 
 
 class Strategy(Protocol):

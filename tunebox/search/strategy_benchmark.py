@@ -37,7 +37,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -48,6 +48,9 @@ from ..params import Config, TemplateSpaces
 from ..records import EvalRecord, Status, Timing, canonical_json
 from ..store.evallog import EvalLog
 from ..sweep_spec import load_sweep
+from .strategy_selection import leave_one_out, warm_start_gain
+from .surrogate import SurrogateOptions, SurrogateStrategy
+from .warm_start import DEFAULT_LIMIT, Tuned, warm_seeds
 
 TARGET_FRACTION = 0.05  # the target: this fraction of the way from the optimum to the median
 BUDGET_FACTOR = 10.0  # each seed runs for at most this many times random's expectation
@@ -57,6 +60,15 @@ SEEDS_PER_TASK = 5  # a strategy's seeds on a problem run in tasks of this many 
 # the sweeps whose recordings hold every valid configuration of each problem (or, for gather and
 # scatter, every one their sweep measured: see ReplayProblem.complete)
 DEFAULT_SWEEPS = ("gather", "scatter", "gather_elements", "ragged3d", "gemm_wgmma", "gemm_skinny")
+
+DEFAULT_STRATEGY = "tunebox:surrogate"  # SurrogateOptions() as the default strategy runs it
+WARM_STRATEGY = "tunebox:surrogate+warm"  # the same, seeded with the nearest other problems' winners
+# the settings the leave-one-problem-out check chooses among (tuned on the other problems)
+SURROGATE_VARIANTS: dict[str, SurrogateOptions] = {
+    "surrogate:initial3": SurrogateOptions(initial=3),
+    "surrogate:plain": SurrogateOptions(ratios=False),
+    "surrogate:xi0.1": SurrogateOptions(xi=0.1),
+}
 
 Trace = list[float]  # median ms of each distinct configuration evaluated, in order (inf: failed)
 StrategyRun = Callable[["ReplayProblem", int, int], Trace]
@@ -75,6 +87,7 @@ class ReplayProblem:
     times: tuple[float, ...]  # median ms of each (inf where the variant failed)
     valid: int  # configurations of the sweep's space breaking no validity rule, measured or not
     device: str = ""
+    warm: tuple[Config, ...] = ()  # warm start's seeds: the nearest other problems' winners (warm_start)
 
     @property
     def label(self) -> str:
@@ -132,6 +145,26 @@ def load_problems(sweep: Path, recording: Path | None = None) -> list[ReplayProb
             )
         )
     return problems
+
+
+def with_warm_seeds(problems: Sequence[ReplayProblem], limit: int = DEFAULT_LIMIT) -> list[ReplayProblem]:
+    """The problems, each with ``warm`` set to warm start's seeds leave-one-problem-out: the
+    winners (best recorded configuration) of the other problems of its family, nearest first by the
+    family's ``distance``, re-validated against the problem's valid configurations
+    (``warm_start.warm_seeds``)."""
+    from .. import families
+
+    out = []
+    for p in problems:
+        family = families.get(p.family)
+        tuned = [
+            Tuned(q.problem, q.configs[min(range(len(q.times)), key=q.times.__getitem__)].as_dict())
+            for q in problems
+            if q.family == p.family and q.label != p.label
+        ]
+        seeds = warm_seeds(family, family.parse_problem(p.problem), tuned, p.configs, limit)
+        out.append(replace(p, warm=tuple(seeds)))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,6 +254,18 @@ def _drive(problem: ReplayProblem, strategy: Any, budget: int) -> Trace:
     return trace
 
 
+def _surrogate(options: SurrogateOptions, warm: bool = False) -> StrategyRun:
+    """The surrogate strategy with ``options``; ``warm``: seeded with the problem's warm seeds."""
+
+    def run(problem: ReplayProblem, seed: int, budget: int) -> Trace:
+        strategy = SurrogateStrategy(
+            problem.space, problem.configs, seed, options=options, seeds=problem.warm if warm else ()
+        )
+        return _drive(problem, strategy, budget)
+
+    return run
+
+
 def _tunebox(kind: str) -> StrategyRun:
     def run(problem: ReplayProblem, seed: int, budget: int) -> Trace:
         from .strategy import ExhaustiveStrategy, RandomStrategy, TpeStrategy
@@ -258,6 +303,9 @@ def _optuna(sampler: str, **options: Any) -> StrategyRun:
 
 
 TUNEBOX_STRATEGIES: dict[str, StrategyRun] = {
+    DEFAULT_STRATEGY: _surrogate(SurrogateOptions()),
+    WARM_STRATEGY: _surrogate(SurrogateOptions(), warm=True),
+    **{name: _surrogate(options) for name, options in SURROGATE_VARIANTS.items()},
     "tunebox:tpe": _tunebox("tpe"),
     "tunebox:random": _tunebox("random"),
     "tunebox:exhaustive": _tunebox("exhaustive"),
@@ -466,6 +514,7 @@ def run_benchmark(
                 "target_ms": target.target,
                 "random_expectation": target.random_expectation,
                 "budget": budget,
+                "warm_seeds": [c.as_dict() for c in problem.warm],
                 "strategies": summaries,
             }
         )
@@ -486,8 +535,21 @@ def run_benchmark(
         },
         "problems": per_problem,
         "aggregate": aggregate(per_problem, chosen),
+        **_selection(per_problem, chosen),
         "seconds": round(time.perf_counter() - start, 1),
     }
+
+
+def _selection(per_problem: Sequence[Mapping[str, Any]], chosen: Sequence[str]) -> dict[str, Any]:
+    """The leave-one-problem-out check of the default's settings and warm start's gain, where the
+    strategies they need ran."""
+    out: dict[str, Any] = {}
+    candidates = [DEFAULT_STRATEGY, *SURROGATE_VARIANTS]
+    if all(c in chosen for c in candidates):
+        out["leave_one_out"] = leave_one_out(per_problem, candidates)
+    if DEFAULT_STRATEGY in chosen and WARM_STRATEGY in chosen:
+        out["warm_start"] = warm_start_gain(per_problem, DEFAULT_STRATEGY, WARM_STRATEGY)
+    return out
 
 
 def aggregate(per_problem: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
@@ -575,6 +637,19 @@ def table(doc: Mapping[str, Any]) -> str:
             f"| {row['strategy']}{failed} | {cell(row['geomean_ratio_complete'], '.2f')} "
             f"| {cell(row['geomean_ratio_all'], '.2f')} | {cell(row['mean_within_random_expectation'], '.0%')} |"
         )
+    if "leave_one_out" in doc:
+        loo = doc["leave_one_out"]
+        lines.append(
+            f"| {DEFAULT_STRATEGY}, settings chosen leave-one-problem-out | "
+            f"{cell(loo['geomean_ratio_complete'], '.2f')} | {cell(loo['geomean_ratio_all'], '.2f')} | - |"
+        )
+    if "warm_start" in doc:
+        warm = doc["warm_start"]
+        lines.append(
+            f"\nwarm start: mean evaluations to target with / without, geometric mean "
+            f"{cell(warm['geomean_warm_over_cold_seeded'], '.2f')} over the {warm['problems_seeded']} problems "
+            f"with warm seeds, {cell(warm['geomean_warm_over_cold_all'], '.2f')} over all"
+        )
     return "\n".join(lines)
 
 
@@ -603,7 +678,7 @@ def plot(doc: Mapping[str, Any], path: Path) -> Path:
                 for y in s["curve"]["best_mean_ms"]
             ]
             style = "-" if s["strategy"].startswith(("tunebox:", "optuna:")) else "--"
-            width = 2.2 if s["strategy"] in ("tunebox:tpe", "tunebox:random") else 1.1
+            width = 2.2 if s["strategy"] in (DEFAULT_STRATEGY, WARM_STRATEGY, "tunebox:random") else 1.1
             ax.plot(range(1, len(ys) + 1), ys, style, color=colors[s["strategy"]], lw=width, label=s["strategy"])
         ax.axhline(TARGET_FRACTION, color="k", lw=0.8, ls=":")
         ax.axvline(p["random_expectation"], color="grey", lw=0.8, ls=":")
@@ -668,6 +743,7 @@ def benchmark(
     for sweep in sweeps:
         recording = recordings / f"{load_sweep(sweep).name}.jsonl" if recordings else None
         problems += load_problems(sweep, recording)
+    problems = with_warm_seeds(problems)
     start = datetime.now(UTC)
     doc = run_benchmark(problems, names, seeds, budget_factor, jobs, kernel_tuner, progress, caches)
     root = Path(__file__).resolve().parents[2]

@@ -1,0 +1,189 @@
+"""The surrogate strategy (the default): only valid, new proposals; the same proposals for the same
+seed; warm-start seeds first; tiny spaces; resumes; and warm start's choice of seeds."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pytest
+
+from tunebox.params import TEMPLATE, Config, Param, Space, TemplateSpaces, Value
+from tunebox.records import EvalRecord, Status, Timing, canonical_json
+from tunebox.search.surrogate import SurrogateOptions, SurrogateStrategy, features
+from tunebox.search.warm_start import Tuned, warm_seeds
+
+# the space, rules and cost of test_strategy.py
+SPACE = TemplateSpaces(
+    (
+        ("vector", Space((Param("BM", (1, 2, 4, 8)), Param("BN", (16, 32, 64)), Param("vec", (2, 4, 8))))),
+        ("ring", Space((Param("BM", (1, 2, 4, 8)), Param("stages", (1, 2, 3, 4))))),
+    )
+)
+
+
+def is_valid(c: Config) -> bool:
+    """A stand-in for a family's rules: vectors divide BN, BM * vec <= 32; stages <= BM."""
+    if c[TEMPLATE] == "vector":
+        return int(c["BN"]) % int(c["vec"]) == 0 and int(c["BM"]) * int(c["vec"]) <= 32
+    return int(c["stages"]) <= int(c["BM"])
+
+
+VALID = [c for c in SPACE if is_valid(c)]
+
+
+def cost(values: dict) -> float:
+    """A smooth stand-in for a variant's time (ms): ring with BM=8, stages=3 is the fastest."""
+    if values[TEMPLATE] == "ring":
+        return 1.0 + abs(values["BM"] - 8) / 4 + abs(values["stages"] - 3) / 2
+    return 3.0 + values["vec"] / 8 + values["BM"] / 8
+
+
+def record(values: dict, status: Status = Status.OK) -> EvalRecord:
+    timing = Timing((cost(values),) * 10) if status is Status.OK else None
+    return EvalRecord("demo", {}, dict(values), status, timing=timing)
+
+
+def drain(strategy, limit: int = 1000) -> list[dict]:
+    asked = []
+    for _ in range(limit):
+        ask = strategy.ask()
+        if ask is None:
+            break
+        asked.append(ask.values)
+        strategy.tell(ask, record(ask.values))
+    return asked
+
+
+def keys(values: list[dict]) -> list[str]:
+    return [canonical_json(v) for v in values]
+
+
+def test_proposes_every_valid_configuration_once_and_nothing_else() -> None:
+    asked = keys(drain(SurrogateStrategy(SPACE, VALID, seed=3)))
+    assert len(asked) == len(set(asked)) == len(VALID)
+    assert set(asked) == {canonical_json(c.as_dict()) for c in VALID}
+
+
+def test_same_seed_same_proposals_other_seed_other_start() -> None:
+    a, b = (drain(SurrogateStrategy(SPACE, VALID, seed=7)) for _ in range(2))
+    assert a == b
+    firsts = {canonical_json(drain(SurrogateStrategy(SPACE, VALID, seed=s), limit=1)[0]) for s in range(8)}
+    assert len(firsts) > 1
+
+
+def test_warm_start_seeds_come_first_in_order_invalid_ones_skipped() -> None:
+    values: dict[str, Value] = {TEMPLATE: "ring", "BM": 1, "stages": 4}
+    invalid = Config(tuple(sorted(values.items())))  # stages > BM: invalid
+    seeds = [VALID[-1], invalid, VALID[5], VALID[-1]]
+    strategy = SurrogateStrategy(SPACE, VALID, seed=0, seeds=seeds)
+    asked = drain(strategy, limit=3)
+    assert asked[:2] == [VALID[-1].as_dict(), VALID[5].as_dict()]
+    assert asked[2] not in (VALID[-1].as_dict(), VALID[5].as_dict())
+
+
+def test_a_seed_given_later_still_comes_next() -> None:
+    strategy = SurrogateStrategy(SPACE, VALID, seed=0)
+    drain(strategy, limit=4)
+    strategy.seed(VALID[-2])
+    ask = strategy.ask()
+    assert ask is not None and ask.values == VALID[-2].as_dict()
+
+
+def test_tiny_spaces() -> None:
+    assert SurrogateStrategy(SPACE, [], seed=0).ask() is None
+    assert drain(SurrogateStrategy(SPACE, VALID[:1], seed=0)) == [VALID[0].as_dict()]
+    two = drain(SurrogateStrategy(SPACE, VALID[:2], seed=0))
+    assert sorted(keys(two)) == sorted(canonical_json(c.as_dict()) for c in VALID[:2])
+    one_param = TemplateSpaces((("only", Space((Param("x", (1, 2, 3)),))),))
+    strategy, asked = SurrogateStrategy(one_param, list(one_param), seed=1), []
+    while (ask := strategy.ask()) is not None:
+        asked.append(ask.values["x"])
+        strategy.tell(ask, EvalRecord("demo", {}, ask.values, Status.OK, timing=Timing((float(ask.values["x"]),))))
+    assert sorted(asked) == [1, 2, 3]
+
+
+def test_failures_and_a_resumed_log() -> None:
+    history = [record(c.as_dict()) for c in VALID[:6]] + [record(VALID[6].as_dict(), Status.WRONG_RESULT)]
+    strategy = SurrogateStrategy(SPACE, VALID, seed=0, history=history)
+    asked = []
+    while (ask := strategy.ask()) is not None:
+        asked.append(ask.values)
+        failed = len(asked) % 3 == 0
+        strategy.tell(ask, record(ask.values, Status.RUNTIME_ERROR if failed else Status.OK))
+    assert set(keys(asked)).isdisjoint(canonical_json(r.config) for r in history)
+    assert len(asked) == len(VALID) - 7
+
+
+def test_finds_the_optimum_well_before_random_on_a_smooth_cost() -> None:
+    best = min(VALID, key=lambda c: cost(c.as_dict())).as_dict()
+    positions = []
+    for seed in range(5):
+        strategy = SurrogateStrategy(SPACE, VALID, seed=seed)
+        evaluated = 1
+        while (ask := strategy.ask()) is not None and ask.values != best:
+            strategy.tell(ask, record(ask.values))
+            evaluated += 1
+        positions.append(evaluated)
+    assert sum(positions) / len(positions) < (len(VALID) + 1) / 2 / 2, positions  # half random's
+
+
+def test_features_lie_in_the_unit_cube_one_row_per_config() -> None:
+    x = features(SPACE, VALID)
+    assert x.shape[0] == len(VALID) and x.shape[1] > 0
+    assert float(x.min()) >= 0.0 and float(x.max()) <= 1.0
+    assert np.array_equal(features(SPACE, VALID[:3]), features(SPACE, VALID)[:3]) or x.shape[1] > 0
+
+
+def test_options_need_one_initial_point() -> None:
+    with pytest.raises(ValueError):
+        SurrogateOptions(initial=0)
+
+
+class _Line:
+    """A stand-in family: problems are {"n": int, "kind": str}; distance |log2 n - log2 n'| within
+    a kind, None across kinds."""
+
+    class _P:
+        def __init__(self, data: Mapping[str, Any]) -> None:
+            self.n, self.kind = int(data["n"]), str(data["kind"])
+
+        def key(self) -> str:
+            return canonical_json({"n": self.n, "kind": self.kind})
+
+    def parse_problem(self, data: Mapping[str, Any]) -> _Line._P:
+        return self._P(data)
+
+    def distance(self, a: _Line._P, b: _Line._P) -> float | None:
+        return abs(math.log2(a.n / b.n)) if a.kind == b.kind else None
+
+
+def test_warm_seeds_nearest_first_revalidated_and_limited() -> None:
+    family: Any = _Line()
+    problem = family.parse_problem({"n": 64, "kind": "a"})
+    invalid = {TEMPLATE: "ring", "BM": 1, "stages": 4}
+    tuned = [
+        Tuned({"n": 1024, "kind": "a"}, VALID[1].as_dict()),
+        Tuned({"n": 128, "kind": "a"}, VALID[2].as_dict()),
+        Tuned({"n": 64, "kind": "a"}, VALID[3].as_dict()),  # the problem itself: left out
+        Tuned({"n": 32, "kind": "a"}, invalid),  # not valid here: skipped
+        Tuned({"n": 60, "kind": "b"}, VALID[4].as_dict()),  # incomparable
+        Tuned({"n": 256, "kind": "a"}, VALID[2].as_dict()),  # the same winner again
+    ]
+    assert warm_seeds(family, problem, tuned, VALID) == [VALID[2], VALID[1]]
+    assert warm_seeds(family, problem, tuned, VALID, limit=1) == [VALID[2]]
+    assert warm_seeds(family, problem, tuned, VALID, incomparable=True) == [VALID[2], VALID[1], VALID[4]]
+    assert warm_seeds(family, problem, [], VALID) == []
+
+
+def test_asks_in_a_batch_before_their_answers_are_distinct() -> None:
+    strategy = SurrogateStrategy(SPACE, VALID, seed=2)
+    drain(strategy, limit=4)  # the model is fitted from here on
+    batch = [strategy.ask() for _ in range(5)]
+    assert all(a is not None for a in batch)
+    assert len({canonical_json(a.values) for a in batch if a is not None}) == 5
+    for a in batch:
+        assert a is not None
+        strategy.tell(a, record(a.values))

@@ -1,0 +1,240 @@
+"""A Gaussian-process surrogate over the valid configurations' own features: tunebox's default search.
+
+Each valid configuration becomes a point in the unit cube: a numeric parameter whose values are all
+positive by the log2 of its value (tile sizes, threads, vector widths and stages act by ratios), any
+other by its position in its declared domain, both scaled to [0, 1] over the domain; parameters of
+the same name share a coordinate across templates, and the template is one more coordinate per
+template (one-hot). With ``ratios``, every pair of log-scaled parameters of a template adds their
+sum and difference (bytes per block, rows per thread: what sets a kernel's shape), scaled to [0, 1].
+
+The model is a Gaussian process (Matern 5/2, one length scale, constant mean) on the standardised
+log of the measured times; its length scale and noise are picked per proposal by marginal
+likelihood from a small grid. A proposal maximises expected improvement over the valid
+configurations not yet evaluated, so every proposal is valid and new. Before the model: the seeded
+configurations (warm start: past winners, the family default) in the order given, then a
+space-filling design (the first at random, each next one the farthest from all those so far) until
+``initial`` configurations were given (seeded and resumed ones included) and two succeeded. Failed
+evaluations are modelled as slower than the slowest success. Asks between two answers share one
+fit and never repeat (a batch for the compile pipeline).
+
+Deterministic per seed: the only randomness is the first design point and the choice among exact
+ties, both drawn from ``numpy.random.default_rng(seed)``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..params import TEMPLATE, Config, TemplateSpaces, Value
+from ..records import EvalRecord, Status, canonical_json
+from .ask import Ask
+
+LENGTH_SCALES = (0.1, 0.2, 0.4, 0.8, 1.6)  # in units of the feature cube's diagonal / sqrt(dims)
+NOISES = (1e-4, 1e-2, 1e-1)  # variance of the standardised log-time
+
+
+@dataclass(frozen=True)
+class SurrogateOptions:
+    """The strategy's settings (the defaults chosen on the strategy benchmark; its
+    ``leave_one_out`` section checks the choice problem by problem).
+
+    ``initial``: configurations given before the model proposes (at least 1; seeded and resumed
+    ones count, the design fills the rest; the model also waits for two successes); ``ratios``:
+    add the pairwise sum and difference features of log-scaled parameters; ``xi``: expected
+    improvement's margin, in standard deviations of the log-times."""
+
+    initial: int = 2
+    ratios: bool = True
+    xi: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.initial < 1:
+            raise ValueError(f"initial must be at least 1, got {self.initial}")
+
+
+def _numeric(values: Sequence[Value]) -> bool:
+    return all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in values)
+
+
+def features(space: TemplateSpaces, configs: Sequence[Config], ratios: bool = True) -> np.ndarray:
+    """The configurations as rows of a matrix in [0, 1] (see the module docstring); constant
+    columns dropped. Contract: one row per config, in order; equal configs give equal rows."""
+    names = space.names()
+    domains: dict[str, list[Value]] = {}
+    for _, s in space.templates:
+        for p in s.params:
+            domains.setdefault(p.name, [])
+            domains[p.name] += [v for v in p.choices if v not in domains[p.name]]
+    logs = {n: _numeric(d) for n, d in domains.items()}
+
+    def coordinate(name: str, value: Value) -> float:
+        domain = domains[name]
+        if logs[name]:
+            lo, hi = (math.log2(float(min(domain))), math.log2(float(max(domain))))
+            return (math.log2(float(value)) - lo) / (hi - lo) if hi > lo else 0.0
+        return domain.index(value) / (len(domain) - 1) if len(domain) > 1 else 0.0
+
+    pairs = [(a, b) for a, b in itertools.combinations(sorted(domains), 2) if logs[a] and logs[b]] if ratios else []
+    rows = []
+    for config in configs:
+        values = config.as_dict()
+        template = values[TEMPLATE]
+        row = [1.0 if template == t else 0.0 for t in names] if len(names) > 1 else []
+        own = {n: coordinate(n, v) for n, v in values.items() if n != TEMPLATE}
+        row += [own.get(n, 0.0) for n in sorted(domains)]
+        for a, b in pairs:
+            both = a in own and b in own
+            row += [(own[a] + own[b]) / 2 if both else 0.0, (own[a] - own[b] + 1) / 2 if both else 0.0]
+        rows.append(row)
+    if not rows:
+        return np.zeros((0, 0))
+    x = np.asarray(rows, dtype=float)
+    return x[:, x.max(axis=0) > x.min(axis=0)]
+
+
+def _matern(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
+    squared = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
+    d = np.sqrt(np.maximum(squared, 0.0)) * (math.sqrt(5.0) / scale)
+    return np.asarray((1.0 + d + d * d / 3.0) * np.exp(-d), dtype=float)
+
+
+@dataclass(frozen=True)
+class _Fit:
+    scale: float
+    chol: np.ndarray
+    alpha: np.ndarray
+    mean: float
+    std: float
+
+
+def _fit(x: np.ndarray, y: np.ndarray, dims: int) -> _Fit:
+    """The grid's (length scale, noise) of highest marginal likelihood on standardised ``y``."""
+    mean, std = float(y.mean()), float(y.std()) or 1.0
+    z = (y - mean) / std
+    best: tuple[float, _Fit] | None = None
+    root = math.sqrt(max(dims, 1))
+    for s, noise in itertools.product(LENGTH_SCALES, NOISES):
+        k = _matern(x, x, s * root) + (noise + 1e-8) * np.eye(len(x))
+        try:
+            chol = np.linalg.cholesky(k)
+        except np.linalg.LinAlgError:
+            continue
+        alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, z))
+        evidence = -0.5 * float(z @ alpha) - float(np.log(np.diag(chol)).sum())
+        if best is None or evidence > best[0]:
+            best = (evidence, _Fit(s * root, chol, alpha, mean, std))
+    assert best is not None  # the largest noise always factorises
+    return best[1]
+
+
+def _expected_improvement(fit: _Fit, x: np.ndarray, candidates: np.ndarray, best: float, xi: float) -> np.ndarray:
+    k = _matern(candidates, x, fit.scale)
+    mu = k @ fit.alpha
+    v = np.linalg.solve(fit.chol, k.T)
+    sigma = np.sqrt(np.maximum(1.0 - (v * v).sum(axis=0), 1e-12))
+    gap = (best - fit.mean) / fit.std - mu - xi
+    u = gap / sigma
+    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(u / math.sqrt(2.0)))
+    pdf = np.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
+    return np.asarray(gap * cdf + sigma * pdf, dtype=float)
+
+
+class SurrogateStrategy:
+    """Gaussian-process expected improvement over the valid configurations (module docstring).
+
+    Contract: every ``ask`` returns a configuration of ``valid`` not returned before (the seeded
+    ones first, in order, those outside ``valid`` skipped), None once all were; the same arguments
+    and the same answers give the same proposals. ``history`` (a resumed sweep's log) counts as
+    evaluated: never proposed, and modelled."""
+
+    def __init__(
+        self,
+        space: TemplateSpaces,
+        valid: Sequence[Config],
+        seed: int,
+        history: Iterable[EvalRecord] = (),
+        options: SurrogateOptions = SurrogateOptions(),
+        seeds: Sequence[Config] = (),
+    ) -> None:
+        self.configs = list(dict.fromkeys(valid))
+        self.options = options
+        self._index = {canonical_json(c.as_dict()): i for i, c in enumerate(self.configs)}
+        self._x = features(space, self.configs, options.ratios)
+        self._rng = np.random.default_rng(seed)
+        self._model: tuple[bytes, _Fit] | None = None  # the last fit and the answers it knew
+        self._queue: list[int] = []
+        self._given: set[int] = set()
+        self._times: dict[int, float] = {}  # evaluated: log ms (inf: failed)
+        for config in seeds:
+            self.seed(config)
+        for record in history:
+            i = self._index.get(canonical_json(record.config))
+            if i is not None:
+                self._given.add(i)
+                self._times[i] = _log_time(record)
+
+    def seed(self, config: Config) -> None:
+        """Propose ``config`` before any other not yet proposed (after earlier seeds); ignored
+        when it is not valid or was proposed already."""
+        i = self._index.get(canonical_json(config.as_dict()))
+        if i is not None and i not in self._given and i not in self._queue:
+            self._queue.append(i)
+
+    def ask(self) -> Ask | None:
+        while self._queue:
+            i = self._queue.pop(0)
+            if i not in self._given:
+                return self._give(i)
+        left = np.array([i for i in range(len(self.configs)) if i not in self._given], dtype=int)
+        if not len(left):
+            return None
+        finite = {i: t for i, t in self._times.items() if math.isfinite(t)}
+        if len(self._given) < self.options.initial or len(finite) < 2:
+            return self._give(self._farthest(left))
+        return self._give(self._model_pick(left, finite))
+
+    def tell(self, ask: Ask, record: EvalRecord) -> None:
+        i = self._index.get(canonical_json(ask.values))
+        if i is not None:
+            self._times[i] = _log_time(record)
+
+    def _give(self, i: int) -> Ask:
+        self._given.add(i)
+        return Ask(None, self.configs[i].as_dict())
+
+    def _farthest(self, left: np.ndarray) -> int:
+        """A random configuration first, then the one farthest from all given so far."""
+        if not self._given or self._x.shape[1] == 0:
+            return int(self._rng.choice(left))
+        given = self._x[sorted(self._given)]
+        cand = self._x[left]
+        gaps = ((cand * cand).sum(1)[:, None] + (given * given).sum(1)[None, :] - 2.0 * (cand @ given.T)).min(axis=1)
+        return self._tie(left, gaps)
+
+    def _model_pick(self, left: np.ndarray, finite: dict[int, float]) -> int:
+        worst = max(finite.values())
+        spread = worst - min(finite.values())
+        told = sorted(self._times)
+        y = np.array([self._times[i] if math.isfinite(self._times[i]) else worst + max(spread, 0.1) for i in told])
+        x = self._x[told]
+        known = np.asarray(told).tobytes() + y.tobytes()
+        if self._model is None or self._model[0] != known:  # asks between two answers share one fit
+            self._model = (known, _fit(x, y, self._x.shape[1]))
+        fit = self._model[1]
+        ei = _expected_improvement(fit, x, self._x[left], min(finite.values()), self.options.xi)
+        return self._tie(left, ei)
+
+    def _tie(self, left: np.ndarray, score: np.ndarray) -> int:
+        top = np.flatnonzero(score >= score.max() - 1e-12 * max(1.0, abs(float(score.max()))))
+        return int(left[top[0] if len(top) == 1 else self._rng.choice(top)])
+
+
+def _log_time(record: EvalRecord) -> float:
+    if record.status is Status.OK and record.timing is not None and record.timing.median_ms > 0:
+        return math.log(record.timing.median_ms)
+    return math.inf

@@ -1,0 +1,67 @@
+"""Warm start: a new problem's search begins with the winners of the nearest problems already tuned.
+
+The sweep loop (or any caller) gives the problems tuned before (from the winners database: each
+winner's problem and configuration) and the new problem's valid configurations; ``warm_seeds``
+answers the winners to try first, nearest problem first by the family's ``distance``, each
+re-validated: a configuration the new problem's valid set does not hold (a rule it breaks, a
+template or value the space no longer has) is skipped, and one configuration is given once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..families.contract import Family
+from ..params import Config
+from ..records import canonical_json
+
+DEFAULT_LIMIT = 3  # winners tried first: past that, the model knows more than the neighbours do
+
+
+@dataclass(frozen=True)
+class Tuned:
+    """A problem tuned before and its winning configuration (both as stored: plain mappings)."""
+
+    problem: Mapping[str, Any]
+    config: Mapping[str, Any]
+
+
+def warm_seeds(
+    family: Family[Any],
+    problem: Any,
+    tuned: Iterable[Tuned],
+    valid: Sequence[Config],
+    limit: int = DEFAULT_LIMIT,
+    incomparable: bool = False,
+) -> list[Config]:
+    """Up to ``limit`` configurations of ``valid``: the winners of the tuned problems nearest to
+    ``problem`` (the family's ``distance``; incomparable problems and the problem itself, at any
+    distance None or with the same canonical key, are left out), nearest first, ties in the order
+    given. With ``incomparable``, the winners of problems the family calls incomparable (distance
+    None: another dtype, direction or mask) follow those of the comparable ones instead of being
+    left out. Contract: every returned config is in ``valid``, none twice; an empty list when nothing
+    tuned is comparable."""
+    by_key = {canonical_json(c.as_dict()): c for c in valid}
+    own = problem.key() if hasattr(problem, "key") else None
+    ranked: list[tuple[float, int, Config]] = []
+    for order, t in enumerate(tuned):
+        other = family.parse_problem(t.problem)
+        if own is not None and other.key() == own:
+            continue
+        distance = family.distance(problem, other)
+        config = by_key.get(canonical_json(dict(t.config)))
+        if distance is None and incomparable:
+            distance = math.inf
+        if distance is None or config is None or math.isnan(distance):
+            continue
+        ranked.append((distance, order, config))
+    seeds: list[Config] = []
+    for _, _, config in sorted(ranked, key=lambda r: (r[0], r[1])):
+        if config not in seeds:
+            seeds.append(config)
+        if len(seeds) == limit:
+            break
+    return seeds
