@@ -15,6 +15,7 @@ from .families import get as get_family
 from .records import DeviceInfo, EvalRecord
 from .report import ReportFiles
 from .runner.backends import Backend, GpuBackend, ReplayBackend
+from .runner.paced import PacedReplay
 from .runner.probe import gpu_status
 from .runtime.lookup import LookupResult, shared
 from .search.loop import LoopSettings, Sweep
@@ -79,22 +80,49 @@ def tune(
     settings: LoopSettings = DEFAULT_LOOP,
     backend_instance: Backend | None = None,
     progress: Callable[[SweepProgress], None] | None = None,
+    storage: str | None = None,
+    replay_pace: float | None = None,
+    heartbeat_s: int = 10,
 ) -> SweepResult:
     """Run (or resume) a sweep. Evaluations go to ``results/sweeps/<name>[-replay]/``, winners to
     ``db`` (default ``results/winners.sqlite``, or ``results/winners-replay.sqlite`` on the replay
     backend, so replayed winners never mix with measured ones). One sweep per results directory
     at a time: another one running there (its lock ``sweep.lock`` held) makes this one raise
-    ``SweepLocked`` at once. ``progress`` is called with the sweep's totals as it goes."""
+    ``SweepLocked`` at once. ``progress`` is called with the sweep's totals as it goes.
+
+    ``storage`` (``postgresql://user:password@host/db``): this process is one worker of a sweep shared
+    through that database (``tunebox.search.distributed``; needs ``tunebox[distributed]``): the
+    evaluation records, the Optuna studies and the winners are there, not in local files, and any
+    number of workers, started at any time on any host, share the sweep out. ``heartbeat_s``: a
+    worker's running trials are queued again when it has not been heard of for 3 x that.
+    ``replay_pace``: on replay, each answer waits that many times its recorded verify + time seconds."""
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(sweep)
     overrides = {k: v for k, v in (("trials", trials), ("seconds", seconds), ("strategy", strategy)) if v is not None}
     if overrides:
         settings_now = {**spec.search.__dict__, **overrides}
         spec = replace(spec, search=search_settings(settings_now, str(spec.source)))
+    if storage is not None:
+        return _tune_shared(
+            spec,
+            storage,
+            backend,
+            recording,
+            results,
+            db,
+            listeners,
+            settings,
+            backend_instance,
+            progress,
+            replay_pace,
+            heartbeat_s,
+        )
     replayed = backend_instance.replayed if backend_instance is not None else _replays(backend)
     out = results / "sweeps" / (spec.name + ("-replay" if replayed else ""))
     with SweepLock(out):
-        chosen = backend_instance or make_backend(spec, backend, recording)
-        if isinstance(chosen, ReplayBackend):  # a resumed replay continues with its own device's recording
+        chosen = backend_instance or _paced(make_backend(spec, backend, recording), replay_pace)
+        if isinstance(
+            chosen, ReplayBackend | PacedReplay
+        ):  # a resumed replay continues with its own device's recording
             chosen.check_resume(out / "evals.jsonl")
         builder = NvrtcBuilder(
             _arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s
@@ -105,6 +133,64 @@ def tune(
         finally:
             builder.close()
             chosen.close()
+
+
+def _paced(backend: Backend, pace: float | None) -> Backend:
+    if pace is None or not isinstance(backend, ReplayBackend):
+        return backend
+    return PacedReplay(backend, pace)
+
+
+def _tune_shared(
+    spec: SweepSpec,
+    storage: str,
+    backend: str,
+    recording: Path | None,
+    results: Path,
+    db: Path | None,
+    listeners: tuple[Callable[[str, EvalRecord], None], ...],
+    settings: LoopSettings,
+    backend_instance: Backend | None,
+    progress: Callable[[SweepProgress], None] | None,
+    replay_pace: float | None,
+    heartbeat_s: int,
+) -> SweepResult:
+    """One worker of a sweep shared through PostgreSQL (no local sweep directory, lock or log). At the
+    end the sweep's winners are copied from the database into the local winners database ``db`` (the
+    default one otherwise), where ``tunebox query`` and ``tunebox.lookup`` find them."""
+    from .search.distributed import DistributedSweep, Heartbeat
+    from .store.postgres import is_postgres_url
+
+    if not is_postgres_url(storage):
+        raise SpaceError(f"--storage takes a PostgreSQL URL (postgresql://user:password@host/db), not {storage!r}")
+    if heartbeat_s < 1:
+        raise SpaceError(f"the heartbeat interval is whole seconds, at least 1 (got {heartbeat_s})")
+    chosen = backend_instance or _paced(make_backend(spec, backend, recording), replay_pace)
+    builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s)
+    try:
+        heartbeat = Heartbeat(heartbeat_s, 3 * heartbeat_s)
+        sweep = DistributedSweep(
+            spec, chosen, builder, storage, listeners, settings, progress=progress, heartbeat=heartbeat
+        )
+        result = sweep.run()
+    finally:
+        builder.close()
+        chosen.close()
+    from .records import WinnerKey
+    from .store.postgres import PgWinnersDB
+    from .store.winners import WinnersDB
+
+    local = db or results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
+    keys = [
+        WinnerKey.of(p.winner, spec.family.source_hash(), p.problem.key(), p.problem.dtype)
+        for p in result.problems
+        if p.winner is not None
+    ]
+    if keys:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        with PgWinnersDB(storage) as shared, WinnersDB(local) as mine:
+            shared.copy_to(mine, keys)
+    return replace(result, db_path=local)
 
 
 def _arch(backend: Backend) -> str:

@@ -105,6 +105,9 @@ def _tune(args: argparse.Namespace) -> int:
             seconds=args.seconds,
             strategy=args.strategy,
             progress=progress,
+            storage=args.storage,
+            replay_pace=args.replay_pace,
+            heartbeat_s=args.heartbeat,
         )
     finally:
         progress.end()
@@ -130,7 +133,10 @@ def _tune(args: argparse.Namespace) -> int:
         stored = "stored" if p.stored else "kept the better stored winner"
         config = " ".join(f"{k}={v}" for k, v in p.winner.config.items())
         print(f"  {p.name}: {ms:.4f} ms, {rate}{extra}; {stored}\n    {config}\n    statuses: {counts}")
-    print(f"  evaluation log: {result.log_path}\n  winners: {result.db_path}")
+    if result.storage is not None:
+        print(f"  evaluations and winners: {result.storage}\n  winners copied to: {result.db_path}")
+    else:
+        print(f"  evaluation log: {result.log_path}\n  winners: {result.db_path}")
     if result.breakdown:
         parts = ", ".join(f"{k} {v:.1f} s" for k, v in result.breakdown.items() if v > 0)
         print(f"  time by stage: {parts}")
@@ -346,7 +352,7 @@ def parser() -> argparse.ArgumentParser:
         "--db",
         type=Path,
         help="winners database to store into (default <results>/winners.sqlite; on the replay "
-        "backend <results>/winners-replay.sqlite)",
+        "backend <results>/winners-replay.sqlite); with --storage, where the shared sweep's winners are copied",
     )
     t.add_argument("--trials", type=int, help="evaluated variants per problem (default: the sweep file's)")
     t.add_argument("--seconds", type=float, help="wall-clock budget of the sweep (default: the sweep file's)")
@@ -354,6 +360,25 @@ def parser() -> argparse.ArgumentParser:
         "--strategy", choices=("tpe", "random", "exhaustive"), help="search strategy (default: the sweep file's)"
     )
     t.add_argument("--quiet", action="store_true", help="no progress line")
+    t.add_argument(
+        "--storage",
+        help="run as one worker of a sweep shared through PostgreSQL (postgresql://user:password@host/db): "
+        "evaluations, Optuna studies and winners are kept there; start any number of workers, on any host "
+        "(needs pip install 'tunebox[distributed]')",
+    )
+    t.add_argument(
+        "--heartbeat",
+        type=int,
+        default=10,
+        help="with --storage: seconds between a worker's heartbeats; a worker silent for 3x that has its "
+        "running trials queued again (default 10)",
+    )
+    t.add_argument(
+        "--replay-pace",
+        type=float,
+        help="on replay: each answer waits this many times its recorded verify + time seconds (for scaling "
+        "runs on a CPU)",
+    )
     t.set_defaults(run=_tune)
 
     q = sub.add_parser("query", help="the tuned configuration for a problem")

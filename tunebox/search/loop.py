@@ -16,7 +16,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from multiprocessing import resource_tracker
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder
 from ..errors import HarnessError, TuneboxError
@@ -35,7 +35,7 @@ from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json, fas
 from ..runner.backends import Backend
 from ..runner.protocol import LaunchIdentity, Outcome, variant_of
 from ..store.evallog import EvalLog
-from ..store.winners import WinnersDB
+from ..store.winners import WinnersDB, WinnerStore
 from ..sweep_spec import NamedProblem, SweepSpec
 from .runs import ProblemOutcome, SweepProgress, SweepResult, append_run
 from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TpeStrategy
@@ -96,6 +96,17 @@ class LoopSettings:
 Listener = Callable[[str, EvalRecord], None]
 
 
+class RecordLog(Protocol):
+    """Where a sweep's evaluation records go: the JSONL ``EvalLog``, or a table shared by the workers
+    of a sweep on PostgreSQL (``tunebox.store.postgres.PgRecords``)."""
+
+    def append(self, record: EvalRecord) -> None: ...
+
+    def append_all(self, records: Sequence[EvalRecord]) -> None: ...
+
+    def read(self) -> list[EvalRecord]: ...
+
+
 def final_phases(history: list[EvalRecord], problem_key: str) -> list[list[EvalRecord]]:
     """The problem's final phases in the log, in order: each its finalists' records, then those of
     the baselines (records without a configuration). A finalist's record after a baseline's, or one
@@ -151,7 +162,8 @@ class Sweep:
     ) -> None:
         self.spec, self.backend, self.builder = spec, backend, builder
         self.family: Family[Any] = spec.family
-        self.log = EvalLog(out_dir / "evals.jsonl")
+        self.log: RecordLog = EvalLog(out_dir / "evals.jsonl")
+        self.log_path: Path | None = out_dir / "evals.jsonl"
         self.out_dir = out_dir
         self.db_path = db_path
         self.listeners = listeners
@@ -185,7 +197,7 @@ class Sweep:
             self.evaluated,
             time.perf_counter() - start,
             dict(self.breakdown),
-            self.log.path,
+            self.log_path,
             self.db_path,
             tuple(self.answers),
         )
@@ -459,7 +471,7 @@ class Sweep:
         stored = False
         if winner is not None:
             key = WinnerKey.of(winner, self.family.source_hash(), problem.key(), problem.dtype)
-            with WinnersDB(self.db_path) as db:
+            with self._winners() as db:
                 stored = db.put(key, winner, library=baseline)
         default_key = canonical_json(self.family.default_config(problem).as_dict())
         default = next((r for r in records if canonical_json(r.config) == default_key), None)
@@ -467,6 +479,10 @@ class Sweep:
         for r in records:
             counts[r.status.value] = counts.get(r.status.value, 0) + 1
         return ProblemOutcome(named.name, problem, winner, baseline, default, stored, counts)
+
+    def _winners(self) -> WinnerStore:
+        """The winners store (opened by the caller's ``with``)."""
+        return WinnersDB(self.db_path)
 
     def _retime(
         self, problem: Problem, finalists: list[EvalRecord], history: list[EvalRecord], seed: int

@@ -38,6 +38,7 @@ class SweepResult:
     log_path: Path | None = None
     db_path: Path | None = None
     answers: tuple[tuple[float, float], ...] = ()  # per device answer: (s since the start, verify + time s)
+    storage: str | None = None  # a sweep shared through PostgreSQL: the database (its password left out)
 
     def summary(self) -> dict[str, float | int | str | bool]:
         """Throughput of this invocation: variants per second, and the share of the wall time the
