@@ -18,6 +18,7 @@ from .errors import DeviceUnavailable, TuneboxError
 from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from .records import Status
 from .runtime.lookup import ENV_DB, shipped_db
+from .sweep_spec import STRATEGIES
 
 if TYPE_CHECKING:
     from .search.runs import SweepProgress
@@ -356,9 +357,7 @@ def parser() -> argparse.ArgumentParser:
     )
     t.add_argument("--trials", type=int, help="evaluated variants per problem (default: the sweep file's)")
     t.add_argument("--seconds", type=float, help="wall-clock budget of the sweep (default: the sweep file's)")
-    t.add_argument(
-        "--strategy", choices=("tpe", "random", "exhaustive"), help="search strategy (default: the sweep file's)"
-    )
+    t.add_argument("--strategy", choices=STRATEGIES, help="search strategy (default: the sweep file's)")
     t.add_argument("--quiet", action="store_true", help="no progress line")
     t.add_argument(
         "--storage",

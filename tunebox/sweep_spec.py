@@ -20,12 +20,12 @@ from .families.base import Problem
 from .families.contract import Family, P
 from .params import TemplateSpaces
 
-STRATEGIES = ("tpe", "random", "exhaustive")
+STRATEGIES = ("surrogate", "tpe", "random", "exhaustive")  # the first is the default
 
 
 @dataclass(frozen=True)
 class SearchSettings:
-    strategy: str = "tpe"
+    strategy: str = STRATEGIES[0]
     trials: int = 50  # evaluated (valid) variants per problem; exhaustive evaluates every valid one
     seconds: float = 3600.0  # wall-clock budget of the whole sweep
     seed: int = 0

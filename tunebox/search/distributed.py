@@ -243,7 +243,7 @@ class DistributedSweep(Sweep):
         valid = self._valid(named)
         budget = len(valid) if search.strategy == "exhaustive" else min(search.trials, len(valid))
         order = list(valid)
-        if search.strategy == "random":
+        if search.strategy in ("random", "surrogate"):  # no shared surrogate model yet: a random order
             random.Random(search.seed).shuffle(order)
         default = family.default_config(problem)
         if default in set(valid):

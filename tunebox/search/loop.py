@@ -11,6 +11,7 @@ run of the sweep directory.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import signal
 import threading
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol, cast
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder
-from ..errors import HarnessError, TuneboxError
+from ..errors import DatabaseError, HarnessError, TuneboxError
 from ..families.base import Problem
 from ..families.contract import Family
 from ..params import Config
@@ -39,6 +40,8 @@ from ..store.winners import WinnersDB, WinnerStore
 from ..sweep_spec import NamedProblem, SweepSpec
 from .runs import ProblemOutcome, SweepProgress, SweepResult, append_run
 from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TpeStrategy
+from .surrogate import SurrogateStrategy
+from .warm_start import Tuned, warm_seeds
 
 log = logging.getLogger(__name__)
 
@@ -246,7 +249,7 @@ class Sweep:
         seed = input_seed(self.spec.search.seed, problem)
         self.backend.prepare(family, problem, seed)  # the worker builds inputs while the search starts up
         valid = self._valid(named)
-        strategy = self._strategy(valid, done)
+        strategy = self._strategy(named, valid, done)
         default = family.default_config(problem)
         if default in set(valid):
             strategy.seed(default)
@@ -321,13 +324,35 @@ class Sweep:
             valid = [c for c in valid if canonical_json(c.as_dict()) in answerable]
         return valid
 
-    def _strategy(self, valid: list[Config], done: dict[str, EvalRecord]) -> Strategy:
+    def _strategy(self, named: NamedProblem, valid: list[Config], done: dict[str, EvalRecord]) -> Strategy:
         search = self.spec.search
         if search.strategy == "exhaustive":
             return ExhaustiveStrategy(valid)
         if search.strategy == "random":
             return RandomStrategy(valid, search.seed)
-        return TpeStrategy(self.spec.space, valid, search.seed, done.values())
+        if search.strategy == "tpe":
+            return TpeStrategy(self.spec.space, valid, search.seed, done.values())
+        seeds = self._warm_seeds(named, valid)
+        return SurrogateStrategy(self.spec.space, valid, search.seed, done.values(), seeds=seeds)
+
+    def _warm_seeds(self, named: NamedProblem, valid: list[Config]) -> list[Config]:
+        """Warm start (issue 15 item 5): the winners of the nearest tuned problems of the family's
+        current sources in the local winners database, valid here, nearest first (none without one)."""
+        if not Path(self.db_path).is_file():
+            return []
+        family_hash = self.family.source_hash()
+        try:
+            with WinnersDB(self.db_path, read_only=True) as db:
+                stored = db.all()
+        except DatabaseError as exc:  # an empty or unreadable database: no seeds (a write says more later)
+            log.info("%s: no warm start (%s)", self.db_path, exc)
+            return []
+        tuned = [
+            Tuned(json.loads(w.key.problem_key), w.config)
+            for w in stored
+            if w.key.family == self.family.name and w.key.family_hash == family_hash
+        ]
+        return warm_seeds(self.family, named.problem, tuned, valid)
 
     def _build(self, problem: Problem, config: Config) -> Future[BuildResult | None]:
         """The variant's compile, started in the pool; on replay none (the recording answers, compile

@@ -160,3 +160,31 @@ def test_every_recorded_baseline_is_replayed_in_order(sweep_file, recording, tmp
     ]
     assert [r.baseline for r in finals] == ["torch: fake", "torch: second"] * 2
     assert all(p.baseline is not None and p.baseline.baseline == "torch: fake" for p in result.problems)
+
+
+def test_the_default_strategy_starts_from_the_nearest_tuned_winner(tmp_path):
+    """Warm start: a new problem's search first tries the winner of the nearest problem the winners
+    database holds (of the same family sources), then the family default."""
+    first = write_sweep(tmp_path / "a", strategy="surrogate", trials=6)
+    tune(first, backend="replay", recording=write_recording(first, tmp_path / "a.jsonl"), results=tmp_path / "r")
+    with WinnersDB(tmp_path / "r" / "winners-replay.sqlite", read_only=True) as db:
+        copy_winner = next(w.config for w in db.all() if '"transpose":false' in w.key.problem_key)
+    second = tmp_path / "b" / "spaces" / "near.toml"
+    second.parent.mkdir(parents=True)
+    text = first.read_text().replace('name = "small"', 'name = "near"').replace("[1000, 1000]", "[1024, 1000]")
+    second.write_text(text)
+    assert load_sweep(second).search.strategy == "surrogate"
+    tune(second, backend="replay", recording=write_recording(second, tmp_path / "b.jsonl"), results=tmp_path / "r")
+    records = EvalLog(tmp_path / "r" / "sweeps" / "near-replay" / "evals.jsonl").read()
+    copies = [r for r in records if r.phase == "screen" and not r.problem.get("transpose")]
+    near = load_sweep(second)
+    default = near.family.default_config(near.problems[0].problem).as_dict()
+    first_two = [canonical_json(r.config) for r in copies[:2]]
+    assert copy_winner != default
+    assert canonical_json(copy_winner) in first_two, (first_two, copy_winner)
+
+
+def test_a_sweep_file_without_a_strategy_gets_the_surrogate(tmp_path):
+    sweep = write_sweep(tmp_path)
+    sweep.write_text(sweep.read_text().replace('strategy = "tpe"\n', ""))
+    assert load_sweep(sweep).search.strategy == "surrogate"
