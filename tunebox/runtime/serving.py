@@ -2,7 +2,7 @@
 instead (the operation's main torch baseline, writing the caller's outputs in place).
 
 The rule (``use="auto"``): the kernel runs where a tunebox variant is known to beat the library at this
-very problem (an exact answer whose winner was timed faster than the library call beside it); the
+very problem (an exact or raced answer whose winner was timed faster than the library call beside it); the
 library call runs everywhere else, when it can: the arrays are torch tensors and the operation's main
 baseline has an in-place form (``Baseline.into``). Otherwise the kernel runs, and the answer says why.
 ``use="tunebox"`` always runs the kernel, ``use="library"`` always the library call (or raises).
@@ -19,7 +19,6 @@ from ..families.base import Baseline, BufferSpec, Problem
 from ..families.contract import Family
 from .lookup import LookupResult
 
-Use = Literal["auto", "tunebox", "library"]
 USES = ("auto", "tunebox", "library")
 
 
