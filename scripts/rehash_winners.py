@@ -40,6 +40,11 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
     "kernels/gemm/gemm.cu": "mma, ldmatrix and wgmma wrappers moved to tunebox/mma.cuh: the instructions of 60 "
     "sampled variants (20 per template) are identical (scripts/sass_identity.py)",
     "kernels/include/tunebox/mma.cuh": "new: the wrappers moved out of gemm.cu, verbatim",
+    "kernels/include/tunebox/tile.cuh": "only vector_fits added (moved from gather.cu), a template only gather "
+    "and ragged3d instantiate: their 20 + 20 + 60 sampled variants' instructions are identical; the other "
+    "families' code cannot change (gemm and gather_elements samples identical too)",
+    "kernels/gather/gather.cu": "only vector_fits moved to tunebox/tile.cuh (instructions identical, 40 variants)",
+    "kernels/ragged3d/ragged3d.cu": "its vector test is now tb::vector_fits (instructions identical, 60 variants)",
     "tunebox/families/base.py": "only Baseline.into, the serving form of a library call, added",
     "tunebox/cuda_api.py": "only the launch of arguments one by one, no longer reached, removed",
     "tunebox/families/kernel_args.py": "every kernel's struct rendered (all were named; 952 sources identical)",

@@ -7,7 +7,10 @@ Takes up to N (default 20) recorded (problem, configuration) pairs per template,
 seed, builds each with NVRTC (sm_90) and disassembles it with ``nvdisasm -c`` (pip package
 nvidia-cuda-nvdisasm; ``NVDISASM`` names the binary). The fingerprint of a variant is the sha256 of
 its instruction lines without their addresses (CUBIN bytes differ from build to build; the
-instructions do not). Run it before and after the change and compare the two files.
+instructions do not). Run it before and after the change and compare the two files. Some variants'
+instructions vary from build to build of the same source (register allocation of tile_copy's
+cp_async and windows' separable kernels, seen with one worker too): run "before" twice to see which,
+before reading a difference as the change's. ``SASS_WORKERS`` sets the build threads.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def main(family_name: str, out: Path, recordings: list[Path], per_template: int)
         group = chosen.setdefault(json.loads(config)["template"], [])
         if len(group) < per_template:
             group.append((problem, config))
-    builder = NvrtcBuilder("sm_90", None, workers=os.cpu_count())
+    builder = NvrtcBuilder("sm_90", None, workers=int(os.environ.get("SASS_WORKERS", os.cpu_count() or 1)))
     nvdisasm = os.environ.get("NVDISASM", "nvdisasm")
     futures = [
         (

@@ -50,13 +50,6 @@ __device__ __forceinline__ void stage_rows(const I* __restrict__ idx, const u8* 
   __syncthreads();
 }
 
-// True when rows of D elements starting at a and b move in W-element vectors.
-template <typename E, int W>
-__device__ __forceinline__ bool vector_fits(i64 D, const void* a, const void* b) {
-  constexpr u64 BYTES = W * sizeof(E);
-  return (D % W) == 0 && ((u64)a % BYTES) == 0 && ((u64)b % BYTES) == 0;
-}
-
 // Copies the D-element row src to dst (team lane `lane` of TEAM), or fills dst with `pad` when src
 // is null, in W-element vectors.
 template <typename E, int W, int TEAM>

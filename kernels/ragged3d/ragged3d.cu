@@ -37,9 +37,7 @@ template <typename E, int THREADS, int W>
 __device__ __forceinline__ void move_at_width(const E* __restrict__ src, E* __restrict__ dst, i64 row, i64 n,
                                               i64 zeros) {
   if constexpr (W > 1) {
-    constexpr u64 BYTES = W * sizeof(E);
-    if ((row % W) != 0 || ((u64)src % BYTES) != 0 || ((u64)dst % BYTES) != 0)
-      return move_at_width<E, THREADS, W / 2>(src, dst, row, n, zeros);
+    if (!vector_fits<E, W>(row, src, dst)) return move_at_width<E, THREADS, W / 2>(src, dst, row, n, zeros);
   }
   move_run<E, W, THREADS>(src, dst, n, zeros);
 }

@@ -37,6 +37,15 @@ template <typename E, int N> union Vec {
 
 __device__ __forceinline__ bool in_range(i64 x, i64 extent) { return (u64)x < (u64)extent; }
 
+// True when rows of D elements starting at a and b move in W-element vectors (of E): D a multiple of
+// W and both addresses aligned to the vector. Kernels choose the widest W that fits, halving from
+// their configured width down to 1 (which always fits).
+template <typename E, int W>
+__device__ __forceinline__ bool vector_fits(i64 D, const void* a, const void* b) {
+  constexpr u64 BYTES = W * sizeof(E);
+  return (D % W) == 0 && ((u64)a % BYTES) == 0 && ((u64)b % BYTES) == 0;
+}
+
 // Loads N consecutive elements of row r starting at column c into v. CHECK=false promises that
 // the whole vector is inside the array and its address is N*sizeof(E)-aligned. Otherwise the
 // vector is loaded in one access when it is entirely valid and aligned, else element by element,
