@@ -154,6 +154,8 @@ def _query(args: argparse.Namespace) -> int:
                 "source": answer.source,
                 "config": answer.config,
                 "median_ms": answer.median_ms,
+                "library": answer.library,
+                "library_ms": answer.library_ms,
                 "replayed": answer.replayed,
                 "matched_problem": answer.matched_problem_key,
                 "explanation": answer.explanation,
@@ -161,6 +163,22 @@ def _query(args: argparse.Namespace) -> int:
             indent=2,
         )
     )
+    return 0
+
+
+def _coverage(args: argparse.Namespace) -> int:
+    from .runtime.coverage import coverage
+    from .runtime.lookup import default_db
+
+    db = args.db or default_db()
+    rows = coverage(db, args.family)
+    print(f"{db}: {len(rows)} tuned problems" + (f" of {args.family}" if args.family else ""))
+    for c in rows:
+        versus = f"{c.ratio:.2f}x {c.library}" if c.ratio is not None else "no library time"
+        origin = ("raced" if c.raced else "swept") + (", replayed" if c.replayed else "")
+        stale = "" if c.current else "  [stale: the family's sources changed; never served as exact]"
+        problem = json.dumps(c.problem, sort_keys=True, separators=(",", ":"))
+        print(f"  {c.family} on {c.device}: {problem}  {c.median_ms:.4g} ms ({origin}), {versus}{stale}")
     return 0
 
 
@@ -391,6 +409,13 @@ def parser() -> argparse.ArgumentParser:
     )
     q.add_argument("--device", help="device name (default: the only device in the database)")
     q.set_defaults(run=_query)
+
+    cv = sub.add_parser("coverage", help="the problems a winners database covers, with the library's time beside")
+    cv.add_argument("family", nargs="?", help="only this family (default: every family)")
+    cv.add_argument(
+        "--db", type=Path, help=f"winners database (default: as for query; a raced one: {ENV_DB} or a path)"
+    )
+    cv.set_defaults(run=_coverage)
 
     r = sub.add_parser("report", help="HTML + Markdown report of a sweep")
     r.add_argument("sweep", help="sweep file whose results to report")

@@ -1,0 +1,51 @@
+"""tunebox coverage: the problems a winners database covers, current or stale, with the library time."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tunebox.cli import main
+from tunebox.errors import DatabaseError, SpaceError
+from tunebox.runtime.coverage import coverage
+
+SHIPPED = Path(__file__).resolve().parents[3] / "results" / "winners.sqlite"
+
+
+def test_the_shipped_database_covers_its_sweeps_with_the_library_time_beside_each() -> None:
+    rows = coverage(SHIPPED)
+    assert {r.family for r in rows} == {
+        "tile_copy",
+        "gather",
+        "scatter",
+        "gather_elements",
+        "gemm",
+        "windows",
+        "ragged3d",
+    }
+    assert all(r.current and not r.raced and r.ratio is not None for r in rows)
+    gemm = [r for r in rows if r.family == "gemm"]
+    assert len(gemm) == 6 and max(r.ratio for r in gemm) > 3  # 4099 x 4097 x 4095: 3.14x
+
+
+def test_a_winner_of_other_sources_is_listed_as_stale(tmp_path: Path) -> None:
+    db = tmp_path / "w.sqlite"
+    shutil.copy(SHIPPED, db)
+    with sqlite3.connect(db) as raw:
+        raw.execute("UPDATE winners SET family_hash = 'older' WHERE family = 'windows'")
+    raw.close()
+    windows = coverage(db, "windows")
+    assert windows and not any(r.current for r in windows)
+
+
+def test_bad_arguments_say_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(DatabaseError, match="no winners database at"):
+        coverage(tmp_path / "absent.sqlite")
+    with pytest.raises(SpaceError, match="unknown family"):
+        coverage(SHIPPED, "nope")
+    assert main(["coverage", "ragged3d", "--db", str(SHIPPED)]) == 0
+    out = capsys.readouterr().out
+    assert "2 tuned problems of ragged3d" in out and "x torch" in out and "(swept)" in out
