@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from .errors import DeviceUnavailable, TuneboxError
+from .errors import DeviceUnavailable, SpaceError, TuneboxError
 from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from .records import Status
 from .runtime.lookup import ENV_DB, shipped_db
@@ -93,6 +93,14 @@ class Progress:
 
 def _tune(args: argparse.Namespace) -> int:
     from .api import tune
+
+    if args.devices is not None:
+        from .search.per_device import parse_devices, run_per_device
+
+        devices = parse_devices(args.devices)
+        if not args.storage:
+            raise SpaceError("--devices runs one worker per GPU of a shared sweep: give --storage postgresql://... too")
+        return run_per_device(args.argv, devices)
 
     progress = Progress(args.quiet)
     try:
@@ -384,6 +392,11 @@ def parser() -> argparse.ArgumentParser:
         "(needs pip install 'tunebox[distributed]')",
     )
     t.add_argument(
+        "--devices",
+        help="with --storage: one worker process per listed GPU (e.g. 0,1), each seeing only its device "
+        "(CUDA_VISIBLE_DEVICES)",
+    )
+    t.add_argument(
         "--heartbeat",
         type=int,
         default=10,
@@ -526,6 +539,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # for commands that start workers
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )

@@ -268,3 +268,29 @@ def test_a_gpu_worker_compiles_ahead_and_queues_on_the_device(url, tmp_path):
     assert again.evaluated == 0 and not again.problems[0].stored  # done: nothing evaluated or stored twice
     with PgWinnersDB(url) as db:
         assert len(db.all()) == 1
+
+
+def test_devices_start_one_worker_per_gpu_sharing_the_sweep(url, tmp_path):
+    """--devices 0,1: two worker processes, each seeing only its device (CUDA_VISIBLE_DEVICES), share
+    the sweep through the storage; every evaluation is recorded once, by both workers together."""
+    sweep = write_sweep(tmp_path, strategy="exhaustive", trials=10_000)
+    recording = paced_recording(sweep, tmp_path / "rec.jsonl")
+    launcher = start_worker(url, sweep, recording, tmp_path / "w", "--devices", "0,1")
+    out, _ = launcher.communicate(timeout=90)
+    text = out.decode()
+    assert launcher.returncode == 0, text[-3000:]
+    assert "[gpu 0] sweep small:" in text and "[gpu 1] sweep small:" in text
+    rows = assert_exactly_once(url, valid_counts(sweep))
+    assert len({w for _, _, phase, _, w in rows if phase == "screen"}) == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [(["--devices", "0,1"], "give --storage"), (["--devices", "0,x"], "distinct GPU indices")],
+)
+def test_devices_needs_storage_and_indices(tmp_path, extra, message, capsys):
+    from tunebox.cli import main
+
+    sweep = write_sweep(tmp_path)
+    assert main(["tune", str(sweep), "--backend", "replay", *extra]) == 2
+    assert message in capsys.readouterr().err
