@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest  # noqa: F401
+import pytest
 
 from tunebox.records import DeviceInfo, EvalRecord, KernelMetrics, Status, Timing
 from tunebox.store.evallog import EvalLog
@@ -102,6 +102,11 @@ def write_recording(sweep: Path, path: Path, status_of=lambda config: Status.OK)
             )
         )
     return path
+
+
+def replay_argv(sweep: Path, recording: Path, results: Path, *extra: str) -> list[str]:
+    """The command line (after ``tunebox``) of a replayed sweep of ``sweep`` into ``results``."""
+    return ["tune", str(sweep), "--backend", "replay", "--recording", str(recording), "--results", str(results), *extra]
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sweep_fixtures import replay_argv
 
 from tunebox.cli import main, parser
 from tunebox.search.runs import SweepProgress
@@ -28,20 +29,7 @@ def run(capsys, *argv: str) -> tuple[int, str, str]:
 @pytest.fixture
 def tuned(sweep_file, recording, tmp_path, capsys):
     results = tmp_path / "r"
-    code, out, _ = run(
-        capsys,
-        "tune",
-        str(sweep_file),
-        "--backend",
-        "replay",
-        "--recording",
-        str(recording),
-        "--results",
-        str(results),
-        "--trials",
-        "8",
-        "--quiet",
-    )
+    code, out, _ = run(capsys, *replay_argv(sweep_file, recording, results, "--trials", "8", "--quiet"))
     assert code == 0
     assert "REPLAYED" in out and "copy:" in out and "transpose:" in out
     return results
@@ -235,19 +223,7 @@ def test_a_second_sweep_of_the_same_results_is_refused_at_once(sweep_file, recor
     )
     try:
         assert holder.stdout.readline() == "locked\n"
-        argv = [
-            "tune",
-            str(sweep_file),
-            "--backend",
-            "replay",
-            "--recording",
-            str(recording),
-            "--results",
-            str(results),
-            "--trials",
-            "3",
-            "--quiet",
-        ]
+        argv = replay_argv(sweep_file, recording, results, "--trials", "3", "--quiet")
         start = time.monotonic()
         code, out, err = run(capsys, *argv)
         assert code == 2 and out == "" and time.monotonic() - start < 10
@@ -333,18 +309,7 @@ def test_progress_on_a_terminal_is_one_line_rewritten():
 
 
 def test_tune_shows_progress_unless_quiet(sweep_file, recording, tmp_path, capsys):
-    argv = [
-        "tune",
-        str(sweep_file),
-        "--backend",
-        "replay",
-        "--recording",
-        str(recording),
-        "--results",
-        str(tmp_path / "r"),
-        "--trials",
-        "3",
-    ]
+    argv = replay_argv(sweep_file, recording, tmp_path / "r", "--trials", "3")
     code, _, err = run(capsys, *argv)
     assert code == 0 and "[1/2 copy] 0/3 variants (sweep 0/6)" in err
     assert "[2/2 transpose] 3/3 variants (sweep 6/6)" in err

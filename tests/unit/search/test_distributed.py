@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from sweep_fixtures import DEVICE, write_recording, write_sweep
+from sweep_fixtures import DEVICE, replay_argv, write_recording, write_sweep
 
 from tunebox.api import tune
 from tunebox.records import EvalRecord, Status, Timing, WinnerKey, canonical_json
@@ -64,8 +64,9 @@ def paced_recording(sweep: Path, path: Path) -> Path:
 def start_worker(url: str, sweep: Path, recording: Path, results: Path, *extra: str) -> subprocess.Popen[bytes]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     command = [
-        sys.executable, "-m", "tunebox", "tune", str(sweep), "--backend", "replay", "--recording", str(recording),
-        "--results", str(results), "--storage", url, "--heartbeat", "1", "--replay-pace", "1", "--quiet", *extra,
+        sys.executable, "-m", "tunebox",
+        *replay_argv(sweep, recording, results, "--storage", url, "--heartbeat", "1", "--replay-pace", "1", "--quiet"),
+        *extra,
     ]  # fmt: skip
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
@@ -237,8 +238,7 @@ def test_urls_and_no_import_without_storage():
 
 def test_storage_must_be_postgresql(tmp_path, recording, sweep_file):
     out = subprocess.run(
-        [sys.executable, "-m", "tunebox", "tune", str(sweep_file), "--backend", "replay", "--recording", str(recording),
-         "--results", str(tmp_path), "--storage", "sqlite:///x.db"],
+        [sys.executable, "-m", "tunebox", *replay_argv(sweep_file, recording, tmp_path, "--storage", "sqlite:///x.db")],
         capture_output=True, text=True, cwd=REPO,
     )  # fmt: skip
     assert out.returncode == 2 and "PostgreSQL URL" in out.stderr

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from sweep_fixtures import DEVICE, fake_ms, write_recording, write_sweep
+from sweep_fixtures import DEVICE, fake_ms, replay_argv, write_recording, write_sweep
 
 from tunebox.api import tune
 from tunebox.records import EvalRecord, Status, Timing, canonical_json
@@ -93,17 +93,7 @@ def test_kill_minus_nine_then_resume(sweep_file, recording, tmp_path):
         sys.executable,
         "-m",
         "tunebox",
-        "tune",
-        str(sweep_file),
-        "--backend",
-        "replay",
-        "--recording",
-        str(recording),
-        "--results",
-        str(results),
-        "--trials",
-        "25",
-        "--quiet",
+        *replay_argv(sweep_file, recording, results, "--trials", "25", "--quiet"),
     ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
