@@ -160,8 +160,9 @@ class DirectLaunch:
 
 @functools.cache
 def _driver_launch() -> Any:
-    """``cuLaunchKernel`` of the driver library cuda.bindings loaded, called through ctypes: about a
-    microsecond a call, where the bindings convert each argument to its handle type first."""
+    """``cuLaunchKernel`` of the driver library cuda.bindings loaded, called through ctypes with the
+    raw handles (the bindings' own call converts each argument to its handle type first). The host
+    time of whole cached launches is measured in results/benchmarks/launch_overhead.json."""
     library = ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)
     launch = library.cuLaunchKernel
     launch.restype = ctypes.c_int

@@ -41,7 +41,7 @@ from ..sweep_spec import check_problem
 from .arrays import DeviceArray, device_array, dlpack_only
 from .fast_path import DirectLaunch, FastEntry, all_torch, library_runner, on_addresses, repointable, torch_signature
 from .first_use import POLICIES, Policy, answer_of, candidates, keep, portfolio, raced_db
-from .lookup import Lookup, LookupResult, default_db
+from .lookup import Lookup, LookupResult, default_db, shared
 from .race import RaceResult, race
 from .serving import Served, decide, library_call, library_form
 
@@ -212,7 +212,7 @@ class Launcher:
         if known is not None:
             return known
         if self.raced_path.exists():
-            earlier = Lookup(self.raced_path).lookup(family, problem, self.device_info())
+            earlier = shared(self.raced_path).lookup(family, problem, self.device_info())  # kept open
             if earlier.source == "exact":
                 return dataclasses.replace(earlier, source="raced")
         if self.tune == "off" or not torch_arrays:

@@ -7,10 +7,11 @@ library form (the last of its baselines) on the same inputs; a kernel counts onl
 agree with it (bit for bit, or within the family's tolerance, computed from the inputs copied to the
 host only when the family asks for them). Each entrant then runs ``WARMUPS`` times untimed and is
 timed right after, on the caller's stream, the L2 flushed before each sample: ``samples`` each,
-medians in ms. (Blocks, not rounds: on the H200 a cuBLAS call timed right after one of tunebox's
-kernels took 40-50 us more than in a block of its own, and interleaving let kernels win races they
-lose in use.) Candidates past ``budget_s`` (counted once the reference is made: compilation, checks and timing)
-are left out and listed. Needs torch (the library call and the events).
+medians in ms. (Blocks, not rounds: timed in interleaved rounds on the H200, gemm races' library
+calls read 15-50 us above their time in use and kernels won races they lose in use:
+results/benchmarks/serving_interleaved_races.json.) Candidates past ``budget_s`` (counted once the
+reference is made: compilation, checks and timing) are left out and listed. Needs torch (the library
+call and the events).
 """
 
 from __future__ import annotations
