@@ -255,7 +255,7 @@ def progress_at(done: int, record=None, index: int = 1, budget: int = 12) -> Swe
 
 
 def test_progress_line_has_problem_count_totals_rate_best_and_time_left():
-    from tunebox.cli import describe
+    from tunebox.progress import describe
 
     assert describe(progress_at(4, record=object())) == (
         "[1/2 copy] 4/12 variants (sweep 4/24), 2.0 variants/s, best 0.4123 ms, ~10 s left"
@@ -274,7 +274,7 @@ class Clock:
 def test_progress_off_a_terminal_is_a_line_every_few_seconds():
     import io
 
-    from tunebox.cli import Progress
+    from tunebox.progress import Progress
 
     stream, clock = io.StringIO(), Clock()
     progress = Progress(stream=stream, interval=5.0, clock=clock)
@@ -292,7 +292,7 @@ def test_progress_off_a_terminal_is_a_line_every_few_seconds():
 def test_progress_on_a_terminal_is_one_line_rewritten():
     import io
 
-    from tunebox.cli import Progress
+    from tunebox.progress import Progress
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
