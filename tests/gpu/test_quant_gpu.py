@@ -108,9 +108,12 @@ def test_variants_time_and_torch_baseline_matches(runner, builder, name, directi
 
 
 @pytest.mark.parametrize("name", FORMATS)
-def test_launch_round_trips_caller_tensors(tmp_path, name):
+@pytest.mark.parametrize("use", ["tunebox", "library"])
+@pytest.mark.parametrize("storage", ["bytes", "torch"])
+def test_launch_round_trips_caller_tensors(tmp_path, name, storage, use):
     """tunebox.launch quantizes a caller's bfloat16 tensor and dequantizes it back, both bit for bit the
-    reference's."""
+    reference's, through the kernel and through the torch composition's in-place form, with the codes
+    in uint8 tensors or in torch's own float8 / float4 storage types."""
     torch = pytest.importorskip("torch")
     from tunebox.runtime.launch import Launcher
 
@@ -118,19 +121,25 @@ def test_launch_round_trips_caller_tensors(tmp_path, name):
     p = problem(dtype="bfloat16", rows=300, cols=4099, format=name, direction="quantize")
     x = QUANT.make_inputs(p, np.random.default_rng(7))["x"]
     want = QUANT.reference(p, {"x": x})
+    types = {"values": p.fmt.value_storage, "scales": p.fmt.scale_storage}
     arrays = {"x": torch.from_numpy(x.view(np.int16)).cuda().view(torch.bfloat16)}
     for spec in QUANT.buffers(p):
         if spec.role == "output":
-            dtype = torch.uint8 if spec.dtype == "uint8" else torch.float32
+            dtype = torch.float32 if spec.dtype == "float32" else torch.uint8
+            if storage == "torch" and spec.name in types:
+                dtype = getattr(torch, types[spec.name])
             arrays[spec.name] = torch.empty(spec.shape, dtype=dtype, device="cuda")
-    launcher("quant", arrays, use="tunebox", format=name, direction="quantize")
+    served = launcher("quant", arrays, use=use, format=name, direction="quantize")
+    assert served.ran == ("kernel" if use == "tunebox" else "library"), served.explanation
     torch.cuda.synchronize()
     for key, bits in want.items():
-        got = arrays[key].cpu().numpy().view(bits.dtype).reshape(bits.shape)
+        raw = arrays[key].view(torch.uint8) if arrays[key].element_size() == 1 else arrays[key]
+        got = raw.cpu().numpy().view(bits.dtype).reshape(bits.shape)
         np.testing.assert_array_equal(got, bits, err_msg=key)
     back = QUANT.parse_problem({**p.to_dict(), "direction": "dequantize"})
     out = torch.empty_like(arrays["x"])
-    launcher("quant", {**arrays, "x": out}, use="tunebox", format=name, direction="dequantize")
+    served = launcher("quant", {**arrays, "x": out}, use=use, format=name, direction="dequantize")
+    assert served.ran == ("kernel" if use == "tunebox" else "library"), served.explanation
     torch.cuda.synchronize()
     expected = QUANT.reference(back, {k: v for k, v in want.items()})["x"]
     np.testing.assert_array_equal(out.cpu().view(torch.int16).numpy().view(np.uint16), expected)

@@ -17,6 +17,16 @@ from ..errors import InvalidProblem
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32", "<i8": "int64", "|u1": "uint8"}  # CuPy's
 
 
+BYTE_STORAGE = frozenset({"uint8", "float8_e4m3fn", "float8_e5m2", "float8_e8m0fnu", "float4_e2m1fn_x2"})
+
+
+def stores(buffer_dtype: str, given: str) -> bool:
+    """Whether an array of element type ``given`` can be a buffer of ``buffer_dtype``: the same type,
+    or any one-byte code type (torch's float8 / float4 storage) for a buffer of bytes (uint8), whose
+    family checks the codes' type against the problem (``Operation.from_arrays``)."""
+    return given == buffer_dtype or (buffer_dtype == "uint8" and given in BYTE_STORAGE)
+
+
 @dataclass(frozen=True)
 class DeviceArray:
     """What tunebox needs of a caller's array: address, shape, element type, stream."""

@@ -38,7 +38,7 @@ from ..params import Config
 from ..records import DeviceInfo, Status
 from ..runner.protocol import variant_of
 from ..sweep_spec import check_problem
-from .arrays import DeviceArray, device_array, dlpack_only
+from .arrays import DeviceArray, device_array, dlpack_only, stores
 from .fast_path import DirectLaunch, FastEntry, all_torch, library_runner, on_addresses, repointable, torch_signature
 from .first_use import POLICIES, Policy, answer_of, candidates, keep, portfolio, raced_db
 from .lookup import Lookup, LookupResult, default_db, shared
@@ -324,7 +324,7 @@ def _check_buffers(family: Family[Any], problem: Problem, described: Mapping[str
     """Every buffer of ``problem`` but workspace is given with its shape and type; outputs are writable."""
     for spec in family.buffers(problem):
         got = described.get(spec.name)
-        if spec.role != "workspace" and (got is None or got.shape != spec.shape or got.dtype != spec.dtype):
+        if spec.role != "workspace" and (got is None or got.shape != spec.shape or not stores(spec.dtype, got.dtype)):
             raise InvalidProblem(f"{family.name}: buffer {spec.name} must be {spec.dtype}{list(spec.shape)}")
         if spec.role == "output" and got is not None and got.readonly:
             raise InvalidProblem(f"{family.name}: {spec.name} is written, but its producer exported it read-only")

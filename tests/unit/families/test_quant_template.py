@@ -15,6 +15,7 @@ from tunebox.errors import InvalidProblem
 from tunebox.families.base import BufferArg
 from tunebox.families.quant import FAMILY, FORMATS, BlocksConfig, QuantProblem
 from tunebox.families.quant.blocks import cta_blocks, grid_blocks, values_access
+from tunebox.runtime.arrays import stores
 from tunebox.sweep_spec import load_sweep
 
 Q = FAMILY
@@ -121,6 +122,35 @@ def test_caller_arrays() -> None:
         Q.problem_from_arrays(arrays, format="nvfp4", direction="quantize")
     with pytest.raises(InvalidProblem, match="dtype must be one of"):
         Q.problem_from_arrays({**arrays, "x": array((64, 96), "float16")}, format="mxfp4", direction="quantize")
+
+
+@pytest.mark.parametrize(
+    ("format", "values", "scales"),
+    [
+        ("mxfp4", "float4_e2m1fn_x2", "float8_e8m0fnu"),
+        ("nvfp4", "float4_e2m1fn_x2", "float8_e4m3fn"),
+        ("mxfp8_e4m3", "float8_e4m3fn", "float8_e8m0fnu"),
+        ("mxfp8_e5m2", "float8_e5m2", "uint8"),
+    ],
+)
+def test_caller_codes_in_torch_storage_types(format: str, values: str, scales: str) -> None:
+    """Codes come as bytes or as torch's type of exactly those codes; another code type is refused."""
+    rb = 48 if format in ("mxfp4", "nvfp4") else 96
+    arrays = {
+        "x": array((64, 96), "bfloat16"),
+        "values": array((64, rb), values),
+        "scales": array((64, 96 // FORMATS[format].block), scales),
+        "tensor_scale": array((1,), "float32"),
+    }
+    assert Q.problem_from_arrays(arrays, format=format, direction="quantize").format == format
+    wrong = "float8_e5m2" if values != "float8_e5m2" else "float8_e4m3fn"
+    with pytest.raises(InvalidProblem, match=f"values of {format} are uint8 or {values} .*not {wrong}"):
+        Q.problem_from_arrays({**arrays, "values": array((64, rb), wrong)}, format=format, direction="quantize")
+
+
+def test_byte_buffers_take_one_byte_code_types_only() -> None:
+    assert stores("uint8", "float4_e2m1fn_x2") and stores("uint8", "float8_e8m0fnu") and stores("uint8", "uint8")
+    assert not stores("uint8", "int8") and not stores("float32", "float8_e4m3fn") and not stores("bfloat16", "float16")
 
 
 def test_sweep_file() -> None:

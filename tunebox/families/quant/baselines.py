@@ -19,9 +19,25 @@ NV_MIN_SCALE = 2.0**-6
 
 
 def torch_baseline(p: QuantProblem) -> Baseline:
+    """The composition, and its in-place form on a caller's typed tensors (codes in uint8 or torch's
+    float8 / float4 storage types: read and written as their bytes)."""
+    run = (lambda t: _quantize(p, t)) if p.quantize else (lambda t: _dequantize(p, t))
+
+    def into(t: dict[str, Any], out: dict[str, Any]) -> None:
+        results = run({name: _bits(tensor) for name, tensor in t.items()})
+        for name, result in results.items():
+            out[name].view(result.dtype).copy_(result)
+
     if p.quantize:
-        return Baseline(f"torch: {p.format} quantize (amax, scale, round, pack)", lambda t: _quantize(p, t))
-    return Baseline(f"torch: {p.format} dequantize (unpack, decode, scale)", lambda t: _dequantize(p, t))
+        return Baseline(f"torch: {p.format} quantize (amax, scale, round, pack)", run, into)
+    return Baseline(f"torch: {p.format} dequantize (unpack, decode, scale)", run, into)
+
+
+def _bits(tensor: Any) -> Any:
+    """A one-byte code tensor (float8 / float4 storage) as its bytes; any other as it is."""
+    import torch
+
+    return tensor.view(torch.uint8) if tensor.element_size() == 1 else tensor
 
 
 def _e2m1(q: Any) -> Any:

@@ -67,6 +67,16 @@ class Format:
         """Two elements a byte (fp4)."""
         return self.element.bits == 4
 
+    @property
+    def value_storage(self) -> str:
+        """The torch element type whose bytes are this format's value codes (uint8 always works too)."""
+        return {"e2m1": "float4_e2m1fn_x2", "e4m3": "float8_e4m3fn", "e5m2": "float8_e5m2"}[self.element.name]
+
+    @property
+    def scale_storage(self) -> str:
+        """The torch element type whose bytes are this format's scale codes (uint8 always works too)."""
+        return {"e8m0": "float8_e8m0fnu", "e4m3": "float8_e4m3fn"}[self.scale]
+
     def row_bytes(self, cols: int) -> int:
         """Bytes of a row of ``cols`` element codes (an odd fp4 row ends with a padding nibble)."""
         return -(-cols // 2) if self.packed else cols

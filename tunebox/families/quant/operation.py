@@ -87,7 +87,9 @@ class QuantOperation(Operation[QuantProblem]):
         return (torch_baseline(problem),)
 
     def from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> QuantProblem:
-        """Arrays ``x`` (rows, cols; bfloat16 or float32), ``values`` and ``scales`` (uint8) and, for
+        """Arrays ``x`` (rows, cols; bfloat16 or float32), ``values`` and ``scales`` (their codes'
+        bytes: uint8, or the torch type of the format's codes: float4_e2m1fn_x2 (two fp4 a byte, same
+        shape), float8_e4m3fn / float8_e5m2 values, float8_e8m0fnu / float8_e4m3fn scales) and, for
         nvfp4, ``tensor_scale`` (float32, one element); options ``format``, ``direction`` and
         ``scale_layout`` (as the problem keys)."""
         names = ["x", "values", "scales"] + (["tensor_scale"] if options.get("format") == "nvfp4" else [])
@@ -95,4 +97,11 @@ class QuantOperation(Operation[QuantProblem]):
         if missing:
             raise InvalidProblem(f"{NAME}: tunebox.launch needs the arrays {names}; missing {missing}")
         rows, cols = matrix_shape(NAME, "x", arrays["x"])
-        return self.parse({"dtype": str(arrays["x"].dtype), "rows": rows, "cols": cols, **options})
+        problem = self.parse({"dtype": str(arrays["x"].dtype), "rows": rows, "cols": cols, **options})
+        for name, storage in (("values", problem.fmt.value_storage), ("scales", problem.fmt.scale_storage)):
+            given = str(arrays[name].dtype)
+            if given not in (BYTES, storage):
+                raise InvalidProblem(
+                    f"{NAME}: {name} of {problem.format} are {BYTES} or {storage} (their codes' bytes), not {given}"
+                )
+        return problem
