@@ -202,7 +202,8 @@ def _space(args: argparse.Namespace) -> int:
 
 
 def _strategies(args: argparse.Namespace) -> int:
-    from .search.strategy_benchmark import DEFAULT_SWEEPS, benchmark, table
+    from .search.strategy_benchmark import DEFAULT_SWEEPS, benchmark
+    from .search.strategy_tables import table
 
     sweeps = args.sweeps or [Path("spaces") / f"{name}.toml" for name in DEFAULT_SWEEPS]
     command = " ".join(

@@ -39,7 +39,7 @@ from typing import Any
 
 from ..params import TEMPLATE, Config, TemplateSpaces, Value
 from ..records import canonical_json
-from .strategy_benchmark import ReplayProblem, StrategyRun, Trace
+from .replay_problems import ReplayProblem, StrategyRun, Trace
 
 # Kernel Tuner 1.x strategies benchmarked (its names); those whose module or dependency is missing
 # are reported as failed by the benchmark

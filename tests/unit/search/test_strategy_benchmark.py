@@ -16,7 +16,10 @@ from tunebox.cli import main
 from tunebox.params import Config, Param, Space, TemplateSpaces
 from tunebox.records import DeviceInfo, EvalRecord, KernelMetrics, Status, Timing, canonical_json
 from tunebox.search import kernel_tuner_cache as ktc
+from tunebox.search import methodology
+from tunebox.search import replay_problems as rp
 from tunebox.search import strategy_benchmark as sb
+from tunebox.search import strategy_tables as tables
 from tunebox.store.evallog import EvalLog
 from tunebox.sweep_spec import load_sweep
 
@@ -86,14 +89,14 @@ def write_tiny(tmp_path: Path, failed: dict | None = None) -> Path:
 
 def test_target_and_random_expectation():
     times = [5.0, 1.0, 3.0, 1.08, 10.0, 4.0, 2.0, math.inf]  # inf: failed, counted in n, not in the median
-    t = sb.target_of(times)
+    t = methodology.target_of(times)
     assert t.optimum == 1.0 and t.median == 3.0  # median of the 7 finite times
     assert t.target == pytest.approx(1.0 + 0.05 * (3.0 - 1.0))
     assert (t.n, t.m) == (8, 2)  # 1.0 and 1.08 reach 1.1
     assert t.random_expectation == pytest.approx(9 / 3)
-    assert sb.budget_of(t, 2.0) == 6 and sb.budget_of(t, 10.0) == 8  # capped at n
+    assert methodology.budget_of(t, 2.0) == 6 and methodology.budget_of(t, 10.0) == 8  # capped at n
     with pytest.raises(ValueError):
-        sb.random_expectation(5, 0)
+        methodology.random_expectation(5, 0)
 
 
 @pytest.mark.parametrize(("n", "m"), [(5, 1), (6, 2), (7, 3)])
@@ -103,24 +106,24 @@ def test_random_expectation_is_the_mean_first_hit_over_every_order(n, m):
         next(i for i, good in enumerate(order, 1) if good)
         for order in itertools.permutations([True] * m + [False] * (n - m))
     ]
-    assert sum(positions) / len(positions) == pytest.approx(sb.random_expectation(n, m))
+    assert sum(positions) / len(positions) == pytest.approx(methodology.random_expectation(n, m))
 
 
 def test_evaluations_to_target_best_so_far_and_geomean():
     trace = [5.0, 3.0, 1.05, 2.0, 1.0]
-    assert sb.evaluations_to_target(trace, 1.1) == 3
-    assert sb.evaluations_to_target(trace, 1.0) == 5
-    assert sb.evaluations_to_target(trace, 0.5) is None
-    assert sb.best_so_far(trace) == [5.0, 3.0, 1.05, 1.05, 1.0]
-    assert sb.geomean([0.5, 2.0]) == pytest.approx(1.0)
+    assert methodology.evaluations_to_target(trace, 1.1) == 3
+    assert methodology.evaluations_to_target(trace, 1.0) == 5
+    assert methodology.evaluations_to_target(trace, 0.5) is None
+    assert methodology.best_so_far(trace) == [5.0, 3.0, 1.05, 1.05, 1.0]
+    assert methodology.geomean([0.5, 2.0]) == pytest.approx(1.0)
 
 
 def test_summary_counts_a_missed_target_as_the_budget():
-    problem = sb.ReplayProblem(
+    problem = rp.ReplayProblem(
         "s", "p", "f", {}, TemplateSpaces(()), tuple(Config((("x", i),)) for i in range(4)), (1.0, 2.0, 3.0, 4.0), 4
     )
-    result = sb.StrategyResult("x", evaluations=[1, None], curves=[[1.0], [4.0, 3.0]])
-    s = sb.summarise(problem, result, budget=4)
+    result = methodology.StrategyResult("x", evaluations=[1, None], curves=[[1.0], [4.0, 3.0]])
+    s = tables.summarise(problem, result, budget=4)
     assert s["evaluations_to_target"] == [1, 4] and s["censored"] == 1 and s["mean"] == 2.5
     assert s["ratio_to_random"] == pytest.approx(2.5 / (5 / 2))  # n 4, m 1
     assert s["within_random_expectation"] == 0.5
@@ -133,12 +136,12 @@ def test_summary_counts_a_missed_target_as_the_budget():
 def test_load_problems_and_tunebox_strategies_on_replay(tmp_path):
     failed = {"template": "vector", "BM": 1, "BN": 64, "threads": 64, "vec_bytes": 4}
     failed |= {"bounds": "checked", "staging": "none", "tiles_per_block": 1}
-    (problem,) = sb.load_problems(write_tiny(tmp_path, failed))
+    (problem,) = rp.load_problems(write_tiny(tmp_path, failed))
     assert problem.complete and problem.valid == len(problem.configs) == 18  # 6 break a validity rule
     times = problem.lookup()
     assert times[canonical_json(failed)] == math.inf
     assert times[canonical_json(failed | {"BM": 8, "BN": 128, "vec_bytes": 16})] == pytest.approx(1.0)
-    target = sb.target_of(problem.times)
+    target = methodology.target_of(problem.times)
     assert target.m == 2  # BM 8, BN 128, vec 16, either thread count
 
     doc = sb.run_benchmark([problem], ["tunebox:tpe", "tunebox:random", "tunebox:exhaustive"], seeds=4)
@@ -160,7 +163,7 @@ def test_a_recording_missing_valid_configurations_is_partial(tmp_path):
     recording = tmp_path / "results" / "recordings" / "tiny.jsonl"
     lines = recording.read_text().splitlines(keepends=True)
     recording.write_text("".join(lines[:-3]))  # the header and all but the last three records
-    (problem,) = sb.load_problems(sweep)
+    (problem,) = rp.load_problems(sweep)
     assert not problem.complete and (problem.valid, len(problem.configs)) == (18, 15)
     doc = sb.run_benchmark([problem], ["tunebox:random"], seeds=2)
     assert doc["problems"][0]["complete"] is False and doc["problems"][0]["n"] == 15
@@ -192,7 +195,7 @@ def test_strategies_command_writes_the_benchmark_and_plot(tmp_path, capsys):
 # --- Kernel Tuner's cache format -----------------------------------------------------------------
 
 
-def two_templates() -> sb.ReplayProblem:
+def two_templates() -> rp.ReplayProblem:
     space = TemplateSpaces(
         (
             ("vector", Space((Param("BM", (1, 2, 4)), Param("vec", (4, 16))))),
@@ -201,7 +204,7 @@ def two_templates() -> sb.ReplayProblem:
     )
     configs = tuple(space)
     times = tuple(1.0 + 0.1 * i for i in range(len(configs) - 1)) + (math.inf,)  # the last one failed
-    return sb.ReplayProblem("sw", "pb", "fam", {"n": 1}, space, configs, times, len(configs), "NVIDIA H200")
+    return rp.ReplayProblem("sw", "pb", "fam", {"n": 1}, space, configs, times, len(configs), "NVIDIA H200")
 
 
 def test_kernel_tuner_cache_round_trip(tmp_path):

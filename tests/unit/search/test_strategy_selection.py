@@ -54,7 +54,7 @@ def test_warm_start_gain_over_seeded_problems() -> None:
 def test_warm_seeds_on_the_recordings_are_the_other_problems_winners() -> None:
     from pathlib import Path
 
-    from tunebox.search.strategy_benchmark import load_problems, with_warm_seeds
+    from tunebox.search.replay_problems import load_problems, with_warm_seeds
 
     root = Path(__file__).resolve().parents[3]
     problems = with_warm_seeds(load_problems(root / "spaces" / "gemm_wgmma.toml"))

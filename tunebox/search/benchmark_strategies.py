@@ -1,0 +1,137 @@
+"""The strategies a strategy benchmark runs, by name: tunebox's own (the surrogate and its variants,
+TPE, random, exhaustive) and Optuna samplers over the same valid tree, driven through ask / tell with
+the recorded times as the objective, and Kernel Tuner's in its simulation mode."""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from ..records import EvalRecord, Status, Timing, canonical_json
+from .replay_problems import ReplayProblem, StrategyRun, Trace
+from .surrogate import SurrogateOptions, SurrogateStrategy
+
+DEFAULT_STRATEGY = "tunebox:surrogate"  # SurrogateOptions() as the default strategy runs it
+WARM_STRATEGY = "tunebox:surrogate+warm"  # the same, seeded with the nearest other problems' winners
+# the settings the leave-one-problem-out check chooses among (tuned on the other problems)
+SURROGATE_VARIANTS: dict[str, SurrogateOptions] = {
+    "surrogate:initial3": SurrogateOptions(initial=3),
+    "surrogate:plain": SurrogateOptions(ratios=False),
+    "surrogate:xi0.1": SurrogateOptions(xi=0.1),
+}
+
+
+def _drive(problem: ReplayProblem, strategy: Any, budget: int) -> Trace:
+    """Ask up to ``budget`` configurations, telling each its recorded time."""
+    times = problem.lookup()
+    trace: Trace = []
+    while len(trace) < budget:
+        ask = strategy.ask()
+        if ask is None:
+            break
+        ms = times[canonical_json(ask.values)]
+        ok = math.isfinite(ms)
+        record = EvalRecord(
+            problem.family,
+            problem.problem,
+            dict(ask.values),
+            Status.OK if ok else Status.RUNTIME_ERROR,
+            timing=Timing((ms,)) if ok else None,
+        )
+        strategy.tell(ask, record)
+        trace.append(ms)
+    return trace
+
+
+def _surrogate(options: SurrogateOptions, warm: bool = False) -> StrategyRun:
+    """The surrogate strategy with ``options``; ``warm``: seeded with the problem's warm seeds."""
+
+    def run(problem: ReplayProblem, seed: int, budget: int) -> Trace:
+        strategy = SurrogateStrategy(
+            problem.space, problem.configs, seed, options=options, seeds=problem.warm if warm else ()
+        )
+        return _drive(problem, strategy, budget)
+
+    return run
+
+
+def _tunebox(kind: str) -> StrategyRun:
+    def run(problem: ReplayProblem, seed: int, budget: int) -> Trace:
+        from .strategy import ExhaustiveStrategy, RandomStrategy, TpeStrategy
+
+        strategy: Any
+        if kind == "exhaustive":
+            strategy = ExhaustiveStrategy(problem.configs)
+        elif kind == "random":
+            strategy = RandomStrategy(problem.configs, seed)
+        else:
+            strategy = TpeStrategy(problem.space, problem.configs, seed)
+        return _drive(problem, strategy, budget)
+
+    return run
+
+
+def _optuna(sampler: str, **options: Any) -> StrategyRun:
+    """Tunebox's TpeStrategy (the valid tree, its repeat handling) with another Optuna sampler."""
+
+    def run(problem: ReplayProblem, seed: int, budget: int) -> Trace:
+        import optuna
+
+        from .strategy import TpeStrategy
+
+        strategy = TpeStrategy(problem.space, problem.configs, seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            chosen = getattr(optuna.samplers, sampler)(seed=seed, **options)
+        strategy.study = optuna.create_study(sampler=chosen, direction="minimize")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return _drive(problem, strategy, budget)
+
+    return run
+
+
+TUNEBOX_STRATEGIES: dict[str, StrategyRun] = {
+    DEFAULT_STRATEGY: _surrogate(SurrogateOptions()),
+    WARM_STRATEGY: _surrogate(SurrogateOptions(), warm=True),
+    **{name: _surrogate(options) for name, options in SURROGATE_VARIANTS.items()},
+    "tunebox:tpe": _tunebox("tpe"),
+    "tunebox:random": _tunebox("random"),
+    "tunebox:exhaustive": _tunebox("exhaustive"),
+}
+OPTUNA_STRATEGIES: dict[str, StrategyRun] = {
+    # multivariate TPE, the tree's conditional decisions as groups (Optuna's ``group=True``)
+    "optuna:tpe_multivariate": _optuna("TPESampler", multivariate=True, group=True),
+    # univariate TPE modelling after 4 random trials instead of Optuna's default 10
+    "optuna:tpe_startup4": _optuna("TPESampler", n_startup_trials=4),
+    # no model: every decision of the tree drawn uniformly (what TPE does in its first 10 trials),
+    # so the template first, 1 / (number of templates) each, however many variants each template has
+    "optuna:random_tree": _optuna("RandomSampler"),
+}
+
+
+def strategies(
+    names: Sequence[str] | None = None, kernel_tuner: bool | None = None, folder: Path | None = None
+) -> dict[str, StrategyRun]:
+    """The strategies by name: tunebox's, the Optuna variants and (``kernel_tuner`` True, or None
+    and Kernel Tuner installed) Kernel Tuner's, on cache files in ``folder`` (see
+    ``kernel_tuner_cache.cache_file``). ``names`` picks some (unknown names raise)."""
+    from . import kernel_tuner_cache
+
+    known = dict(TUNEBOX_STRATEGIES) | OPTUNA_STRATEGIES
+    use_kt = kernel_tuner_cache.available() if kernel_tuner is None else kernel_tuner
+    if use_kt or (names and any(n.startswith("kernel_tuner:") for n in names)):
+        known |= {
+            f"kernel_tuner:{s}": kernel_tuner_cache.strategy_run(s, folder) for s in kernel_tuner_cache.STRATEGIES
+        }
+    if not names:
+        if not use_kt:
+            known = {k: v for k, v in known.items() if not k.startswith("kernel_tuner:")}
+        return known
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; known: {sorted(known)}")
+    return {n: known[n] for n in names}
