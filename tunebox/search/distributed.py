@@ -61,7 +61,7 @@ from ..params import Config, Value
 from ..records import EvalRecord, Status, canonical_json
 from ..runner.backends import Backend
 from ..store.postgres import ClaimResult, PgRecords, PgWinnersDB, connect, redacted, sqlalchemy_url
-from ..store.winners import WinnerStore
+from ..store.winner_rows import WinnerStore
 from ..sweep_spec import NamedProblem, SweepSpec
 from .loop import Listener, LoopSettings, Sweep, _Identity, _Kind, _Queued, input_seed
 from .runs import ProblemOutcome, SweepProgress, SweepResult

@@ -36,7 +36,8 @@ from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json, fas
 from ..runner.backends import Backend
 from ..runner.protocol import LaunchIdentity, Outcome, variant_of
 from ..store.evallog import EvalLog
-from ..store.winners import WinnersDB, WinnerStore
+from ..store.winner_rows import WinnerStore
+from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
 from .runs import ProblemOutcome, SweepProgress, SweepResult, append_run
 from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TpeStrategy

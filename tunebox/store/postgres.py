@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DatabaseError
 from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json
-from .winners import _KEY_COLUMNS, _VALUE_COLUMNS, Winner, WinnerStore, validated_winner, winner_row
+from .winner_rows import KEY_COLUMNS, VALUE_COLUMNS, Winner, WinnerStore, validated_winner, winner_row
 
 if TYPE_CHECKING:
     import psycopg
@@ -52,22 +52,22 @@ _SCHEMA = (
     " sweep TEXT NOT NULL, family TEXT NOT NULL, problem_key TEXT NOT NULL,"
     " PRIMARY KEY (sweep, family, problem_key))",
     "CREATE TABLE IF NOT EXISTS tunebox_winners ("
-    + ", ".join(f"{c} TEXT NOT NULL" for c in _KEY_COLUMNS)
+    + ", ".join(f"{c} TEXT NOT NULL" for c in KEY_COLUMNS)
     + ", config_json TEXT NOT NULL, median_ms DOUBLE PRECISION NOT NULL CHECK (median_ms > 0),"
     " noise DOUBLE PRECISION NOT NULL CHECK (noise >= 0), bandwidth_gbps DOUBLE PRECISION,"
     " replayed INTEGER NOT NULL CHECK (replayed IN (0, 1)), record_json TEXT NOT NULL,"
     " created_at TEXT NOT NULL, library TEXT,"
     " library_ms DOUBLE PRECISION CHECK (library_ms IS NULL OR library_ms > 0),"
-    f" PRIMARY KEY ({', '.join(_KEY_COLUMNS)}))",
+    f" PRIMARY KEY ({', '.join(KEY_COLUMNS)}))",
 )
-_WINNER_COLUMNS = ", ".join(_KEY_COLUMNS + _VALUE_COLUMNS)
+_WINNER_COLUMNS = ", ".join(KEY_COLUMNS + VALUE_COLUMNS)
 _WINNER_SELECT = f"SELECT {_WINNER_COLUMNS} FROM tunebox_winners"
-_WINNER_KEY_WHERE = " AND ".join(f"{c} = %s" for c in _KEY_COLUMNS)
+_WINNER_KEY_WHERE = " AND ".join(f"{c} = %s" for c in KEY_COLUMNS)
 # compare-and-set in one statement: insert, or replace a stored winner that is slower
 _WINNER_PUT = (
-    f"INSERT INTO tunebox_winners ({_WINNER_COLUMNS}) VALUES ({', '.join(['%s'] * (len(_KEY_COLUMNS) + 9))})"
-    f" ON CONFLICT ({', '.join(_KEY_COLUMNS)}) DO UPDATE SET "
-    + ", ".join(f"{c} = EXCLUDED.{c}" for c in _VALUE_COLUMNS)
+    f"INSERT INTO tunebox_winners ({_WINNER_COLUMNS}) VALUES ({', '.join(['%s'] * (len(KEY_COLUMNS) + 9))})"
+    f" ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in VALUE_COLUMNS)
     + " WHERE tunebox_winners.median_ms > EXCLUDED.median_ms RETURNING 1"
 )
 
@@ -319,7 +319,7 @@ class PgWinnersDB:
         return rows[0] if rows else None
 
     def all(self) -> list[Winner]:
-        return self._query(f"{_WINNER_SELECT} ORDER BY {', '.join(_KEY_COLUMNS)}", ())
+        return self._query(f"{_WINNER_SELECT} ORDER BY {', '.join(KEY_COLUMNS)}", ())
 
     def copy_to(self, local: WinnerStore, keys: Sequence[WinnerKey]) -> int:
         """Put the winners of ``keys`` into ``local`` (a SQLite ``WinnersDB``, which ``tunebox query``

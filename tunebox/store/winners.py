@@ -15,21 +15,19 @@ Contracts:
 
 from __future__ import annotations
 
-import json
 import logging
-import math
 import os
 import random
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import astuple, dataclass
-from datetime import UTC, datetime
+from dataclasses import astuple
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import DatabaseError
-from ..records import DeviceInfo, EvalRecord, Status, WinnerKey
+from ..records import DeviceInfo, EvalRecord, WinnerKey
+from .winner_rows import KEY_COLUMNS, VALUE_COLUMNS, Winner, validated_winner, winner_row
 
 log = logging.getLogger(__name__)
 
@@ -37,82 +35,24 @@ SCHEMA_VERSION = 2  # 2: the library call's name and time beside each winner (1 
 _RETRIES = 8
 _T = TypeVar("_T")
 
-_KEY_COLUMNS = (
-    "family",
-    "family_hash",
-    "problem_key",
-    "dtype",
-    "device_name",
-    "compute_capability",
-    "nvrtc_version",
-    "driver_version",
-)
-_VALUE_COLUMNS = (
-    "config_json",
-    "median_ms",
-    "noise",
-    "bandwidth_gbps",
-    "replayed",
-    "record_json",
-    "created_at",
-    "library",
-    "library_ms",
-)
-_SELECT = f"SELECT {', '.join(_KEY_COLUMNS + _VALUE_COLUMNS)} FROM winners"
+_SELECT = f"SELECT {', '.join(KEY_COLUMNS + VALUE_COLUMNS)} FROM winners"
 _SELECT_V1 = _SELECT.replace("library, library_ms", "NULL, NULL")  # a version-1 file read as it is
 _LIBRARY_COLUMNS = ("library TEXT", "library_ms REAL CHECK (library_ms IS NULL OR library_ms > 0)")
-_KEY_WHERE = " AND ".join(f"{c} = ?" for c in _KEY_COLUMNS)
+_KEY_WHERE = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
 _SELECT_MEDIAN = f"SELECT median_ms FROM winners WHERE {_KEY_WHERE}"
 _UPSERT = (
-    f"INSERT OR REPLACE INTO winners ({', '.join(_KEY_COLUMNS + _VALUE_COLUMNS)}) "
-    f"VALUES ({', '.join('?' * (len(_KEY_COLUMNS) + len(_VALUE_COLUMNS)))})"
+    f"INSERT OR REPLACE INTO winners ({', '.join(KEY_COLUMNS + VALUE_COLUMNS)}) "
+    f"VALUES ({', '.join('?' * (len(KEY_COLUMNS) + len(VALUE_COLUMNS)))})"
 )
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS winners ("
-    + ", ".join(f"{c} TEXT NOT NULL" for c in _KEY_COLUMNS)
+    + ", ".join(f"{c} TEXT NOT NULL" for c in KEY_COLUMNS)
     + ", config_json TEXT NOT NULL, median_ms REAL NOT NULL CHECK (median_ms > 0),"
     " noise REAL NOT NULL CHECK (noise >= 0), bandwidth_gbps REAL,"
     " replayed INTEGER NOT NULL CHECK (replayed IN (0, 1)), record_json TEXT NOT NULL,"
-    f" created_at TEXT NOT NULL, {', '.join(_LIBRARY_COLUMNS)}, PRIMARY KEY ({', '.join(_KEY_COLUMNS)}))",
+    f" created_at TEXT NOT NULL, {', '.join(_LIBRARY_COLUMNS)}, PRIMARY KEY ({', '.join(KEY_COLUMNS)}))",
 )
-
-
-@dataclass(frozen=True)
-class Winner:
-    """A validated row of the winners database."""
-
-    key: WinnerKey
-    config: dict[str, Any]
-    median_ms: float
-    noise: float
-    bandwidth_gbps: float | None
-    replayed: bool
-    created_at: str  # ISO 8601, UTC
-    record: EvalRecord
-    library: str | None = None  # the library call timed beside the winner on the same inputs (its name)
-    library_ms: float | None = None  # its median, ms; None: not timed, or it failed verification
-
-    @property
-    def beats_library(self) -> bool:
-        """Whether the winner is known to be faster than the library call at its problem."""
-        return self.library_ms is not None and self.median_ms < self.library_ms
-
-
-class WinnerStore(Protocol):
-    """What a sweep stores its winners through: the SQLite ``WinnersDB`` or, for a sweep shared
-    through PostgreSQL, ``tunebox.store.postgres.PgWinnersDB``. ``put`` is a compare-and-set: the
-    record is stored unless a winner with a median <= its median is there."""
-
-    def __enter__(self) -> WinnerStore: ...
-
-    def __exit__(self, *exc: object) -> None: ...
-
-    def put(self, key: WinnerKey, record: EvalRecord, library: EvalRecord | None = None) -> bool: ...
-
-    def get(self, key: WinnerKey) -> Winner | None: ...
-
-    def all(self) -> list[Winner]: ...
 
 
 class WinnersDB:
@@ -290,7 +230,7 @@ class WinnersDB:
         that is not a baseline's.
         """
         row = winner_row(key, record, library)
-        median = row[len(_KEY_COLUMNS) + 1]
+        median = row[len(KEY_COLUMNS) + 1]
 
         def compare_and_set(conn: sqlite3.Connection) -> bool:
             old = conn.execute(_SELECT_MEDIAN, astuple(key)).fetchone()
@@ -345,7 +285,7 @@ class WinnersDB:
         return [DeviceInfo(*row) for row in rows]
 
     def all(self) -> list[Winner]:
-        return self._query(f"{self._select} ORDER BY {', '.join(_KEY_COLUMNS)}", ())
+        return self._query(f"{self._select} ORDER BY {', '.join(KEY_COLUMNS)}", ())
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> list[Winner]:
         try:
@@ -359,97 +299,3 @@ class WinnersDB:
 
     def _winner(self, row: tuple[Any, ...]) -> Winner:
         return validated_winner(str(self.path), row)
-
-
-def winner_row(key: WinnerKey, record: EvalRecord, library: EvalRecord | None = None) -> tuple[Any, ...]:
-    """The row ``put`` stores for ``record`` under ``key`` (key columns, then value columns); raises
-    ValueError as ``WinnersDB.put`` documents. Shared by every winners store."""
-    if library is not None and not library.baseline:
-        raise ValueError("the library time must come from a baseline's record")
-    timed = library is not None and library.median_ms
-    library_row = (library.baseline, library.median_ms) if library is not None and timed else (None, None)
-    if record.status is not Status.OK:
-        raise ValueError(f"only OK records can become winners, not {record.status.value}")
-    if record.timing is None:
-        raise ValueError("a winner needs a timing")
-    median, noise = record.timing.median_ms, record.timing.noise
-    if not (math.isfinite(median) and median > 0 and math.isfinite(noise) and noise >= 0):
-        raise ValueError(f"a winner needs a finite positive median and noise, got {median}, {noise}")
-    if record.family != key.family:
-        raise ValueError(f"record of family {record.family!r} stored under {key.family!r}")
-    d = record.device
-    if d is not None and (d.name, d.compute_capability, d.nvrtc_version, d.driver_version) != (
-        key.device_name,
-        key.compute_capability,
-        key.nvrtc_version,
-        key.driver_version,
-    ):
-        raise ValueError(f"record measured on {d} stored under another device key")
-    bandwidth = record.bandwidth_gbps
-    row = (
-        *astuple(key),
-        json.dumps(record.config, sort_keys=True, allow_nan=False),
-        median,
-        noise,
-        bandwidth if bandwidth and math.isfinite(bandwidth) else None,
-        int(record.replayed),
-        record.to_json(),
-        datetime.now(UTC).isoformat(timespec="seconds"),
-        *library_row,
-    )
-    return row
-
-
-def validated_winner(where: str, row: tuple[Any, ...]) -> Winner:
-    """Validate one row; any inconsistency means tampering or damage."""
-    key = WinnerKey(*row[: len(_KEY_COLUMNS)])
-    config_json, median, noise, bandwidth, replayed, record_json, created_at, library, library_ms = row[
-        len(_KEY_COLUMNS) :
-    ]
-    try:
-        if not all(isinstance(v, str) for v in (*astuple(key), config_json, record_json, created_at)):
-            raise ValueError("a text column holds a non-text value")
-        config = json.loads(config_json)
-        if not isinstance(config, dict):
-            raise ValueError("config_json is not a JSON object")
-        for name, value in (("median_ms", median), ("noise", noise)):
-            if not isinstance(value, float | int) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"{name}={value!r} is not a finite non-negative number")
-        if median <= 0:
-            raise ValueError(f"median_ms={median!r} is not positive")
-        if bandwidth is not None and (not isinstance(bandwidth, float | int) or not math.isfinite(bandwidth)):
-            raise ValueError(f"bandwidth_gbps={bandwidth!r} is not finite")
-        if (
-            (library is None) != (library_ms is None)
-            or library is not None
-            and not (isinstance(library, str) and library)
-        ):
-            raise ValueError(f"library={library!r}, library_ms={library_ms!r} is not a name with its time")
-        if library_ms is not None and (
-            not isinstance(library_ms, float | int) or not math.isfinite(library_ms) or library_ms <= 0
-        ):
-            raise ValueError(f"library_ms={library_ms!r} is not a finite positive number")
-        if replayed not in (0, 1):
-            raise ValueError(f"replayed={replayed!r} is not 0 or 1")
-        record = EvalRecord.from_json(record_json)
-        if record.status is not Status.OK or record.timing is None:
-            raise ValueError(f"the stored record has status {record.status.value} or no timing")
-        if record.family != key.family or record.config != config:
-            raise ValueError("the stored record disagrees with the row's family or config")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise DatabaseError(
-            f"{where}: bad winner row for {key.family} {key.problem_key}: {exc}; the database "
-            "was tampered with or damaged. Restore it or move it aside."
-        ) from exc
-    return Winner(
-        key,
-        config,
-        float(median),
-        float(noise),
-        None if bandwidth is None else float(bandwidth),
-        bool(replayed),
-        created_at,
-        record,
-        library,
-        None if library_ms is None else float(library_ms),
-    )
