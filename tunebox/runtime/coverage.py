@@ -16,7 +16,8 @@ from pathlib import Path
 from ..errors import DatabaseError
 from ..families import get as get_family
 from ..families import names
-from ..store.winners import Winner, WinnersDB
+from ..store.winner_rows import Winner
+from ..store.winners import WinnersDB
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from ..errors import DatabaseError, InvalidConfig, InvalidProblem, SpaceError
 from ..records import DeviceInfo, WinnerKey
-from ..store.winners import Winner, WinnersDB
+from ..store.winner_rows import Winner
+from ..store.winners import WinnersDB
 
 if TYPE_CHECKING:
     from ..families.base import Problem

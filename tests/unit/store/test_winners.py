@@ -11,7 +11,8 @@ import pytest
 
 from tunebox.errors import DatabaseError
 from tunebox.records import DeviceInfo, EvalRecord, Status, Timing, WinnerKey, canonical_json
-from tunebox.store.winners import Winner, WinnersDB
+from tunebox.store.winner_rows import Winner
+from tunebox.store.winners import WinnersDB
 
 DEVICE = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
 
