@@ -14,6 +14,8 @@ never race on ``CREATE TABLE``):
   so a problem's claims never exceed its budget.
 * ``tunebox_winners``: the winners, with the SQLite winners database's columns, key and
   compare-and-set (``PgWinnersDB``).
+* ``tunebox_meta``: ``schema_version`` of these tables (``SCHEMA_VERSION``); a worker refuses tables of
+  a newer version, or a damaged one, before it writes anything.
 
 A problem's finalists are re-timed by one worker at a time: ``finishing`` holds a session advisory
 lock, which PostgreSQL drops when its connection ends, however the worker ends (kill -9 included).
@@ -38,7 +40,9 @@ if TYPE_CHECKING:
     import psycopg
 
 _SCHEMA_LOCK = 0x7475_6E65_626F_7831  # "tunebox1": serialises schema creation across workers
+SCHEMA_VERSION = 1  # of the tunebox_* tables, kept in tunebox_meta (tables without it are version 1)
 _SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS tunebox_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS tunebox_evals ("
     " id BIGSERIAL PRIMARY KEY, sweep TEXT NOT NULL, family TEXT NOT NULL, problem_key TEXT NOT NULL,"
     " config_key TEXT NOT NULL, phase TEXT NOT NULL, baseline TEXT NOT NULL, record_json TEXT NOT NULL,"
@@ -105,7 +109,31 @@ def connect(url: str) -> psycopg.Connection[Any]:
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
         for statement in _SCHEMA:
             conn.execute(statement)  # constant SQL text
+        conn.execute(
+            "INSERT INTO tunebox_meta (key, value) VALUES ('schema_version', %s) ON CONFLICT DO NOTHING",
+            (str(SCHEMA_VERSION),),
+        )
+        row = conn.execute("SELECT value FROM tunebox_meta WHERE key = 'schema_version'").fetchone()
+    try:
+        _check_version(url, row[0] if row else None)
+    except DatabaseError:
+        conn.close()
+        raise
     return conn
+
+
+def _check_version(url: str, stored: object) -> None:
+    """Refuse tables another tunebox wrote in a layout this one does not know (nothing is changed)."""
+    if not (isinstance(stored, str) and stored.isdigit()):
+        raise DatabaseError(
+            f"{redacted(url)}: tunebox_meta holds schema_version {stored!r}, not a version number: the "
+            "database was damaged or tampered with; restore it, or point --storage at another database"
+        )
+    if int(stored) > SCHEMA_VERSION:
+        raise DatabaseError(
+            f"{redacted(url)}: its tunebox tables are schema version {stored}, newer than this tunebox's "
+            f"{SCHEMA_VERSION}: upgrade tunebox on this worker (nothing was changed)"
+        )
 
 
 class ClaimResult(Enum):

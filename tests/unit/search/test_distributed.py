@@ -19,9 +19,10 @@ import pytest
 from sweep_fixtures import DEVICE, replay_argv, write_recording, write_sweep
 
 from tunebox.api import tune
+from tunebox.errors import DatabaseError
 from tunebox.records import EvalRecord, Status, Timing, WinnerKey, canonical_json
 from tunebox.store.evallog import EvalLog
-from tunebox.store.postgres import PgRecords, PgWinnersDB, redacted, sqlalchemy_url
+from tunebox.store.postgres import SCHEMA_VERSION, PgRecords, PgWinnersDB, redacted, sqlalchemy_url
 from tunebox.store.winners import WinnersDB
 from tunebox.sweep_spec import load_sweep
 
@@ -220,6 +221,23 @@ def test_pg_winners_compare_and_set_and_records_stored_once(url):
         ]
     finally:
         log.close()
+
+
+@pytest.mark.parametrize(("stored", "message"), [("99", "newer than this tunebox"), ("x", "damaged or tampered")])
+def test_tables_of_a_newer_or_damaged_schema_are_refused_and_kept(url, stored, message):
+    key = WinnerKey(
+        "tile_copy", "h", '{"dtype":"float32"}', "float32", *dataclasses.astuple(DEVICE)[:2], "13.0", "13000"
+    )
+    with PgWinnersDB(url) as db:
+        assert db.put(key, record(2.0))
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT value FROM tunebox_meta").fetchall() == [(str(SCHEMA_VERSION),)]
+        conn.execute("UPDATE tunebox_meta SET value = %s WHERE key = 'schema_version'", (stored,))
+    with pytest.raises(DatabaseError, match=message):
+        PgWinnersDB(url).open()
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT count(*) FROM tunebox_winners").fetchone() == (1,)
+        assert conn.execute("SELECT value FROM tunebox_meta").fetchone() == (stored,)
 
 
 def test_urls_and_no_import_without_storage():
