@@ -17,6 +17,7 @@ from .report import ReportFiles
 from .runner.backends import Backend, GpuBackend, ReplayBackend
 from .runner.paced import PacedReplay
 from .runner.probe import gpu_status
+from .runner.sanitizer import ComputeSanitizer, Sanitizer
 from .runtime.lookup import LookupResult, shared
 from .search.loop import LoopSettings, Sweep
 from .search.runs import SweepProgress, SweepResult
@@ -83,6 +84,7 @@ def tune(
     storage: str | None = None,
     replay_pace: float | None = None,
     heartbeat_s: int = 10,
+    sanitize: bool | None = None,
 ) -> SweepResult:
     """Run (or resume) a sweep. Evaluations go to ``results/sweeps/<name>[-replay]/``, winners to
     ``db`` (default ``results/winners.sqlite``, or ``results/winners-replay.sqlite`` on the replay
@@ -95,7 +97,9 @@ def tune(
     evaluation records, the Optuna studies and the winners are there, not in local files, and any
     number of workers, started at any time on any host, share the sweep out. ``heartbeat_s``: a
     worker's running trials are queued again when it has not been heard of for 3 x that.
-    ``replay_pace``: on replay, each answer waits that many times its recorded verify + time seconds."""
+    ``replay_pace``: on replay, each answer waits that many times its recorded verify + time seconds.
+    ``sanitize``: run each problem's finalists under compute-sanitizer (memcheck, racecheck, synccheck)
+    before a winner is stored, passing over any it reports on (default: on the GPU, off on replay)."""
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(sweep)
     overrides = {k: v for k, v in (("trials", trials), ("seconds", seconds), ("strategy", strategy)) if v is not None}
     if overrides:
@@ -115,6 +119,7 @@ def tune(
             progress,
             replay_pace,
             heartbeat_s,
+            sanitize,
         )
     replayed = backend_instance.replayed if backend_instance is not None else _replays(backend)
     out = results / "sweeps" / (spec.name + ("-replay" if replayed else ""))
@@ -128,11 +133,21 @@ def tune(
             _arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s
         )
         try:
-            default_db = results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
-            return Sweep(spec, chosen, builder, out, db or default_db, listeners, settings, progress=progress).run()
+            winners = db or results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
+            sanitizer = _sanitizer(sanitize, chosen)
+            return Sweep(
+                spec, chosen, builder, out, winners, listeners, settings, progress=progress, sanitizer=sanitizer
+            ).run()
         finally:
             builder.close()
             chosen.close()
+
+
+def _sanitizer(sanitize: bool | None, backend: Backend) -> Sanitizer | None:
+    """The finalists' compute-sanitizer checks: by default on a GPU; a replay runs nothing to check."""
+    if sanitize and backend.replayed:
+        raise SpaceError("--sanitize runs the finalists on a GPU: not with the replay backend (use --no-sanitize)")
+    return ComputeSanitizer() if (not backend.replayed if sanitize is None else sanitize) else None
 
 
 def _paced(backend: Backend, pace: float | None) -> Backend:
@@ -154,6 +169,7 @@ def _tune_shared(
     progress: Callable[[SweepProgress], None] | None,
     replay_pace: float | None,
     heartbeat_s: int,
+    sanitize: bool | None,
 ) -> SweepResult:
     """One worker of a sweep shared through PostgreSQL (no local sweep directory, lock or log). At the
     end the sweep's winners are copied from the database into the local winners database ``db`` (the
@@ -169,8 +185,17 @@ def _tune_shared(
     builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s)
     try:
         heartbeat = Heartbeat(heartbeat_s, 3 * heartbeat_s)
+        sanitizer = _sanitizer(sanitize, chosen)
         sweep = DistributedSweep(
-            spec, chosen, builder, storage, listeners, settings, progress=progress, heartbeat=heartbeat
+            spec,
+            chosen,
+            builder,
+            storage,
+            listeners,
+            settings,
+            progress=progress,
+            heartbeat=heartbeat,
+            sanitizer=sanitizer,
         )
         result = sweep.run()
     finally:

@@ -47,6 +47,7 @@ def _tune(args: argparse.Namespace) -> int:
             storage=args.storage,
             replay_pace=args.replay_pace,
             heartbeat_s=args.heartbeat,
+            sanitize=args.sanitize,
         )
     finally:
         progress.end()
@@ -72,6 +73,8 @@ def _tune(args: argparse.Namespace) -> int:
         stored = "stored" if p.stored else "kept the better stored winner"
         config = " ".join(f"{k}={v}" for k, v in p.winner.config.items())
         print(f"  {p.name}: {ms:.4f} ms, {rate}{extra}; {stored}\n    {config}\n    statuses: {counts}")
+        for check in p.sanitized:
+            print(f"    compute-sanitizer: {check.describe()}")
     if result.storage is not None:
         print(f"  evaluations and winners: {result.storage}\n  winners copied to: {result.db_path}")
     else:
@@ -339,6 +342,12 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         help="on replay: each answer waits this many times its recorded verify + time seconds (for scaling "
         "runs on a CPU)",
+    )
+    t.add_argument(
+        "--sanitize",
+        action=argparse.BooleanOptionalAction,
+        help="run each problem's finalists under compute-sanitizer (memcheck, racecheck, synccheck) before a "
+        "winner is stored; a finalist it reports on is never stored (default: on with the gpu backend, off on replay)",
     )
     t.set_defaults(run=_tune)
 

@@ -26,6 +26,7 @@ class Status(enum.StrEnum):
     TIMEOUT = "timeout"  # hung kernel or compile, killed
     WRONG_RESULT = "wrong_result"  # verification failed
     HARNESS_ERROR = "harness_error"  # tunebox's own Python failed: the sweep stops, nothing is stored
+    SANITIZER_ERROR = "sanitizer_error"  # a finalist compute-sanitizer reported on: never stored
 
 
 @dataclass(frozen=True)
@@ -42,11 +43,70 @@ class DeviceInfo:
         return cls(**{k: str(data[k]) for k in ("name", "compute_capability", "driver_version", "nvrtc_version")})
 
 
+# NVML clock-event reasons that make a timing untrustworthy: slowdowns imposed from outside the kernel
+# at that moment (the board too hot, an external power brake), which cut the clocks by large factors
+# and pass. The software power cap (0x4) is not one: it is the kernel's own steady power draw reaching
+# the board's limit, reproducible, so a retake would not remove it (it is recorded in ``reasons``).
+# GPU idle (0x1), applications clocks (0x2), sync boost (0x10) and display clocks (0x100) slow no
+# running kernel.
+THROTTLE_REASONS = {
+    0x8: "hardware slowdown",
+    0x20: "software thermal slowdown",
+    0x40: "hardware thermal slowdown",
+    0x80: "hardware power brake",
+}
+THROTTLING = sum(THROTTLE_REASONS)
+
+
+@dataclass(frozen=True)
+class ClockSample:
+    """One NVML observation of the timing device; a field NVML could not read is None (never guessed)."""
+
+    sm_mhz: int | None
+    mem_mhz: int | None
+    temperature_c: int | None  # GPU core temperature, degrees Celsius
+    power_w: float | None  # board power as NVML reports it (a 1 s average on recent GPUs), watts
+    reasons: int | None  # NVML clock-event (throttle) reasons bitmask
+
+    @property
+    def throttled(self) -> bool:
+        """Whether one of the ``THROTTLING`` reasons was active."""
+        return bool((self.reasons or 0) & THROTTLING)
+
+
+@dataclass(frozen=True)
+class Clocks:
+    """The observations taken with a timing's samples: before the first round, while each round ran,
+    after the last. ``retakes``: throttled batches discarded and measured again before this one;
+    ``throttled``: throttling was observed during this batch too (the retakes ran out): its samples
+    are kept, flagged."""
+
+    samples: tuple[ClockSample, ...]
+    retakes: int = 0
+    throttled: bool = False
+
+    def note(self) -> str:
+        """'' unless ``throttled``; then which reasons were seen, in words."""
+        if not self.throttled:
+            return ""
+        seen = 0
+        for s in self.samples:
+            seen |= s.reasons or 0
+        names = ", ".join(name for bit, name in THROTTLE_REASONS.items() if seen & bit)
+        return f"timed while the GPU throttled ({names}) in all {self.retakes + 1} batches"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Clocks:
+        return cls(tuple(ClockSample(**s) for s in data["samples"]), int(data["retakes"]), bool(data["throttled"]))
+
+
 @dataclass(frozen=True)
 class Timing:
-    """Samples of one timed kernel, in milliseconds, each with the L2 flushed before it."""
+    """Samples of one timed kernel, in milliseconds, each with the L2 flushed before it; ``clocks``:
+    what NVML observed while they were taken (None where NVML is missing, and in older logs)."""
 
     samples_ms: tuple[float, ...]
+    clocks: Clocks | None = None
 
     @property
     def median_ms(self) -> float:
@@ -59,6 +119,11 @@ class Timing:
             return 0.0
         mean = statistics.fmean(self.samples_ms)
         return statistics.stdev(self.samples_ms) / mean if mean > 0 else math.inf
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Timing:
+        clocks = data.get("clocks")
+        return cls(tuple(float(x) for x in data["samples_ms"]), Clocks.from_dict(clocks) if clocks else None)
 
 
 @dataclass(frozen=True)
@@ -119,7 +184,7 @@ class EvalRecord:
         device = data.pop("device")
         return cls(
             status=Status(data.pop("status")),
-            timing=Timing(tuple(float(x) for x in timing["samples_ms"])) if timing else None,
+            timing=Timing.from_dict(timing) if timing else None,
             metrics=KernelMetrics(**metrics) if metrics else None,
             device=DeviceInfo.from_dict(device) if device else None,
             **data,

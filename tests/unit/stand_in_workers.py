@@ -1,16 +1,19 @@
 """Stand-ins for the GPU worker (importable by spawned processes): they speak the worker's protocol
-and misbehave on request, so the parent side's isolation can be tested without a GPU."""
+and misbehave on request, so the parent side's isolation can be tested without a GPU; and a stand-in
+for the worker's GPU session, so its job handling can be."""
 
 from __future__ import annotations
 
 import os
 import time
+from types import SimpleNamespace
 
 from tunebox.ipc import requests_read_ahead
-from tunebox.records import DeviceInfo, Status
+from tunebox.records import DeviceInfo, KernelMetrics, Status
 from tunebox.runner.protocol import Outcome
 
 DEVICE = DeviceInfo("stand-in", "9.0", "13000", "13.0")
+METRICS = KernelMetrics(32, 0, 0)
 
 
 def obliging(conn) -> None:
@@ -51,3 +54,49 @@ def ceiling_answers(conn, copy_status: Status = Status.OK) -> None:
                 Outcome(Status.OK, "relative error 2.00e-03 against the float32 product", samples_ms=(2.0, 2.0, 2.1)),
             ]
         )
+
+
+class StandInSession:
+    """Records what the worker asks of a GPU session; misbehaves as told."""
+
+    def __init__(
+        self,
+        wrong: str = "",
+        launch_error: Exception | None = None,
+        prepare_error: Exception | None = None,
+        clock_reader=None,
+    ):
+        self.wrong, self.launch_error, self.prepare_error = wrong, launch_error, prepare_error
+        self.clock_reader = clock_reader  # a ClockReader, or None as where NVML is missing
+        self.batches = 0
+        self.launches = 0
+        self.stream = SimpleNamespace(sync=lambda: None, handle=0)
+
+    def prepare(self, family, problem, seed):
+        if self.prepare_error:
+            raise self.prepare_error
+        return SimpleNamespace(family=None, problem=problem)
+
+    def launcher(self, st, variant):
+        def launch():
+            self.launches += 1
+            if self.launch_error:
+                raise self.launch_error
+
+        return launch, METRICS
+
+    def poison_outputs(self, st):
+        pass
+
+    def verify(self, st):
+        return self.wrong
+
+    def time_interleaved(self, launches, bench, deciding=None, observe=lambda: None):
+        """One round of ``bench.min_samples`` samples of 1, 2, ... ms; the clocks observed before and after."""
+        self.deciding = deciding
+        self.batches += 1
+        observe()
+        for fn in launches:
+            fn()
+        observe()
+        return [tuple(1.0 + k for k in range(bench.min_samples)) for _ in launches]

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..records import Status
+from ..runner.clocks import RETAKES
+from .clocks import clocks_frame
 from .data import (
     BASELINE,
     NO_VALID,
@@ -152,6 +154,30 @@ def _outcomes_table(outcomes: pd.DataFrame) -> _Table:
         columns.append(_Column(titles.get(kind, kind.capitalize()), True, _count_of(kind)))
     columns.append(_Column("Total", True, lambda r: str(r["total"])))
     return _table(columns, outcomes.to_dict("records"))
+
+
+def _clocks_section(clocks: pd.DataFrame) -> _Section:
+    title = "Clocks while timing"
+    if not clocks["observed"].any():
+        return _Section(
+            title, ("No timing here carries clock observations (logged before timings read NVML, or NVML missing).",)
+        )
+    columns = [
+        _Column("Problem", False, lambda c: str(c["name"])),
+        _Column("SM clock (MHz)", True, lambda c: _fmt(c["sm_mhz"], ".0f")),
+        _Column("Memory clock (MHz)", True, lambda c: _fmt(c["mem_mhz"], ".0f")),
+        _Column("Temperature (°C)", True, lambda c: _fmt(c["temperature_c"], ".0f")),
+        _Column("Power (W)", True, lambda c: _fmt(c["power_w"], ".0f")),
+        _Column("Timings observed", True, _count_of("observed")),
+        _Column("Batches re-taken", True, _count_of("retaken")),
+        _Column("Flagged", True, _count_of("flagged")),
+    ]
+    text = (
+        "Medians of what NVML observed while each winner was timed. A timed batch during which the GPU throttled "
+        f"(thermal or hardware slowdown, power brake) is measured again, up to {RETAKES} times; "
+        f"{int(clocks['flagged'].sum())} timing(s) throttled in every batch and were kept, flagged.",
+    )
+    return _Section(title, text, _table(columns, clocks.to_dict("records")))
 
 
 def _failures_section(status: pd.DataFrame, total: int) -> _Section:
@@ -521,6 +547,7 @@ def build_report(inputs: ReportInputs, out_dir: Path, title: str) -> ReportFiles
     templates = bool((events["template"] != "").any())
     sections = [
         _Section("Winners", table=_winners_table(winners, arithmetic, templates)),
+        _clocks_section(clocks_frame(inputs)),
         _Section("Outcomes by status", table=_outcomes_table(outcomes_frame(inputs))),
         _failures_section(status_frame(inputs), len(events)),
     ]

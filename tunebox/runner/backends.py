@@ -253,4 +253,5 @@ def _outcome(record: EvalRecord) -> Outcome:
         record.metrics,
         stage_seconds=dict(record.stage_seconds),
         baseline=record.baseline,
+        clocks=record.timing.clocks if record.timing else None,
     )

@@ -25,6 +25,7 @@ from ..families.base import KernelSource, Problem, Tolerance
 from ..families.contract import Family
 from ..kernels_dir import kernel_source
 from ..records import DeviceInfo, KernelMetrics
+from .clocks import ClockReader, Observe, idle, open_reader
 from .protocol import Variant
 from .timing import BenchConfig
 
@@ -85,6 +86,7 @@ class GpuSession:
         builder.close()
         self._within: dict[str, Any] = {}  # element type -> tolerance compare kernel, compiled on first use
         self.state: ProblemState | None = None
+        self.clock_reader: ClockReader | None = open_reader(self.device.pci_bus_id)
 
     # -- memory -------------------------------------------------------------------------------
     def upload(self, array: np.ndarray) -> Any:
@@ -259,12 +261,17 @@ class GpuSession:
         return steps_launcher(self.stream, steps), metrics
 
     def time_interleaved(
-        self, launches: list[Callable[[], None]], bench: BenchConfig, deciding: int | None = None
+        self,
+        launches: list[Callable[[], None]],
+        bench: BenchConfig,
+        deciding: int | None = None,
+        observe: Observe = idle,
     ) -> list[tuple[float, ...]]:
         """Samples (ms) of each launch, taken in rounds (one sample of each launch in turn), L2
         flushed before every sample. The first ``deciding`` launches (default: all) stay in every
         round until ``bench``'s rule holds for each of them; any other launch (a baseline) leaves the
-        rotation once the rule holds for its own samples, and is cut off with the deciding ones."""
+        rotation once the rule holds for its own samples, and is cut off with the deciding ones.
+        ``observe`` (the clocks' reading) runs before the first round, during each, after the last."""
         from cuda.core import EventOptions
 
         for fn in launches:
@@ -275,6 +282,7 @@ class GpuSession:
         samples: list[list[float]] = [[] for _ in launches]
         rotation = list(range(len(launches)))
         start = time.perf_counter()
+        observe()
         while True:
             events = []
             for _ in range(bench.min_samples):
@@ -283,10 +291,12 @@ class GpuSession:
                     begin = self.stream.record(options=opts)
                     launches[k]()
                     events.append((k, begin, self.stream.record(options=opts)))
+            observe()
             self.stream.sync()
             for k, begin, end in events:
                 samples[k].append(end - begin)
             elapsed = time.perf_counter() - start
             if all(bench.done(s, elapsed) for s in samples[:deciding]):
+                observe()
                 return [tuple(s) for s in samples]
             rotation = [k for k in rotation if k < deciding or not bench.done(samples[k], elapsed)]

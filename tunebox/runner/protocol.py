@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..families.base import Arg, KernelLaunch, LaunchGeometry, Problem
 from ..families.contract import Family
 from ..params import Config
-from ..records import KernelMetrics, Status
+from ..records import Clocks, KernelMetrics, Status
 from .timing import BenchConfig
 
 if TYPE_CHECKING:
@@ -124,3 +124,4 @@ class Outcome:
     fatal: bool = False  # the worker's CUDA context is unusable: it exits after replying
     stage_seconds: dict[str, float] = field(default_factory=dict)
     baseline: str = ""
+    clocks: Clocks | None = None  # observed while ``samples_ms`` were taken (None without NVML)

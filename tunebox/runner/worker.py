@@ -23,10 +23,12 @@ import numpy as np
 from ..errors import HarnessError
 from ..families.base import Baseline, Tolerance
 from ..ipc import requests_read_ahead
-from ..records import Status
+from ..records import Clocks, Status
 from .ceiling_runs import measure_ceilings
+from .clocks import retake_throttled
 from .cuda_errors import classify
 from .protocol import CeilingsJob, EvaluateJob, Outcome, PrepareJob, RetimeJob, failed_reply
+from .timing import BenchConfig
 
 if TYPE_CHECKING:
     from .gpu_session import GpuSession, ProblemState
@@ -61,7 +63,7 @@ def main(conn: Connection) -> None:
         return
     conn.send(("ready", session.info))
     for job in requests_read_ahead(conn):  # the sweep queues the next job while this one runs
-        reply = _handle(session, job)
+        reply = handle(session, job)
         conn.send(reply)
         fatal = reply.fatal if isinstance(reply, Outcome) else any(o.fatal for o in reply)
         if fatal:  # the context is poisoned: exit without running CUDA destructors
@@ -80,7 +82,8 @@ def _import_torch() -> None:
         torch.cuda.init()
 
 
-def _handle(session: GpuSession, job: object) -> Outcome | list[Outcome]:
+def handle(session: GpuSession, job: object) -> Outcome | list[Outcome]:
+    """The reply to one job on ``session`` (the worker's, or a sanitized run's: ``sanitizer.py``)."""
     try:
         if isinstance(job, EvaluateJob):
             return _evaluate(session, job)
@@ -119,12 +122,25 @@ def _evaluate(session: GpuSession, job: EvaluateJob) -> Outcome:
     stages["verify"] = time.perf_counter() - t0
     if problem:
         return Outcome(Status.WRONG_RESULT, problem, metrics=metrics, stage_seconds=stages)
-    samples: tuple[float, ...] = ()
-    if job.time:
-        t0 = time.perf_counter()
-        (samples,) = session.time_interleaved([launch], job.bench)
-        stages["time"] = time.perf_counter() - t0
-    return Outcome(Status.OK, samples_ms=samples, metrics=metrics, stage_seconds=stages)
+    if not job.time:
+        return Outcome(Status.OK, metrics=metrics, stage_seconds=stages)
+    t0 = time.perf_counter()
+    (samples,), clocks = _timed(session, [launch], job.bench)
+    stages["time"] = time.perf_counter() - t0
+    return Outcome(Status.OK, _note(clocks), samples, metrics, stage_seconds=stages, clocks=clocks)
+
+
+def _timed(
+    session: GpuSession, launches: list[Callable[[], None]], bench: BenchConfig, deciding: int | None = None
+) -> tuple[list[tuple[float, ...]], Clocks | None]:
+    """``session.time_interleaved`` with the device's clocks observed, re-taken while it throttled."""
+    return retake_throttled(
+        lambda observe: session.time_interleaved(launches, bench, deciding, observe), session.clock_reader
+    )
+
+
+def _note(clocks: Clocks | None) -> str:
+    return clocks.note() if clocks else ""
 
 
 def _retime(session: GpuSession, job: RetimeJob) -> list[Outcome]:
@@ -133,13 +149,15 @@ def _retime(session: GpuSession, job: RetimeJob) -> list[Outcome]:
     baselines = _torch_baselines(session, st) if job.with_baseline else []
     runnable = [b for b in baselines if isinstance(b, tuple)]
     # the finalists' noise decides when to stop: they choose the winner; the baselines ride along
-    timed = session.time_interleaved(
-        [fn for fn, _ in launches] + [fn for _, fn in runnable], job.bench, deciding=len(launches)
+    timed, clocks = _timed(
+        session, [fn for fn, _ in launches] + [fn for _, fn in runnable], job.bench, deciding=len(launches)
     )
-    outcomes = [Outcome(Status.OK, samples_ms=s, metrics=m) for s, (_, m) in zip(timed, launches, strict=False)]
+    note = _note(clocks)
+    outcomes = [Outcome(Status.OK, note, s, m, clocks=clocks) for s, (_, m) in zip(timed, launches, strict=False)]
     samples = iter(timed[len(launches) :])
     for b in baselines:  # in the family's order; one that could not run says why
-        outcomes.append(Outcome(Status.OK, samples_ms=next(samples), baseline=b[0]) if isinstance(b, tuple) else b)
+        timing = Outcome(Status.OK, note, next(samples), baseline=b[0], clocks=clocks) if isinstance(b, tuple) else b
+        outcomes.append(timing)
     return outcomes
 
 

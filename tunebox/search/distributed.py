@@ -60,6 +60,7 @@ from ..errors import DatabaseError
 from ..params import Config, Value
 from ..records import EvalRecord, Status, canonical_json
 from ..runner.backends import Backend
+from ..runner.sanitizer import Sanitizer
 from ..store.postgres import ClaimResult, PgRecords, PgWinnersDB, connect, redacted, sqlalchemy_url
 from ..store.winner_rows import WinnerStore
 from ..sweep_spec import NamedProblem, SweepSpec
@@ -148,8 +149,11 @@ class DistributedSweep(Sweep):
         poll_s: float = 0.1,
         worker: str | None = None,
         patience: int = 3,
+        sanitizer: Sanitizer | None = None,
     ) -> None:
-        super().__init__(spec, backend, builder, Path("."), Path("."), listeners, settings, progress=progress)
+        super().__init__(
+            spec, backend, builder, Path("."), Path("."), listeners, settings, progress=progress, sanitizer=sanitizer
+        )
         self.url = url
         self.heartbeat = heartbeat or Heartbeat()
         self.poll_s = poll_s

@@ -35,6 +35,7 @@ from ..params import Config
 from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json, fastest
 from ..runner.backends import Backend
 from ..runner.protocol import LaunchIdentity, Outcome, variant_of
+from ..runner.sanitizer import Check, Sanitizer
 from ..store.evallog import EvalLog
 from ..store.winner_rows import WinnerStore
 from ..store.winners import WinnersDB
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 
 # (binary hash, (geometry, args, prologue)): identical runs are timed once; on replay (configuration JSON,)
 _Identity = tuple[str, LaunchIdentity] | tuple[str]
+
+SANITIZE = "sanitize"  # the phase of a finalist's record when compute-sanitizer reported on it
 
 FAILURES = {Status.COMPILE_ERROR, Status.RESOURCE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.WRONG_RESULT}
 
@@ -163,8 +166,12 @@ class Sweep:
         settings: LoopSettings | None = None,
         *,
         progress: Callable[[SweepProgress], None] | None = None,
+        sanitizer: Sanitizer | None = None,
     ) -> None:
+        """``sanitizer``: each problem's finalists are checked by it before a winner is stored (none:
+        not checked)."""
         self.spec, self.backend, self.builder = spec, backend, builder
+        self.sanitizer = sanitizer
         self.family: Family[Any] = spec.family
         self.log: RecordLog = EvalLog(out_dir / "evals.jsonl")
         self.log_path: Path | None = out_dir / "evals.jsonl"
@@ -173,8 +180,9 @@ class Sweep:
         self.listeners = listeners
         self.settings = settings or LoopSettings()
         # seconds: compile (summed over the pool's threads, cache misses), prepare / verify / time (in
-        # the worker), final (wall time re-timing the finalists and the baseline)
-        self.breakdown = {"compile": 0.0, "prepare": 0.0, "verify": 0.0, "time": 0.0, "final": 0.0}
+        # the worker), final (wall time re-timing the finalists and the baseline), sanitize (wall time
+        # checking finalists under compute-sanitizer)
+        self.breakdown = {"compile": 0.0, "prepare": 0.0, "verify": 0.0, "time": 0.0, "final": 0.0, "sanitize": 0.0}
         self.answers: list[tuple[float, float]] = []
         self.started = 0.0  # perf_counter at the start of run()
         self.evaluated = 0
@@ -449,7 +457,7 @@ class Sweep:
             config=config.as_dict() if config else {},
             status=outcome.status,
             message=outcome.message,
-            timing=Timing(outcome.samples_ms) if outcome.samples_ms else None,
+            timing=Timing(outcome.samples_ms, outcome.clocks) if outcome.samples_ms else None,
             metrics=outcome.metrics,
             bytes_moved=work.bytes_moved,
             flops=work.flops,
@@ -490,7 +498,9 @@ class Sweep:
         started = time.perf_counter()
         final = self._retime(problem, finalists, history, seed) if finalists else []
         self.breakdown["final"] += time.perf_counter() - started
-        winner = fastest(r for r in final if not r.baseline)
+        started = time.perf_counter()
+        winner, checks = self._winner(problem, final, history, seed)
+        self.breakdown["sanitize"] += time.perf_counter() - started
         baselines = [r for r in final if r.baseline]
         # the fastest torch form (as the benchmark files compare), else the first one, which says why not
         baseline = fastest(baselines) or next(iter(baselines), None)
@@ -504,7 +514,48 @@ class Sweep:
         counts: dict[str, int] = {}
         for r in records:
             counts[r.status.value] = counts.get(r.status.value, 0) + 1
-        return ProblemOutcome(named.name, problem, winner, baseline, default, stored, counts)
+        return ProblemOutcome(named.name, problem, winner, baseline, default, stored, counts, checks)
+
+    def _winner(
+        self, problem: Problem, final: list[EvalRecord], history: list[EvalRecord], seed: int
+    ) -> tuple[EvalRecord | None, tuple[Check, ...]]:
+        """The re-timed finalist to store, and the sanitizer's checks. Without a sanitizer the fastest;
+        with one, the fastest none of its tools reports on: one reported on is logged (status
+        SANITIZER_ERROR, phase SANITIZE, the report in its message) and the next is tried. A finalist
+        logged so before (a resumed sweep) is passed over unchecked."""
+        ranked = sorted(
+            (r for r in final if not r.baseline and r.status is Status.OK and r.timing),
+            key=lambda r: cast(Timing, r.timing).median_ms,
+        )
+        if self.sanitizer is None:
+            return next(iter(ranked), None), ()
+        rejected = {
+            canonical_json(r.config)
+            for r in history
+            if r.phase == SANITIZE and r.status is Status.SANITIZER_ERROR and canonical_json(r.problem) == problem.key()
+        }
+        checks: list[Check] = []
+        for record in ranked:
+            if canonical_json(record.config) in rejected:
+                continue
+            config = self.spec.space.validate(record.config)
+            (build,) = self._compile(problem, [config])
+            checks.append(self.sanitizer.check(self.family, problem, config, build, seed))
+            if checks[-1].reported is None:
+                if checks[-1].skipped:
+                    log.warning("%s: stored unsanitized: %s", config.label(), checks[-1].describe())
+                return record, tuple(checks)
+            outcome = Outcome(Status.SANITIZER_ERROR, checks[-1].describe()[:2000])
+            self.log.append(self._record(problem, config, outcome, seed, SANITIZE))
+        return None, tuple(checks)
+
+    def _compile(self, problem: Problem, configs: list[Config]) -> list[BuildResult]:
+        """The variants of ``configs`` compiled in the pool (the on-disk cache answers those compiled
+        before), waited for where Ctrl-C reaches."""
+        sources = [self.family.render(problem, c) for c in configs]
+        with self._compile_pool_without_ctrl_c():
+            futures = [self.builder.submit(source) for source in sources]
+        return [future.result() for future in futures]
 
     def _winners(self) -> WinnerStore:
         """The winners store (opened by the caller's ``with``)."""
@@ -521,10 +572,7 @@ class Sweep:
         configs = [self.spec.space.validate(r.config) for r in finalists]
         builds: list[BuildResult | None] = [None] * len(configs)
         if not self.backend.replayed:
-            sources = [self.family.render(problem, c) for c in configs]
-            with self._compile_pool_without_ctrl_c():
-                futures = [self.builder.submit(source) for source in sources]
-            builds = [future.result() for future in futures]  # waited for where Ctrl-C reaches
+            builds = list(self._compile(problem, configs))
         outcomes = [
             _harness_checked(o)
             for o in self.backend.retime(self.family, problem, list(zip(configs, builds, strict=True)), seed)

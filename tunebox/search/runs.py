@@ -12,6 +12,7 @@ from typing import Any
 
 from ..families.base import Problem
 from ..records import EvalRecord
+from ..runner.sanitizer import Check
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,7 @@ class ProblemOutcome:
     default: EvalRecord | None
     stored: bool
     counts: dict[str, int]
+    sanitized: tuple[Check, ...] = ()  # the finalists checked under compute-sanitizer, fastest first
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,10 @@ class SweepResult:
         GPU worker spent verifying and timing (``device_busy``; compile time is summed over the
         pool's threads, so it can exceed the wall time). ``first_answer_seconds``: from the start to
         the first device answer (the first problem's inputs and reference, the pipeline's filling).
-        The ``steady_`` figures count from the first device answer to the last (the pipeline full)."""
+        The ``steady_`` figures count from the first device answer to the last (the pipeline full).
+        ``sanitized_variants``: finalists checked under compute-sanitizer, ``sanitizer_rejected`` of them
+        reported on (never stored), ``sanitizer_skipped`` with a tool that could not run;
+        ``sanitize_share``: the share of the wall time the checks took."""
         device = self.breakdown.get("verify", 0.0) + self.breakdown.get("time", 0.0)
         steady: dict[str, float] = {}
         if len(self.answers) > 1:
@@ -56,6 +61,8 @@ class SweepResult:
                 "steady_variants_per_second": (len(self.answers) - 1) / window if window else 0.0,
                 "steady_device_busy": sum(d for _, d in self.answers[1:]) / window if window else 0.0,
             }
+        checks = [c for p in self.problems for c in p.sanitized]
+        sanitize = self.breakdown.get("sanitize", 0.0)
         return {
             "name": self.name,
             "replayed": self.replayed,
@@ -65,6 +72,10 @@ class SweepResult:
             "device_busy": device / self.seconds if self.seconds else 0.0,
             **steady,
             **{f"{stage}_seconds": value for stage, value in self.breakdown.items()},
+            "sanitized_variants": len(checks),
+            "sanitizer_rejected": sum(c.reported is not None for c in checks),
+            "sanitizer_skipped": sum(bool(c.skipped) for c in checks),
+            "sanitize_share": sanitize / self.seconds if self.seconds else 0.0,
         }
 
 

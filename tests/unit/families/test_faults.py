@@ -1,8 +1,10 @@
-"""The test-only faults family: every planted fault renders and compiles except the compile error."""
+"""The test-only faults family: every planted fault renders and compiles except the compile error
+(the ones only compute-sanitizer sees included)."""
 
 import family_checks
 
 from tunebox.families import get
+from tunebox.families.faults import EXPECTED_STATUS, SANITIZER_FINDS
 from tunebox.records import Status
 
 
@@ -15,3 +17,6 @@ def test_every_fault_compiles_except_the_planted_compile_error(tmp_path):
         expected = Status.COMPILE_ERROR if config["fault"] == "compile_error" else Status.OK
         assert result.status is expected, (config.label(), result.log[-300:])
     assert all(not family.violations(problem, c) for c in configs)
+    planted = {config["fault"]: result.status for (_, config), result in compiled}
+    assert {fault: planted[fault] for fault in SANITIZER_FINDS} == {"smem_race": Status.OK, "oob_read": Status.OK}
+    assert all(EXPECTED_STATUS[fault] == "ok" for fault in SANITIZER_FINDS)  # verification cannot see them

@@ -4,6 +4,7 @@ a roofline); the results DataFrame of the Python API."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
 import re
@@ -282,7 +283,8 @@ def test_status_frame_counts_failed_baselines_and_finalists(tmp_path: Path) -> N
 def test_outcomes_frame_counts_every_status_by_kind(tmp_path: Path) -> None:
     frame = outcomes_frame(_gemm_inputs(tmp_path)).set_index("status")
     assert list(frame.columns) == [SCREENED, RETIMED, BASELINE, "total"]
-    assert list(frame.index) == [s.value for s in Status if s is not Status.HARNESS_ERROR]
+    unlogged = {Status.HARNESS_ERROR, Status.SANITIZER_ERROR}  # a sweep stops; finalists only (phase sanitize)
+    assert list(frame.index) == [s.value for s in Status if s not in unlogged]
     assert list(frame.loc["ok"]) == [5, 3, 1, 9]
     assert list(frame.loc["wrong_result"]) == [1, 0, 1, 2]
     assert int(frame["total"].sum()) == len(_gemm_records())
@@ -559,3 +561,30 @@ def test_results_from_a_sweep_file_and_its_output_directory(sweep_file: Path, re
     _through_log(_records()[:2], live / "evals.jsonl")
     assert len(tunebox.results(str(sweep_file), results=str(results))) == 2
     assert len(tunebox.results(sweep_file, results=results, replay=True)) == len(frame)
+
+
+def test_the_clocks_section_says_when_no_timing_carries_observations(tmp_path: Path) -> None:
+    markdown = build_report(_gemm_inputs(tmp_path), tmp_path / "out", "gemm").markdown.read_text(encoding="utf-8")
+    assert "No timing here carries clock observations" in _md_section(markdown, "Clocks while timing")
+
+
+def test_the_clocks_section_shows_the_winners_medians_and_the_flagged_timings(tmp_path: Path) -> None:
+    from tunebox.records import Clocks, ClockSample
+
+    cool, hot = ClockSample(1980, 3201, 40, 300.0, 0), ClockSample(1100, 3201, 90, 700.0, 0x40)
+    records = [
+        dataclasses.replace(r, timing=Timing(r.timing.samples_ms, Clocks((cool, cool, hot))))
+        if r.timing and r.config == WGMMA and r.problem == CUBE and r.phase == "final"
+        else r
+        for r in _gemm_records()
+    ]
+    records.append(dataclasses.replace(_g(CUBE, MMA), timing=Timing((0.07,), Clocks((hot, hot), 2, True))))
+    markdown = build_report(_gemm_inputs(tmp_path, tuple(records)), tmp_path / "out", "gemm").markdown.read_text(
+        encoding="utf-8"
+    )
+    section = _md_section(markdown, "Clocks while timing")
+    rows = {r["Problem"]: r for r in _md_rows(section)}
+    cube = rows[GEMM_NAMES[canonical_json(CUBE)]]
+    assert (cube["SM clock (MHz)"], cube["Temperature (°C)"], cube["Power (W)"]) == ("1980", "40", "300")
+    assert (cube["Timings observed"], cube["Batches re-taken"], cube["Flagged"]) == ("2", "2", "1")
+    assert "1 timing(s) throttled in every batch and were kept, flagged" in section

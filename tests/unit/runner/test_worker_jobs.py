@@ -3,56 +3,21 @@
 from __future__ import annotations
 
 import sys
-from types import SimpleNamespace
 
 import pytest
+from stand_in_workers import METRICS, StandInSession
 
 from tunebox.families.base import LaunchGeometry
-from tunebox.records import KernelMetrics, Status
+from tunebox.records import Status
 from tunebox.runner import worker
 from tunebox.runner.protocol import EvaluateJob, Outcome, RetimeJob, Variant
 from tunebox.runner.timing import SCREEN
 
 VARIANT = Variant(b"cubin", "k", LaunchGeometry((1, 1, 1), (32, 1, 1), 0), ())
-METRICS = KernelMetrics(32, 0, 0)
-
-
-class StandInSession:
-    """Records what the worker asks of a GPU session; misbehaves as told."""
-
-    def __init__(self, wrong: str = "", launch_error: Exception | None = None, prepare_error: Exception | None = None):
-        self.wrong, self.launch_error, self.prepare_error = wrong, launch_error, prepare_error
-        self.launches = 0
-        self.stream = SimpleNamespace(sync=lambda: None, handle=0)
-
-    def prepare(self, family, problem, seed):
-        if self.prepare_error:
-            raise self.prepare_error
-        return SimpleNamespace(family=None, problem=problem)
-
-    def launcher(self, st, variant):
-        def launch():
-            self.launches += 1
-            if self.launch_error:
-                raise self.launch_error
-
-        return launch, METRICS
-
-    def poison_outputs(self, st):
-        pass
-
-    def verify(self, st):
-        return self.wrong
-
-    def time_interleaved(self, launches, bench, deciding=None):
-        self.deciding = deciding
-        for fn in launches:
-            fn()
-        return [tuple(1.0 + k for k in range(bench.min_samples)) for _ in launches]
 
 
 def evaluate(session, time=True):
-    return worker._handle(session, EvaluateJob("tile_copy", {}, VARIANT, SCREEN, 0, time=time))
+    return worker.handle(session, EvaluateJob("tile_copy", {}, VARIANT, SCREEN, 0, time=time))
 
 
 def test_a_correct_variant_is_verified_then_timed():
@@ -86,7 +51,7 @@ def test_verification_only():
 def test_retime_reports_every_variant_then_the_baseline(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # torch absent: the baseline says so, the variants are timed
     session = StandInSession()
-    outcomes = worker._handle(session, RetimeJob("tile_copy", {}, (VARIANT, VARIANT), SCREEN, 0))
+    outcomes = worker.handle(session, RetimeJob("tile_copy", {}, (VARIANT, VARIANT), SCREEN, 0))
     assert [o.status for o in outcomes] == [Status.OK, Status.OK, Status.INVALID]
     assert session.deciding == 2  # the variants' noise decides when the re-timing stops
     assert "torch is not installed" in outcomes[-1].message
@@ -102,7 +67,7 @@ def test_several_baselines_join_the_rotation_in_the_familys_order(monkeypatch):
         ("torch: c", lambda: calls.append("c")),
     ]
     monkeypatch.setattr(worker, "_torch_baselines", lambda session, st: baselines)
-    outcomes = worker._handle(session, RetimeJob("tile_copy", {}, (VARIANT,), SCREEN, 0))
+    outcomes = worker.handle(session, RetimeJob("tile_copy", {}, (VARIANT,), SCREEN, 0))
     assert [(o.status, o.baseline) for o in outcomes] == [
         (Status.OK, ""),
         (Status.OK, "torch: a"),
@@ -113,14 +78,14 @@ def test_several_baselines_join_the_rotation_in_the_familys_order(monkeypatch):
 
 
 def test_a_failure_outside_the_launch_fails_every_retimed_variant():
-    outcomes = worker._handle(
+    outcomes = worker.handle(
         StandInSession(prepare_error=MemoryError("host")), RetimeJob("tile_copy", {}, (VARIANT,), SCREEN, 0)
     )
     assert len(outcomes) == 2 and all(o.status is Status.RUNTIME_ERROR and o.fatal for o in outcomes)
 
 
 def test_unknown_jobs_are_answered_not_raised():
-    assert worker._handle(StandInSession(), "nonsense").status is Status.RUNTIME_ERROR
+    assert worker.handle(StandInSession(), "nonsense").status is Status.RUNTIME_ERROR
 
 
 def test_a_baseline_that_misses_the_reference_says_by_how_much():
@@ -151,7 +116,7 @@ def test_a_harness_error_keeps_the_worker_and_carries_the_traceback():
         {}["expected"]
     except KeyError as exc:
         planted = HarnessError.of(exc, "computing the reference")
-    outcome = worker._handle(StandInSession(prepare_error=planted), EvaluateJob("demo", {}, VARIANT, SCREEN, 0))
+    outcome = worker.handle(StandInSession(prepare_error=planted), EvaluateJob("demo", {}, VARIANT, SCREEN, 0))
     assert outcome.status is Status.HARNESS_ERROR and not outcome.fatal
     assert "KeyError: 'expected'" in outcome.message and "Traceback" in outcome.message
     assert "not a kernel fault" in outcome.message

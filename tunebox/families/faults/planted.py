@@ -19,6 +19,8 @@ FAULTS = (
     "too_much_shared",
     "over_launch_bounds",
     "compile_error",
+    "smem_race",
+    "oob_read",
 )
 EXPECTED_STATUS = {
     "none": "ok",
@@ -30,7 +32,11 @@ EXPECTED_STATUS = {
     "too_much_shared": "resource_error",
     "over_launch_bounds": "resource_error",
     "compile_error": "compile_error",
+    "smem_race": "ok",
+    "oob_read": "ok",
 }
+# the planted faults verification accepts, and the compute-sanitizer tool that reports each
+SANITIZER_FINDS = {"smem_race": "racecheck", "oob_read": "memcheck"}
 
 
 @dataclass(frozen=True)
