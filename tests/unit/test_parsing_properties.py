@@ -81,6 +81,7 @@ BASES: dict[str, dict[str, Any]] = {
         "direction": "quantize",
         "scale_layout": "swizzled_128x4",
     },
+    "quant_gemm": {"M": 3, "N": 33, "K": 100, "format": "nvfp4", "inputs": "edges"},
     "scatter": {"dtype": "float16", "rows": 64, "cols": 16, "count": 32, "offset": 3, "mask": True, "mask_rate": 0.5},
     "tile_copy": {
         "dtype": "float32",

@@ -172,7 +172,7 @@ def test_caller_arrays_map_to_the_identity_a_sweep_file_gives(name: str) -> None
         assert family.identity(caller) == family.identity(problem), problem.key()
 
 
-def test_the_launchable_families_are_the_eight_with_caller_arrays() -> None:
+def test_the_launchable_families_are_the_nine_with_caller_arrays() -> None:
     assert set(LAUNCHABLE) == {
         "tile_copy",
         "gather",
@@ -182,4 +182,5 @@ def test_the_launchable_families_are_the_eight_with_caller_arrays() -> None:
         "windows",
         "ragged3d",
         "quant",
+        "quant_gemm",
     }

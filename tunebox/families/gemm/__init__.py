@@ -6,7 +6,7 @@ dimensions ``lda >= K``, ``ldb >= N``, ``ldd >= N`` (any value: rows need not be
 D's elements between N and ``ldd`` are never written (the reference keeps them poison), A's past K
 and B's past N are never read (the seeded inputs fill them with data, so a read would show).
 
-Three templates (the paths), all in ``kernels/gemm/gemm.cu``:
+Four templates (the paths), three in ``kernels/gemm/gemm.cu``:
 
 - ``mma``: mma.sync m16n8k16 fed by a cp.async pipeline of 1-4 stages, 16-byte chunks where a
   chunk is inside and aligned and zero-filled element copies otherwise (the seed's mixed path);
@@ -23,6 +23,13 @@ Three templates (the paths), all in ``kernels/gemm/gemm.cu``:
 - ``padded``: for unaligned rows, one ``pad_rows`` launch first copies A and/or B into workspace with
   rows of ``ceil(cols / 8) * 8`` elements, then the wgmma kernel runs on the copies; the copies are
   timed with the product (the seed's compact-versus-padded comparison).
+- ``persistent``: Hopper (sm_90a; kernels/gemm/gemm_persistent.cu): at most one block per SM walks
+  the tiles in a static order with a tunable raster and group width; a producer warpgroup streams A
+  and B through a TMA ring whose mbarrier phases run on across tiles, two consumer warpgroups issue
+  wgmma (``schedule`` "cooperative": both on each tile; "pingpong": alternate tiles, one's epilogue
+  beside the other's mainloop), registers move to the consumers with setmaxnreg, and the epilogue
+  stores D with TMA through shared memory (D's rows 16-byte aligned) or directly. A's and B's rows
+  must be 16-byte aligned.
 
 Verification is within a tolerance (``GemmOperation.tolerance``): the float64 reference, rounded to
 D's type, may differ by ``atol + rtol * |want|`` with ``rtol = 1e-2`` and ``atol = 1e-2 * sqrt(K / 64)
@@ -39,10 +46,11 @@ from ..contract import Family
 from .mma import MmaConfig, MmaTemplate
 from .operation import GemmOperation, GemmProblem
 from .padded import PaddedTemplate
+from .persistent import PersistentConfig, PersistentTemplate
 from .tma_wgmma import WgmmaConfig
 from .wgmma import WgmmaTemplate
 
-FAMILY = Family(GemmOperation(), (MmaTemplate(), WgmmaTemplate(), PaddedTemplate()))
+FAMILY = Family(GemmOperation(), (MmaTemplate(), WgmmaTemplate(), PaddedTemplate(), PersistentTemplate()))
 
 __all__ = [
     "FAMILY",
@@ -51,6 +59,8 @@ __all__ = [
     "MmaConfig",
     "MmaTemplate",
     "PaddedTemplate",
+    "PersistentConfig",
+    "PersistentTemplate",
     "WgmmaConfig",
     "WgmmaTemplate",
 ]

@@ -16,6 +16,7 @@ from ...parallel import filled
 from ..base import Baseline, BufferSpec, Problem, Tolerance, Work
 from ..contract import Operation
 from ..indexed import MAX_ELEMENTS, positive, reject_unknown
+from .products import product_tolerance, shape_distance
 
 OUT_DTYPES = ("bfloat16", "float32")
 
@@ -161,8 +162,7 @@ class GemmOperation(Operation[GemmProblem]):
         p = problem
         bf16 = element_type("bfloat16")
         a, b = bf16.decode(inputs["A"][:, : p.K]), bf16.decode(inputs["B"][:, : p.N])
-        scale = float(np.abs(a).mean() * np.abs(b).mean())
-        return Tolerance(rtol=1e-2, atol=1e-2 * math.sqrt(p.K / 64) * scale * abs(p.alpha))
+        return product_tolerance(p.K, float(np.abs(a).mean() * np.abs(b).mean()) * abs(p.alpha))
 
     def work(self, problem: GemmProblem) -> Work:
         p = problem
@@ -172,7 +172,7 @@ class GemmOperation(Operation[GemmProblem]):
     def distance(self, a: GemmProblem, b: GemmProblem) -> float | None:
         if (a.out_dtype, a.relu) != (b.out_dtype, b.relu):
             return None
-        return sum(abs(math.log2(x / y)) for x, y in ((a.M, b.M), (a.N, b.N), (a.K, b.K)))
+        return shape_distance((a.M, a.N, a.K), (b.M, b.N, b.K))
 
     def baselines(self, problem: GemmProblem) -> tuple[Baseline, ...]:
         """``torch.matmul`` as a user calls it, and for bfloat16 output also with

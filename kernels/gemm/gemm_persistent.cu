@@ -1,0 +1,293 @@
+// Family gemm, template persistent (sm_90a): D[m, n] = epilogue(alpha * sum_k A[m, k] * B[k, n]) as in
+// gemm.cu (A, B bfloat16 bits with 16-byte aligned rows; D bfloat16 or float32 bits, O = Cfg::O;
+// epilogue the identity or ReLU, Cfg::RELU), by a persistent, warp-specialized kernel.
+//
+// Persistent: gridDim.x blocks (the host launches min(tiles, SMs)) walk the BM x BN tiles of D,
+// block b taking the tiles b, b + gridDim.x, ... of a static order (`tile_coordinates`: strips of
+// Cfg::GROUP tile rows walked column by column when Cfg::RASTER_M, else strips of GROUP tile columns
+// walked row by row; the same arithmetic as tunebox/families/gemm/persistent.py tile_coordinates).
+//
+// Warp-specialized: warpgroup 0 is the producer (its first thread issues the TMA loads, the 128-byte
+// swizzle, of A as one BM x 64 box and B as BN / 64 boxes of 64 x 64 per K step of 64 into a ring of
+// STAGES buffers; the tensor maps zero-fill past M, N and K); warpgroups 1 and 2 are consumers issuing
+// wgmma m64nBNk16. Cfg::COOPERATIVE: both consumers work on every tile, each on BM / 2 rows;
+// otherwise (pingpong) consumer c takes the block's tiles c, c + 2, ... whole, and an ordering barrier
+// lets only one consumer run its mainloop at a time, so one's epilogue overlaps the other's mainloop.
+// Each ring buffer has a full mbarrier (one arrival: the producer's expect_tx, completed by the TMA
+// bytes) and an empty one (one arrival per consumer reading it); ring positions (buffer, phase) run on
+// across tiles. Registers move from the producer (setmaxnreg.dec to PRODUCER_REGISTERS) to the
+// consumers (setmaxnreg.inc to CONSUMER_REGISTERS) within the 168 per thread of the launch bounds.
+//
+// Epilogue (alpha, ReLU, conversion to O): Cfg::TMA_EPILOGUE (D's rows 16-byte aligned) writes 64-row
+// x 128-byte chunks of a consumer's tile into one of its two shared buffers (128-byte swizzle, no bank
+// conflicts) and stores each with one TMA store, which clips at D's edges; otherwise bounded direct
+// stores from registers. The dynamic shared memory holds the ring, the epilogue buffers and the
+// barriers, from a 1024-byte aligned base (Cfg::SHARED_BYTES covers them plus the alignment).
+#include "tunebox/mma.cuh"
+#include "tunebox/tma.cuh"
+
+namespace {
+
+using namespace tb;
+
+constexpr int BK = 64;             // K per ring buffer: one 128-byte swizzle row of bfloat16
+constexpr int B_BOX = BK * 64 * 2;  // one 64 x 64 box of B
+constexpr int EPI_ROWS = 64;        // rows of an epilogue chunk: one m64 wgmma tile
+constexpr int EPI_BYTES = EPI_ROWS * 128;  // an epilogue chunk: 64 rows of one 128-byte swizzle span
+constexpr int EPI_BUFFERS = 2;      // epilogue chunk buffers per consumer
+constexpr int EPI_BARRIER = 1;      // named barrier of consumer c's epilogue: EPI_BARRIER + c
+constexpr int ORDER_BARRIER = 3;    // pingpong: consumer c waits for its mainloop turn on ORDER_BARRIER + c
+
+__device__ __forceinline__ void barrier_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+__device__ __forceinline__ void barrier_arrive(int id, int threads) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+
+// A position in the ring: the buffer and the parity of its current use (flips with each lap).
+template <int STAGES>
+struct Ring {
+  int stage = 0;
+  u32 phase = 0;
+  __device__ __forceinline__ void advance() {
+    if (++stage == STAGES) {
+      stage = 0;
+      phase ^= 1;
+    }
+  }
+  __device__ __forceinline__ void skip(int steps) {
+    stage += steps % STAGES;
+    phase ^= (u32)(steps / STAGES) & 1;
+    if (stage >= STAGES) {
+      stage -= STAGES;
+      phase ^= 1;
+    }
+  }
+};
+
+// Tile (m, n) of the `index`-th tile of the static order (persistent.py tile_coordinates).
+template <bool RASTER_M, int GROUP>
+__device__ __forceinline__ int2 tile_coordinates(int index, int tiles_m, int tiles_n) {
+  const int major = RASTER_M ? tiles_m : tiles_n, minor = RASTER_M ? tiles_n : tiles_m;
+  const int per_strip = GROUP * minor;
+  const int strip = index / per_strip, first = strip * GROUP;
+  const int width = min(major - first, GROUP);
+  const int rest = index - strip * per_strip;
+  const int along = first + rest % width, across = rest / width;
+  return RASTER_M ? make_int2(along, across) : make_int2(across, along);
+}
+
+__device__ __forceinline__ float epilogue_value(float v, float alpha, bool relu) {
+  v *= alpha;
+  return relu && !(v > 0.f) ? 0.f : v;
+}
+
+// Two adjacent elements of D as O bits: bfloat16 packed in a u32 (round to nearest even, v0 in the
+// low half), float32 in a uint2.
+template <typename O>
+struct Pair {
+  typename Raw<2 * sizeof(O)>::type bits;
+  __device__ __forceinline__ Pair(float v0, float v1) {
+    if constexpr (sizeof(O) == 2) {
+      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(bits) : "f"(v1), "f"(v0));
+    } else {
+      bits = make_uint2(__float_as_uint(v0), __float_as_uint(v1));
+    }
+  }
+  __device__ __forceinline__ O first() const {
+    if constexpr (sizeof(O) == 2) return (O)(bits & 0xffffu);
+    else return bits.x;
+  }
+  __device__ __forceinline__ O second() const {
+    if constexpr (sizeof(O) == 2) return (O)(bits >> 16);
+    else return bits.y;
+  }
+};
+
+}  // namespace
+
+template <class Cfg>
+__device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map, const tb::TensorMap& b_map,
+                                                     const tb::TensorMap* d_map, typename Cfg::O* __restrict__ D,
+                                                     long long M, long long N, long long K, long long ldd,
+                                                     float alpha) {
+  using O = typename Cfg::O;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, STAGES = Cfg::STAGES;
+  constexpr bool COOPERATIVE = Cfg::COOPERATIVE, TMA_EPILOGUE = Cfg::TMA_EPILOGUE;
+  constexpr int ROWS = COOPERATIVE ? BM / 2 : BM;  // rows of a tile one consumer multiplies
+  constexpr int MT = ROWS / 64;                    // its m64 wgmma tiles
+  constexpr int A_BYTES = BM * BK * 2;
+  constexpr int STAGE = A_BYTES + (BN / 64) * B_BOX;  // multiple of 1024: buffers stay swizzle-aligned
+  constexpr int EPI_COLS = 128 / sizeof(O);           // columns of an epilogue chunk
+  constexpr int RING_BYTES = STAGES * STAGE;
+  constexpr int EPI_TOTAL = TMA_EPILOGUE ? 2 * EPI_BUFFERS * EPI_BYTES : 0;
+  static_assert(ROWS % 64 == 0 && MT >= 1 && MT <= 2 && BN % 64 == 0 && BN <= 256, "whole wgmma tiles");
+  static_assert(RING_BYTES + EPI_TOTAL + 2 * STAGES * 8 + 1024 <= Cfg::SHARED_BYTES,
+                "the ring, the epilogue buffers, the barriers and their alignment fit in shared memory");
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = align_shared<1024>(smem_raw);  // the 128-byte swizzle's period
+  unsigned char* epi = smem + RING_BYTES;
+  u64* full = reinterpret_cast<u64*>(epi + EPI_TOTAL);
+  u64* empty = full + STAGES;
+
+  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(&full[s], 1);
+      mbarrier_init(&empty[s], COOPERATIVE ? 2 : 1);  // every consumer that reads the buffer releases it
+    }
+  }
+  __syncthreads();  // the last block-wide barrier: the producer's idle threads leave below
+
+  const int k_steps = (int)((K + BK - 1) / BK);
+  const int tiles_m = (int)((M + BM - 1) / BM), tiles_n = (int)((N + BN - 1) / BN);
+  const int tiles = tiles_m * tiles_n;
+
+  if (warpgroup == 0) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::PRODUCER_REGISTERS));
+    if (tid == 0) {
+      Ring<STAGES> ring;
+      int filled = 0;  // buffers used so far, up to STAGES: the first lap waits for no release
+      for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
+        const int2 t = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(tile, tiles_m, tiles_n);
+        for (int kt = 0; kt < k_steps; ++kt, ring.advance()) {
+          if (filled < STAGES) {
+            ++filled;
+          } else {
+            mbarrier_wait(&empty[ring.stage], ring.phase ^ 1);  // the previous lap's use was released
+          }
+          unsigned char* stage = smem + ring.stage * STAGE;
+          mbarrier_expect_tx(&full[ring.stage], STAGE);  // zero-filled bytes past M, N, K count too
+          tma_load_2d(stage, &a_map, kt * BK, t.x * BM, &full[ring.stage]);
+#pragma unroll
+          for (int j = 0; j < BN / 64; ++j)
+            tma_load_2d(stage + A_BYTES + j * B_BOX, &b_map, t.y * BN + 64 * j, kt * BK, &full[ring.stage]);
+        }
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Cfg::CONSUMER_REGISTERS));
+  const int consumer = warpgroup - 1;
+  const int warp = tid / 32, g = (tid % 32) / 4, t4 = tid % 4;
+  const int a_row = COOPERATIVE ? consumer * MT : 0;  // this consumer's first m64 tile in the A box
+  unsigned char* my_epi = epi + consumer * EPI_BUFFERS * EPI_BYTES;
+  const bool paired = ldd % 2 == 0 && (u64)D % (2 * sizeof(O)) == 0;  // direct stores of two elements
+  Ring<STAGES> ring;
+  u32 chunk = 0;  // epilogue chunks this consumer stored: chunk % EPI_BUFFERS is the next buffer
+  float acc[MT][BN / 2];
+
+  // Pingpong: consumer c takes every other tile of the block, starting with its c-th; its ring
+  // position skips the K steps of the other's tiles.
+  const int blocks = (int)gridDim.x;
+  const int first = (int)blockIdx.x + (COOPERATIVE ? 0 : consumer * blocks);
+  const int stride = (COOPERATIVE ? 1 : 2) * blocks;
+  if (!COOPERATIVE) ring.skip(consumer * k_steps);
+  for (int tile = first; tile < tiles; tile += stride) {
+    const int2 t = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(tile, tiles_m, tiles_n);
+    // Pingpong: wait for the other consumer to have waited on every full barrier of its tile, so
+    // every earlier use of a buffer completed before this one waits on that buffer's parity (the
+    // other consumer's arrival comes after its mainloop; the block's first tile waits for nobody).
+    if (!COOPERATIVE && tile != (int)blockIdx.x) barrier_sync(ORDER_BARRIER + consumer, 256);
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int e = 0; e < BN / 2; ++e) acc[i][e] = 0.f;
+
+    int previous = 0;  // the buffer of the previous K step, released once its products are done
+    for (int kt = 0; kt < k_steps; ++kt, ring.advance()) {
+      mbarrier_wait(&full[ring.stage], ring.phase);
+      const unsigned char* stage = smem + ring.stage * STAGE;
+#pragma unroll
+      for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        // B: 16 rows of every 64-column box (boxes B_BOX apart, 8-row groups 1024 bytes apart).
+        const u64 b = wgmma_descriptor(stage + A_BYTES + kk * 16 * 128, B_BOX, 1024);
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          // A: 64 rows of 128 bytes (8-row groups 1024 bytes apart), 16 elements in from column kk * 16.
+          const u64 a = wgmma_descriptor(stage + (a_row + i) * 64 * 128 + kk * 32, 16, 1024);
+          Wgmma<BN>::run(acc[i], a, b);
+        }
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // this step's products may still run; the previous step's are done
+      if (tid == 0 && kt > 0) mbarrier_arrive(&empty[previous]);
+      previous = ring.stage;
+    }
+    if (!COOPERATIVE) {
+      // The other consumer's next tile (this block's next) may start its mainloop.
+      if (tile + blocks < tiles) barrier_arrive(ORDER_BARRIER + (1 - consumer), 256);
+      ring.skip(k_steps);
+    }
+    wgmma_wait<0>();
+    if (tid == 0) mbarrier_arrive(&empty[previous]);  // the tile's last buffer
+#pragma unroll
+    for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
+
+    const i64 m0 = (i64)t.x * BM + (COOPERATIVE ? consumer * ROWS : 0), n0 = (i64)t.y * BN;
+    if constexpr (TMA_EPILOGUE) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int c = 0; c < BN / EPI_COLS; ++c) {
+          const i64 y = m0 + i * EPI_ROWS, x = n0 + c * EPI_COLS;
+          if (y >= M || x >= N) continue;  // the store would clip the whole box (uniform per consumer)
+          unsigned char* buffer = my_epi + (chunk++ % EPI_BUFFERS) * EPI_BYTES;
+#pragma unroll
+          for (int j = 0; j < EPI_COLS / 8; ++j)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int e = 4 * (c * EPI_COLS / 8 + j) + 2 * h;
+              const Pair<O> pair(epilogue_value(acc[i][e], alpha, Cfg::RELU),
+                                 epilogue_value(acc[i][e + 1], alpha, Cfg::RELU));
+              const u32 byte = (u32)(warp * 16 + g + 8 * h) * 128 + (j * 8 + 2 * t4) * sizeof(O);
+              *reinterpret_cast<decltype(pair.bits)*>(buffer + swizzled_offset<128>(byte)) = pair.bits;
+            }
+          fence_proxy_async_shared();  // these writes, then the TMA store's reads (async proxy)
+          // Before the barrier the storing thread waits until the previous chunk's store has read its
+          // buffer, the one the next chunk writes; after it, this chunk is complete in shared memory.
+          if (tid == 0) bulk_wait_group_read<0>();
+          barrier_sync(EPI_BARRIER + consumer, 128);
+          if (tid == 0) {
+            tma_store_2d(d_map, (int)x, (int)y, buffer);
+            bulk_commit_group();
+          }
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const i64 r = m0 + i * 64 + warp * 16 + g + 8 * h, c = n0 + j * 8 + 2 * t4;
+            if (r >= M || c >= N) continue;
+            const Pair<O> pair(epilogue_value(acc[i][4 * j + 2 * h], alpha, Cfg::RELU),
+                               epilogue_value(acc[i][4 * j + 2 * h + 1], alpha, Cfg::RELU));
+            O* out = D + r * ldd + c;
+            if (c + 1 < N && paired) {
+              *reinterpret_cast<decltype(pair.bits)*>(out) = pair.bits;
+            } else {
+              out[0] = pair.first();
+              if (c + 1 < N) out[1] = pair.second();
+            }
+          }
+    }
+  }
+  if (TMA_EPILOGUE && tid == 0) bulk_wait_group<0>();  // shared memory stays until the stores read it
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(384, 1) gemm_persistent(const __grid_constant__ typename Cfg::Args a) {
+  if constexpr (Cfg::TMA_EPILOGUE) {
+    gemm_persistent_body<Cfg>(a.a_map, a.b_map, &a.d_map, a.D, a.M, a.N, a.K, a.ldd, a.alpha);
+  } else {
+    gemm_persistent_body<Cfg>(a.a_map, a.b_map, nullptr, a.D, a.M, a.N, a.K, a.ldd, a.alpha);
+  }
+}

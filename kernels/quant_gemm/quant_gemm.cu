@@ -1,0 +1,472 @@
+// Family quant_gemm (0-based, row-major):
+//
+//   D[m, n] = sum_k A[m, k] * W[n, k]   for m < M, n < N, k < K
+//
+// A (M x K) and D (M x N) are bfloat16 bits; W (N x K) is stored as the quant family stores it along
+// K: `values` (N x kb bytes, kb = ceil(K / 2), element 2c in the low nibble of byte c), `scales` (N x nb
+// codes, one per block of Cfg::BLOCK elements: e8m0 for mxfp4, e4m3 for nvfp4) and, for nvfp4
+// (Cfg::NVFP4), the float32 `tensor_scale`. The sums are float32 on tensor cores (mma.sync m16n8k16,
+// bfloat16 operands: the weights decoded exactly in registers by tunebox/fp4.cuh, so the products are
+// exact), D rounded to nearest even (NaN as 0x7FC0). Elements past K take part as zeros (both
+// operands), rows past N and tokens past M are read clamped and never stored.
+//
+// `quant_gemm_decode` (template decode, small M): the weight rows are the mma's A operand (16 rows of W
+// a tile), the tokens its B operand (8 a tile). K runs in spans of 128: in a span, thread t = lane % 4
+// of a warp owns elements 32t .. 32t + 31 of each of its rows (16 contiguous bytes: one load a row,
+// one e8m0 or two e4m3 scales) and of each of its tokens (64 contiguous bytes), which fp4.cuh's pair
+// order feeds to the mma's slots; a word of codes (8 elements) is two k16 steps. A warp owns Cfg::ROWS
+// rows and every token of the block's Cfg::TOKENS; WARPS_N warps of a block take consecutive rows,
+// WARPS_K warps of a block take every WARPS_K-th span of the block's K range, keeping Cfg::UNROLL spans
+// of codes in flight in registers. The grid splits K into Cfg::SPLITS ranges of whole spans (grid.y),
+// the last one also taking the partial span at K's end (loaded element by element, zeros past K).
+// The block's warps add their float32 sums in shared memory in warp order; the SPLITS blocks of a
+// column form a thread-block cluster whose blocks then each add one slice of the outputs over the
+// cluster's blocks in rank order, reading their shared memory (distributed shared memory): the
+// reduction's order is fixed, so the result is deterministic, with no workspace and one launch.
+//
+// `quant_gemm_tiled` (template tiled, M from 64): block (x, y) computes the BM x BN tile of D at tokens
+// y * BM, columns x * BN with WARPS_M x WARPS_N warps, over K in steps of BK through STAGES
+// shared-memory buffers of A (BM x BK bfloat16, the 16-byte chunks of odd rows swapped by halves of a
+// 128-byte line: a warp's 16-byte reads of two rows hit disjoint banks), codes (BN rows of BK / 2
+// bytes, padded by 16) and scales (BN rows of BK / BLOCK codes), filled by cp.async (zero-filled past
+// M, N and K; narrower copies where rows are not aligned, byte by byte below 4). Here the tokens are
+// the mma's A operand and the weight rows its B operand: per 32 elements of K a thread reads one word
+// of codes a weight row (two k16 steps, decoded in registers by fp4.cuh) and 16 bytes a token row.
+#include "tunebox/fp4.cuh"
+#include "tunebox/async_copy.cuh"
+#include "tunebox/mma.cuh"
+
+namespace {
+
+using namespace tb;
+
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+
+__device__ __forceinline__ u32 cluster_rank() {
+  u32 r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+
+// The float at the same shared-memory offset as p in block `rank` of the cluster.
+__device__ __forceinline__ float load_cluster(const float* p, u32 rank) {
+  u32 remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(shared_address(p)), "r"(rank));
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
+  return v;
+}
+
+// 16 bytes at p (B-byte aligned, B = 16, 8, 4, 2 or 1) as four words.
+template <int B>
+__device__ __forceinline__ void load16(const void* p, u32 (&w)[4]) {
+  if constexpr (B == 16) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(p));
+    w[0] = v.x, w[1] = v.y, w[2] = v.z, w[3] = v.w;
+  } else if constexpr (B == 8) {
+    const uint2 lo = __ldg(reinterpret_cast<const uint2*>(p)), hi = __ldg(reinterpret_cast<const uint2*>(p) + 1);
+    w[0] = lo.x, w[1] = lo.y, w[2] = hi.x, w[3] = hi.y;
+  } else if constexpr (B == 4) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = __ldg(reinterpret_cast<const u32*>(p) + i);
+  } else if constexpr (B == 2) {
+    const u16* h = reinterpret_cast<const u16*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) w[i] = (u32)__ldg(h + 2 * i) | (u32)__ldg(h + 2 * i + 1) << 16;
+  } else {
+    const u8* b = reinterpret_cast<const u8*>(p);
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+      w[i] = (u32)__ldg(b + 4 * i) | (u32)__ldg(b + 4 * i + 1) << 8 | (u32)__ldg(b + 4 * i + 2) << 16 |
+             (u32)__ldg(b + 4 * i + 3) << 24;
+  }
+}
+
+// The codes of nibbles [0, count) of a word (count may be <= 0 or >= 8).
+__device__ __forceinline__ u32 keep_nibbles(u32 w, int count) {
+  return count >= 8 ? w : count <= 0 ? 0u : w & ((1u << (4 * count)) - 1u);
+}
+
+// The first and second factor of a block of scale code c (fp4.cuh).
+template <bool NV>
+__device__ __forceinline__ void block_factors(u32 c, u32& first, u32& second) {
+  if constexpr (NV) {
+    first = fp4::e4m3_factor(c), second = fp4::dup(0x3F80u);
+  } else {
+    first = fp4::e8m0_factor(c), second = fp4::e8m0_second(c);
+  }
+}
+
+// Copy B bytes (4, 8 or 16; dst and src B-aligned) from global to shared by cp.async, the first
+// `valid` of them read and the rest zero (src is not read when valid is 0). Below 4 bytes, byte by
+// byte (synchronous).
+template <int B>
+__device__ __forceinline__ void copy_zfill(void* dst, const void* src, int valid) {
+  if constexpr (B >= 4) {
+    const u32 to = (u32)__cvta_generic_to_shared(dst);
+    if constexpr (B == 16)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid) : "memory");
+    else
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(to), "l"(src), "n"(B), "r"(valid)
+                   : "memory");
+  } else {
+#pragma unroll
+    for (int i = 0; i < B; ++i)
+      reinterpret_cast<u8*>(dst)[i] = i < valid ? __ldg(reinterpret_cast<const u8*>(src) + i) : (u8)0;
+  }
+}
+
+// Copy a ROWS x BYTES tile at byte (r0, c0) of a global matrix of R rows x C bytes (ld bytes apart) to
+// shared memory (PITCH bytes a row) in chunks of W bytes, zero past R and C. SWAP: the chunks of odd rows
+// trade halves of each 128-byte line.
+template <int ROWS, int BYTES, int PITCH, int W, int THREADS, bool SWAP>
+__device__ __forceinline__ void copy_tile(u8* s, const u8* __restrict__ g, i64 R, i64 C, i64 ld, i64 r0, i64 c0) {
+  constexpr int CHUNKS = BYTES / W;
+  for (int i = threadIdx.x; i < ROWS * CHUNKS; i += THREADS) {
+    const int r = i / CHUNKS, c = i % CHUNKS;
+    const int at = SWAP ? (c * W ^ (r & 1) * 64) : c * W;
+    const i64 gr = r0 + r, gc = c0 + (i64)c * W;
+    const int valid = gr < R ? (int)max((i64)0, min((i64)W, C - gc)) : 0;
+    copy_zfill<W>(s + r * PITCH + at, valid ? g + gr * ld + gc : g, valid);
+  }
+}
+
+// A thread's share of one span: for each 16-row tile t and half r (rows g, g + 8), 16 bytes of codes
+// and the scale codes (mxfp4: one; nvfp4: two, the second in bits 8..15).
+template <int MT>
+struct Span {
+  u32 codes[MT][2][4];
+  u32 scale[MT][2];
+};
+
+}  // namespace
+
+// The dynamic shared memory holds WARPS_K x TOKENS x (ROWS_CTA + 4) float32 sums (Cfg::SHARED_BYTES).
+template <class Cfg>
+__device__ __forceinline__ void decode_body(const u16* __restrict__ A, const u8* __restrict__ V,
+                                            const u8* __restrict__ S, float tscale, u16* __restrict__ D, i64 M,
+                                            i64 N, i64 K, i64 kb, i64 nb) {
+  constexpr int RW = Cfg::ROWS, MT = RW / 16, WN = Cfg::WARPS_N, WK = Cfg::WARPS_K, TOK = Cfg::TOKENS;
+  constexpr int NT = TOK / 8, UNROLL = Cfg::UNROLL, SPLITS = Cfg::SPLITS, THREADS = WN * WK * 32;
+  constexpr int ROWS_CTA = RW * WN, PITCH = ROWS_CTA + 4, SUMS = TOK * PITCH;
+  constexpr bool NV = Cfg::NVFP4;
+  static_assert(WK * SUMS * 4 <= Cfg::SHARED_BYTES, "the sums fit in the dynamic shared memory");
+  extern __shared__ __align__(16) float sums[];
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wn = warp % WN, kw = warp / WN;
+  const i64 n0 = (i64)blockIdx.x * ROWS_CTA, m0 = (i64)blockIdx.z * TOK;
+  const i64 full = K / 128, per = (full + SPLITS - 1) / SPLITS;
+  const i64 begin = min(full, (i64)blockIdx.y * per), end = min(full, begin + per);
+  const i64 first = begin + kw, count = first < end ? (end - first + WK - 1) / WK : 0;
+  const bool tail_owner = K % 128 && blockIdx.y == SPLITS - 1 && kw == WK - 1;
+
+  i64 row[MT][2];  // clamped to N - 1: rows past N are computed and never stored
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row[i][r] = min(N - 1, n0 + wn * RW + i * 16 + g + 8 * r);
+  const u16* tokens[NT];
+#pragma unroll
+  for (int j = 0; j < NT; ++j) tokens[j] = A + min(M - 1, m0 + j * 8 + g) * K;
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  auto load_span = [&](Span<MT>& s, i64 span) {
+    const i64 byte = span * 64 + t * 16, block = NV ? span * 8 + 2 * t : span * 4 + t;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        load16<Cfg::VB>(V + row[i][r] * kb + byte, s.codes[i][r]);
+        const u8* sc = S + row[i][r] * nb + block;
+        s.scale[i][r] = NV ? (u32)__ldg(sc) | (u32)__ldg(sc + 1) << 8 : (u32)__ldg(sc);
+      }
+  };
+  // The partial span at K's end: bytes inside the row, nibbles before K, scales of blocks inside the
+  // row (code 0 elsewhere, multiplying zeros).
+  auto load_tail = [&](Span<MT>& s, i64 span) {
+    const i64 k0 = span * 128 + t * 32, byte = k0 / 2;
+    const int valid = (int)max((i64)0, min((i64)32, K - k0));
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const u8* p = V + row[i][r] * kb;
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          u32 word = 0;
+#pragma unroll
+          for (int b = 0; b < 4; ++b) {
+            const i64 at = byte + 4 * w + b;
+            word |= (at < kb ? (u32)__ldg(p + at) : 0u) << (8 * b);
+          }
+          s.codes[i][r][w] = keep_nibbles(word, valid - 8 * w);
+        }
+        const u8* sc = S + row[i][r] * nb + (NV ? k0 / 16 : k0 / 32);
+        s.scale[i][r] = NV ? (valid > 0 ? (u32)__ldg(sc) : 0u) | (valid > 16 ? (u32)__ldg(sc + 1) : 0u) << 8
+                           : (valid > 0 ? (u32)__ldg(sc) : 0u);
+      }
+  };
+  // Eight activations of token tile j at element k of the span's thread share (zeros past K on the tail).
+  auto load_acts = [&](int j, i64 k, bool tail, u32 (&r)[4]) {
+    if (!tail) {
+      load16<Cfg::AV>(tokens[j] + k, r);
+      return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      r[e] = (k + 2 * e < K ? (u32)__ldg(tokens[j] + k + 2 * e) : 0u) |
+             (k + 2 * e + 1 < K ? (u32)__ldg(tokens[j] + k + 2 * e + 1) : 0u) << 16;
+  };
+  // big: some block of the warp takes the second factor (mxfp4 scales from 2^2), warp-uniform.
+  auto compute = [&](const Span<MT>& s, i64 span, bool tail, bool big) {
+    u32 f1[MT][2][2], f2[MT][2][2];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int b = 0; b < (NV ? 2 : 1); ++b)
+          block_factors<NV>(s.scale[i][r] >> (8 * b) & 0xFFu, f1[i][r][b], f2[i][r][b]);
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      u32 wt[MT][2][4];
+      const int b = NV ? w / 2 : 0;
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) fp4::decode_word(s.codes[i][r][w], f1[i][r][b], wt[i][r]);
+      if (big) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) fp4::rescale_word(wt[i][r], f2[i][r][b]);
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        u32 raw[4], act[4];
+        load_acts(j, span * 128 + t * 32 + w * 8, tail, raw);
+        fp4::pair_with_fours(raw, act);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const u32 bfrag[2] = {act[2 * h], act[2 * h + 1]};
+#pragma unroll
+          for (int i = 0; i < MT; ++i) {
+            const u32 afrag[4] = {wt[i][0][2 * h], wt[i][1][2 * h], wt[i][0][2 * h + 1], wt[i][1][2 * h + 1]};
+            mma_bf16(acc[i][j], afrag, bfrag);
+          }
+        }
+      }
+    }
+  };
+  auto run = [&](const Span<MT>& s, i64 span, bool tail) {
+    bool big = false;
+    if constexpr (!NV) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) big |= fp4::e8m0_big(s.scale[i][r]);
+      big = __any_sync(0xFFFFFFFFu, big);
+    }
+    compute(s, span, tail, big);
+  };
+
+  Span<MT> ring[UNROLL];
+#pragma unroll
+  for (int u = 0; u < UNROLL; ++u)
+    if (u < count) load_span(ring[u], first + u * WK);
+  for (i64 i = 0; i < count; i += UNROLL) {
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      if (i + u < count) {
+        run(ring[u], first + (i + u) * WK, false);
+        if (i + u + UNROLL < count) load_span(ring[u], first + (i + u + UNROLL) * WK);
+      }
+    }
+  }
+  if (tail_owner) {
+    load_tail(ring[0], full);
+    run(ring[0], full, true);
+  }
+
+  // The warps' sums: sums[kw][token][row], then their total (in warp order) into sums[0].
+  float* mine = sums + kw * SUMS;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        mine[(j * 8 + 2 * t + e % 2) * PITCH + wn * RW + i * 16 + g + 8 * (e / 2)] = acc[i][j][e];
+  __syncthreads();
+  for (int e = threadIdx.x; e < TOK * ROWS_CTA; e += THREADS) {
+    const int at = e / ROWS_CTA * PITCH + e % ROWS_CTA;
+    float total = sums[at];
+#pragma unroll
+    for (int w = 1; w < WK; ++w) total += sums[w * SUMS + at];
+    sums[at] = total;
+  }
+  constexpr int SLICE = TOK * ROWS_CTA / SPLITS;
+  const int rank = SPLITS > 1 ? (int)cluster_rank() : 0;
+  if constexpr (SPLITS > 1)
+    cluster_sync();
+  else
+    __syncthreads();
+  for (int e = rank * SLICE + threadIdx.x; e < (rank + 1) * SLICE; e += THREADS) {
+    const int token = e / ROWS_CTA, r = e % ROWS_CTA, at = token * PITCH + r;
+    float total = sums[at];
+    if constexpr (SPLITS > 1) {
+      total = load_cluster(sums + at, 0);
+#pragma unroll
+      for (int c = 1; c < SPLITS; ++c) total += load_cluster(sums + at, c);
+    }
+    if constexpr (NV) total = total * fp4::NV_UNDO * tscale;
+    const i64 m = m0 + token, n = n0 + r;
+    if (m < M && n < N) D[m * N + n] = (u16)fp4::bf16_out(total);
+  }
+  if constexpr (SPLITS > 1) cluster_sync();  // no block leaves while the cluster reads its sums
+}
+
+template <class Cfg>
+__global__ void __cluster_dims__(1, Cfg::SPLITS, 1) __launch_bounds__(Cfg::WARPS_N * Cfg::WARPS_K * 32)
+    quant_gemm_decode(const __grid_constant__ typename Cfg::Args a) {
+  float tscale = 1.f;
+  if constexpr (Cfg::NVFP4) tscale = *a.tensor_scale;
+  decode_body<Cfg>(a.a, a.values, a.scales, tscale, a.d, a.M, a.N, a.K, a.kb, a.nb);
+}
+
+// The dynamic shared memory holds STAGES stages of the A, codes and scales tiles (Cfg::SHARED_BYTES).
+template <class Cfg>
+__device__ __forceinline__ void tiled_body(const u16* __restrict__ A, const u8* __restrict__ V,
+                                           const u8* __restrict__ S, float tscale, u16* __restrict__ D, i64 M,
+                                           i64 N, i64 K, i64 kb, i64 nb) {
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, BK = Cfg::BK, WM = Cfg::WARPS_M, WN = Cfg::WARPS_N;
+  constexpr int STAGES = Cfg::STAGES, THREADS = WM * WN * 32, BLOCK = Cfg::BLOCK;
+  constexpr bool NV = Cfg::NVFP4;
+  constexpr int WTM = BM / WM, WTN = BN / WN, MT = WTM / 16, NT = WTN / 8;
+  constexpr int A_PITCH = BK * 2, V_PITCH = BK / 2 + 16, S_BYTES = BK / BLOCK, S_PITCH = S_BYTES < 4 ? 4 : S_BYTES;
+  constexpr int A_TILE = BM * A_PITCH, V_TILE = BN * V_PITCH, STAGE = A_TILE + V_TILE + BN * S_PITCH;
+  static_assert(WTM % 16 == 0 && WTN % 8 == 0 && BK % 64 == 0, "warp tiles of whole MMA tiles, K in 64s");
+  static_assert(STAGES * STAGE <= Cfg::SHARED_BYTES, "the stages fit in the dynamic shared memory");
+  static_assert(Cfg::SB <= S_BYTES, "a scale copy stays in its row");
+  extern __shared__ __align__(16) u8 smem[];
+
+  const i64 m0 = (i64)blockIdx.y * BM, n0 = (i64)blockIdx.x * BN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int wm = warp / WN, wn = warp % WN;
+  const i64 tiles = (K + BK - 1) / BK;
+
+  float acc[MT][NT][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+
+  auto load_stage = [&](i64 kt, int stage) {
+    u8* s = smem + stage * STAGE;
+    copy_tile<BM, BK * 2, A_PITCH, Cfg::AV, THREADS, true>(s, reinterpret_cast<const u8*>(A), M, K * 2, K * 2, m0,
+                                                           kt * BK * 2);
+    copy_tile<BN, BK / 2, V_PITCH, Cfg::VB, THREADS, false>(s + A_TILE, V, N, kb, kb, n0, kt * (BK / 2));
+    copy_tile<BN, S_BYTES, S_PITCH, Cfg::SB, THREADS, false>(s + A_TILE + V_TILE, S, N, nb, nb, n0, kt * S_BYTES);
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < tiles) load_stage(s, s);
+    cp_async_commit_group();
+  }
+  for (i64 kt = 0; kt < tiles; ++kt) {
+    const i64 next = kt + STAGES - 1;
+    if (next < tiles) load_stage(next, (int)(next % STAGES));
+    cp_async_commit_group();
+    cp_async_wait_group<STAGES - 1>();
+    __syncthreads();
+    const u8* sa = smem + (int)(kt % STAGES) * STAGE;
+    const u8* sv = sa + A_TILE;
+    const u8* ss = sv + V_TILE;
+#pragma unroll
+    for (int kc = 0; kc < BK / 32; ++kc) {
+      // codes: one word a weight row (elements 32 kc + 8 t ..), nibbles past K dropped
+      const int valid = (int)min((i64)8, K - (kt * BK + 32 * kc + 8 * t));
+      u32 wt[NT][4], f2[NT];
+      bool big = false;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int r = wn * WTN + j * 8 + g;
+        const u32 word = keep_nibbles(*reinterpret_cast<const u32*>(sv + r * V_PITCH + 16 * kc + 4 * t), valid);
+        const u32 code = ss[r * S_PITCH + (NV ? (32 * kc + 8 * t) / 16 : kc)];
+        u32 f1;
+        block_factors<NV>(code, f1, f2[j]);
+        if constexpr (!NV) big |= fp4::e8m0_big(code);
+        fp4::decode_word(word, f1, wt[j]);
+      }
+      if (!NV && __any_sync(0xFFFFFFFFu, big)) {
+#pragma unroll
+        for (int j = 0; j < NT; ++j) fp4::rescale_word(wt[j], f2[j]);
+      }
+      // activations: 16 bytes a token row (its chunk 4 kc + t, odd rows' halves swapped)
+      u32 act[MT][2][4];
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = wm * WTM + i * 16 + g + 8 * r;
+          const uint4 v = *reinterpret_cast<const uint4*>(sa + row * A_PITCH + ((64 * kc + 16 * t) ^ (row & 1) * 64));
+          const u32 raw[4] = {v.x, v.y, v.z, v.w};
+          fp4::pair_with_fours(raw, act[i][r]);
+        }
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          const u32 afrag[4] = {act[i][0][2 * h], act[i][1][2 * h], act[i][0][2 * h + 1], act[i][1][2 * h + 1]};
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const u32 bfrag[2] = {wt[j][2 * h], wt[j][2 * h + 1]};
+            mma_bf16(acc[i][j], afrag, bfrag);
+          }
+        }
+    }
+    __syncthreads();  // the stage is refilled by the next iteration's load
+  }
+  cp_async_wait_group<0>();
+
+  const bool paired = N % 2 == 0;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const i64 m = m0 + wm * WTM + i * 16 + g + 8 * h, n = n0 + wn * WTN + j * 8 + 2 * t;
+        if (m >= M) continue;
+        float v0 = acc[i][j][2 * h], v1 = acc[i][j][2 * h + 1];
+        if constexpr (NV) v0 = v0 * fp4::NV_UNDO * tscale, v1 = v1 * fp4::NV_UNDO * tscale;
+        u16* out = D + m * N + n;
+        if (paired && n + 1 < N) {
+          *reinterpret_cast<u32*>(out) = fp4::bf16_out(v0) | fp4::bf16_out(v1) << 16;
+        } else {
+          if (n < N) out[0] = (u16)fp4::bf16_out(v0);
+          if (n + 1 < N) out[1] = (u16)fp4::bf16_out(v1);
+        }
+      }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::WARPS_M * Cfg::WARPS_N * 32)
+    quant_gemm_tiled(const __grid_constant__ typename Cfg::Args a) {
+  float tscale = 1.f;
+  if constexpr (Cfg::NVFP4) tscale = *a.tensor_scale;
+  tiled_body<Cfg>(a.a, a.values, a.scales, tscale, a.d, a.M, a.N, a.K, a.kb, a.nb);
+}

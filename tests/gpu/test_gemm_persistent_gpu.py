@@ -1,0 +1,128 @@
+"""gemm's template ``persistent`` on the GPU, verified by the worker against the float64 reference
+within the family's tolerance (NaN never passes; D's padding columns must still hold poison): ragged,
+tiny (1 x 1 x 1), decode and large shapes, odd leading dimensions (D's rows unaligned: the direct
+epilogue; aligned: TMA stores clipped at D's edges), alpha and ReLU, bfloat16 and float32 output, both
+schedules; blocks taking many tiles (the ring's phases across tiles, pingpong consumers with unequal
+tile counts); a sabotaged variant (the last K step dropped) is rejected; the torch baseline times beside
+it."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from gpu_jobs import assert_sabotage_caught, evaluate, retime_with_baseline
+
+from tunebox.families import get
+from tunebox.records import Status
+
+pytestmark = pytest.mark.gpu
+GEMM = get("gemm")
+SHAPES = [
+    {"M": 1, "N": 1, "K": 1, "lda": 8, "ldb": 8, "ldd": 8},
+    {"M": 65, "N": 97, "K": 73, "lda": 80, "ldb": 104, "ldd": 104},
+    {"M": 4099, "N": 4097, "K": 4095, "lda": 4096, "ldb": 4104, "ldd": 4104},  # ragged, TMA stores clip
+    {"M": 4099, "N": 4097, "K": 4095, "lda": 4104, "ldb": 4112, "ldd": 4097},  # odd ldd: direct stores
+    {"M": 16, "N": 4096, "K": 4096},  # decode
+    {"M": 3000, "N": 5000, "K": 1000},
+    {"M": 300, "N": 130, "K": 257, "lda": 264, "ldb": 136, "ldd": 131, "alpha": -0.75, "relu": True},
+    {"M": 300, "N": 130, "K": 257, "lda": 264, "ldb": 136, "ldd": 132, "alpha": 0.5, "relu": True},
+    {"M": 300, "N": 130, "K": 257, "lda": 264, "ldb": 136, "ldd": 136, "alpha": -0.75, "relu": True},
+]
+SCHEDULES = {"cooperative": ((128, 256), (256, 128), (128, 64)), "pingpong": ((64, 256), (128, 128), (64, 64))}
+
+
+def persistent(**values):
+    return GEMM.config(
+        {
+            "template": "persistent",
+            "BM": 128,
+            "BN": 256,
+            "stages": 4,
+            "schedule": "cooperative",
+            "raster": "m",
+            "group": 8,
+            "epilogue": "tma",
+            "producer_registers": 40,
+            "consumer_registers": 232,
+            **values,
+        }
+    )
+
+
+def configs_for(problem, schedule):
+    """The schedule's tile shapes, each with both epilogues where valid, a spread of stages, rasters and
+    group widths; invalid combinations (shared memory, D's alignment) left out."""
+    configs = []
+    spread = itertools.cycle([(4, "m", 8), (3, "n", 1), (5, "m", 16), (2, "n", 4)])
+    for (bm, bn), epilogue in itertools.product(SCHEDULES[schedule], ("tma", "direct")):
+        stages, raster, group = next(spread)
+        for depth in (stages, 3, 2):
+            config = persistent(
+                BM=bm, BN=bn, stages=depth, schedule=schedule, raster=raster, group=group, epilogue=epilogue
+            )
+            if not GEMM.violations(problem, config):
+                configs.append(config)
+                break
+    assert configs
+    return configs
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_persistent_gemm_is_within_tolerance(runner, builder, shape, out_dtype, schedule):
+    problem = GEMM.parse_problem({**shape, "out_dtype": out_dtype})
+    for config in configs_for(problem, schedule):
+        outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
+        assert outcome.status is Status.OK, (config.label(), outcome.message)
+
+
+def test_the_default_on_large_shapes(runner, builder):
+    for shape in ({"M": 4096, "N": 4096, "K": 4096}, {"M": 8192, "N": 8192, "K": 1024}):
+        problem = GEMM.parse_problem(shape)
+        config = GEMM.template_config("persistent", GEMM.templates["persistent"].default(problem))
+        outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=300)
+        assert outcome.status is Status.OK, (shape, config.label(), outcome.message)
+
+
+@pytest.mark.parametrize("schedule, bm", [("cooperative", 128), ("pingpong", 64)])
+@pytest.mark.parametrize("stages", [2, 3, 5])
+def test_blocks_taking_many_tiles(runner, builder, schedule, bm, stages):
+    """Ring positions across tiles: 1, 2 and 5 K steps per tile against 2, 3 and 5 buffers; 133 and 1000+
+    tiles over 132 blocks (pingpong consumers with one tile more than the other, or none)."""
+    for shape in (
+        {"M": 1024, "N": 2176, "K": 64},  # 8 x 17 = 136 tiles of 128 x 128 (64 x 128: 272)
+        {"M": 2048, "N": 4096, "K": 73, "lda": 80},
+        {"M": 4096, "N": 4096, "K": 300, "lda": 304},
+        {"M": 128 * 133, "N": 128, "K": 257, "lda": 264},  # 133 tiles (cooperative)
+    ):
+        problem = GEMM.parse_problem(shape)
+        for raster, group in (("m", 8), ("n", 2)):
+            config = persistent(BM=bm, BN=128, stages=stages, schedule=schedule, raster=raster, group=group)
+            outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
+            assert outcome.status is Status.OK, (shape, config.label(), outcome.message)
+
+
+def test_a_dropped_k_step_is_caught(runner, builder):
+    problem = GEMM.parse_problem({"M": 300, "N": 130, "K": 257, "lda": 264, "ldb": 136, "ldd": 136})
+    for schedule, bm in (("cooperative", 128), ("pingpong", 64)):
+        assert_sabotage_caught(
+            runner,
+            builder,
+            GEMM,
+            problem,
+            persistent(BM=bm, BN=128, schedule=schedule),
+            "const int k_steps = (int)((K + BK - 1) / BK);",
+            "const int k_steps = (int)((K + BK - 1) / BK) - 1;",
+            expect="elements wrong",
+        )
+
+
+@pytest.mark.parametrize("schedule, bm", [("cooperative", 128), ("pingpong", 64)])
+def test_times_beside_the_torch_baseline(runner, builder, schedule, bm):
+    pytest.importorskip("torch")
+    problem = GEMM.parse_problem({"M": 4096, "N": 4096, "K": 4096})
+    outcomes = retime_with_baseline(runner, builder, GEMM, problem, persistent(BM=bm, schedule=schedule))
+    assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
+    assert outcomes[1].status is Status.OK and outcomes[1].baseline.startswith("torch: "), outcomes[1].message

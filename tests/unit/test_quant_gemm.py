@@ -1,0 +1,243 @@
+"""Family quant_gemm without a GPU: problems and their dict form, buffers, work, distance, the
+problem of caller arrays, the seeded inputs and their planted edges, the reference against an
+independent float64 computation, each template's validity rules (a passing and a failing case each),
+and every template's default plus a seeded sample of valid configurations compiled by NVRTC for sm_90
+on several problems (the defaults without spills)."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from tunebox.build.nvrtc import NvrtcBuilder
+from tunebox.dtypes import element_type
+from tunebox.errors import InvalidConfig, InvalidProblem
+from tunebox.families.quant.formats import E2M1, decode_table, scale_table, unpack_nibbles
+from tunebox.families.quant_gemm import FAMILY, DecodeConfig, TiledConfig
+from tunebox.records import Status
+
+F = FAMILY
+BF16 = element_type("bfloat16")
+
+
+def problem(**fields):
+    return F.parse_problem({"format": "mxfp4", **fields})
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"M": 1, "N": 4096, "K": 4096, "format": "mxfp4"},
+        {"M": 3, "N": 4099, "K": 4111, "format": "nvfp4", "inputs": "edges"},
+    ],
+)
+def test_problems_survive_their_dict_form(data) -> None:
+    p = F.parse_problem(data)
+    assert p.to_dict() == data
+    assert F.parse_problem(p.to_dict()) == p
+
+
+@pytest.mark.parametrize(
+    ("data", "fragment"),
+    [
+        ({"M": 0, "N": 1, "K": 1, "format": "mxfp4"}, "M must be a positive integer"),
+        ({"M": 1, "N": 1.5, "K": 1, "format": "mxfp4"}, "N must be a positive integer"),
+        ({"M": 1, "N": 1, "format": "mxfp4"}, "K must be a positive integer"),
+        ({"M": 1, "N": 1, "K": 1, "format": "mxfp8_e4m3"}, "format must be one of"),
+        ({"M": 1, "N": 1, "K": 1}, "format must be one of"),
+        ({"M": 1, "N": 1, "K": 1, "format": "nvfp4", "inputs": "zeros"}, "inputs must be one of"),
+        ({"M": 1, "N": 1, "K": 1, "format": "nvfp4", "dtype": "bfloat16"}, "unknown problem key"),
+        ({"M": 2**21, "N": 1, "K": 2**20, "format": "nvfp4"}, "A has"),
+    ],
+)
+def test_bad_problems_are_refused_with_a_reason(data, fragment) -> None:
+    with pytest.raises(InvalidProblem, match=fragment):
+        F.parse_problem(data)
+
+
+def test_buffers_work_and_distance() -> None:
+    nv = problem(M=3, N=5, K=37, format="nvfp4")
+    shapes = {b.name: (b.shape, b.dtype, b.role) for b in F.buffers(nv)}
+    assert shapes == {
+        "a": ((3, 37), "bfloat16", "input"),
+        "values": ((5, 19), "uint8", "input"),
+        "scales": ((5, 3), "uint8", "input"),
+        "tensor_scale": ((1,), "float32", "input"),
+        "d": ((3, 5), "bfloat16", "output"),
+    }
+    assert "tensor_scale" not in {b.name for b in F.buffers(problem(M=3, N=5, K=37))}
+    work = F.work(nv)
+    assert work.flops == 2 * 3 * 5 * 37
+    assert work.bytes_moved == 3 * 37 * 2 + 5 * (19 + 3) + 4 + 3 * 5 * 2
+    a, b = problem(M=1, N=4096, K=4096), problem(M=4, N=8192, K=4096)
+    assert F.distance(a, b) == pytest.approx(3.0)
+    assert F.distance(a, problem(M=1, N=4096, K=4096, format="nvfp4")) is None
+
+
+def arrays(p) -> dict[str, SimpleNamespace]:
+    return {b.name: SimpleNamespace(shape=b.shape, dtype=b.dtype) for b in F.buffers(p)}
+
+
+def test_caller_arrays_describe_the_problem() -> None:
+    p = problem(M=3, N=4099, K=4111, format="nvfp4", inputs="edges")
+    caller = F.problem_from_arrays(arrays(p), **F.launch_options(p))
+    assert F.identity(caller) == F.identity(p) and caller.inputs == "random"
+    missing = arrays(p)
+    del missing["tensor_scale"]
+    with pytest.raises(InvalidProblem, match="missing"):
+        F.problem_from_arrays(missing, format="nvfp4")
+    wrong = arrays(p)
+    wrong["scales"] = SimpleNamespace(shape=(4099, 258), dtype="uint8")  # mxfp4's scales
+    with pytest.raises(InvalidProblem, match="array scales has shape"):
+        F.problem_from_arrays(wrong, format="nvfp4")
+
+
+def independent(p, inputs) -> np.ndarray:
+    """D in float64 from the formats' decode tables (not the quant reference's dequantize)."""
+    codes = unpack_nibbles(inputs["values"], p.K)
+    scales = np.repeat(scale_table(p.fmt)[inputs["scales"]].astype(np.float64), p.fmt.block, axis=1)[:, : p.K]
+    with np.errstate(invalid="ignore", over="ignore"):
+        w = decode_table(E2M1)[codes].astype(np.float64) * scales
+        if p.nvfp4:
+            w = w * float(inputs["tensor_scale"].view(np.float32)[0])
+        w = np.where(np.abs(w) >= 2.0**128, np.copysign(np.inf, w), w)  # float32 overflow, as dequantized
+        return np.einsum("mk,nk->mn", BF16.decode(inputs["a"]), w)
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+@pytest.mark.parametrize("shape", [(1, 7, 1), (3, 9, 4111 % 200), (5, 11, 300)], ids=str)
+@pytest.mark.parametrize("inputs", ["random", "edges"])
+def test_the_reference_is_the_float64_product(fmt, shape, inputs) -> None:
+    m, n, k = shape
+    p = problem(M=m, N=n, K=k, format=fmt, inputs=inputs)
+    data = F.make_inputs(p, np.random.default_rng(5))
+    got = BF16.decode(F.reference(p, data)["d"])
+    want = independent(p, data)
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    assert np.array_equal(np.isinf(got), np.isinf(want) | (np.abs(want) > 3.3e38))
+    finite = np.isfinite(got)
+    tol = F.tolerance(p, data)
+    assert np.all(np.abs(got[finite] - want[finite]) <= 2.0**-8 * np.abs(want[finite]) + 1e-30)
+    assert tol.rtol == 1e-2 and (0 < tol.atol < np.inf if inputs == "random" else 0 <= tol.atol < np.inf)
+
+
+def test_edges_plant_nan_infinite_and_large_blocks() -> None:
+    p = problem(M=4, N=8, K=100, inputs="edges")
+    data = F.make_inputs(p, np.random.default_rng(0))
+    d = BF16.decode(F.reference(p, data)["d"])
+    assert np.isnan(d[:, 0]).all()  # scale 255
+    assert np.isinf(d[:, 2]).all()  # one element 2 * 2^127 in the (partial) last block
+    assert np.isfinite(d[:, [1, 3, 4, 5, 6, 7]]).all()
+    assert data["scales"][3, 0] == 200 and data["scales"][4, 0] == 129
+    nv = problem(M=4, N=8, K=100, format="nvfp4", inputs="edges")
+    d = BF16.decode(F.reference(nv, F.make_inputs(nv, np.random.default_rng(0)))["d"])
+    assert np.isnan(d[:, :2]).all() and np.isfinite(d[:, 2:]).all()
+
+
+def assert_rule(p, good, bad, fragment: str) -> None:
+    assert F.violations(p, good) == [], F.violations(p, good)
+    broken = F.violations(p, bad)
+    assert any(fragment in b for b in broken), broken
+    with pytest.raises(InvalidConfig, match=fragment):
+        F.check(p, bad)
+
+
+def decode(**fields):
+    base = {"rows": 16, "warps": 4, "warps_k": 1, "tokens": 8, "unroll": 2, "splits": 1}
+    return F.template_config("decode", DecodeConfig(**{**base, **fields}))
+
+
+def tiled(**fields):
+    base = {"BM": 64, "BN": 128, "BK": 128, "warps_m": 2, "warps_n": 2, "stages": 3}
+    return F.template_config("tiled", TiledConfig(**{**base, **fields}))
+
+
+BIG = problem(M=256, N=4096, K=4096)
+SMALL = problem(M=1, N=4096, K=4096)
+
+
+@pytest.mark.parametrize(
+    ("p", "good", "bad", "fragment"),
+    [
+        (SMALL, decode(warps=4, warps_k=2), decode(warps=2, warps_k=4), "does not divide warps"),
+        (problem(M=9, N=4096, K=4096), decode(tokens=16), decode(tokens=32), "whole token tiles would idle"),
+        (problem(M=1, N=40, K=4096), decode(warps=2), decode(warps=4), "whole warps would idle"),
+        (
+            problem(M=1, N=64, K=1024),
+            decode(splits=4, warps=2, warps_k=2),
+            decode(splits=8, warps=2, warps_k=2),
+            "warps would idle",
+        ),
+        (problem(M=1, N=4096, K=100), decode(splits=1), decode(splits=2), "whole spans of 128"),
+        (problem(M=2**20, N=64, K=64), decode(tokens=64, warps=4), decode(tokens=8, warps=4), "exceeds the limits"),
+        (BIG, tiled(), tiled(BM=32, warps_m=4), "whole 16 x 8 MMA tiles"),
+        (BIG, tiled(BM=128, BN=128, warps_m=2, warps_n=2), tiled(BM=256, BN=128, warps_m=2, warps_n=2), "accumulators"),
+        (
+            BIG,
+            tiled(BM=64, BN=64, warps_m=1, warps_n=1),
+            tiled(BM=128, BN=32, warps_m=1, warps_n=1),
+            "registers of fragments",
+        ),
+        (problem(M=64, N=4096, K=4096), tiled(BM=64), tiled(BM=128), "token tiles would idle"),
+        (problem(M=64, N=4096, K=100), tiled(BK=128), tiled(BK=256), "K steps would be padding"),
+        (BIG, tiled(stages=2), tiled(stages=1), "stages >= 2"),
+        (BIG, tiled(BM=128, BN=128, BK=256, stages=2), tiled(BM=128, BN=128, BK=256, stages=4), "shared memory"),
+        (
+            problem(M=2**22, N=8, K=64),
+            tiled(BM=256, BN=64, BK=64, warps_m=4),
+            tiled(BM=32, BN=64, BK=64),
+            "exceeds the limits",
+        ),
+    ],
+)
+def test_each_rule_passes_and_fails(p, good, bad, fragment) -> None:
+    assert_rule(p, good, bad, fragment)
+
+
+PROBLEMS = [
+    problem(M=1, N=4096, K=4096),
+    problem(M=16, N=14336, K=4096, format="nvfp4"),
+    problem(M=3, N=4099, K=4111),
+    problem(M=64, N=4096, K=14336, format="nvfp4"),
+    problem(M=256, N=4096, K=4096),
+    problem(M=5, N=33, K=7, format="nvfp4"),
+]
+
+
+def test_the_defaults_are_valid_and_the_family_default_follows_m() -> None:
+    for p in PROBLEMS:
+        for name, template in F.templates.items():
+            default = template.default(p)
+            if default is not None:
+                assert F.violations(p, F.template_config(name, default)) == [], (p, name)
+        assert F.default_config(p)["template"] == ("tiled" if p.M > 64 else "decode")
+
+
+def cases() -> list:
+    """Every template's default and three seeded valid configurations a template, per problem."""
+    found = []
+    for p in PROBLEMS:
+        for name, template in F.templates.items():
+            default = template.default(p)
+            if default is not None:
+                found.append((p, F.template_config(name, default)))
+            valid = [c for c in F.space.restrict({"template": [name]}) if not F.violations(p, c)]
+            found += [(p, c) for c in random.Random(f"{p.key()}{name}").sample(valid, 3)]
+    return found
+
+
+def test_defaults_and_a_sample_compile_for_sm90(tmp_path) -> None:
+    """Every case compiles; the defaults do not spill (a few sampled variants spill a word)."""
+    chosen = cases()
+    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
+    try:
+        results = builder.build([F.render(p, c) for p, c in chosen])
+    finally:
+        builder.close()
+    for (p, config), result in zip(chosen, results, strict=True):
+        assert result.status is Status.OK, (p.key(), config.label(), result.log[-2000:])
+        if config == F.default_config(p):
+            assert result.spill_bytes == 0, (p.key(), config.label(), result.registers)

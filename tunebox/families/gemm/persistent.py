@@ -1,0 +1,192 @@
+"""Template ``persistent``: a persistent, warp-specialized Hopper kernel (kernels/gemm/gemm_persistent.cu).
+
+At most ``SM_COUNT`` blocks (one per SM: 384 threads at 168 registers fill its register file) walk the
+output tiles in the static order ``tile_coordinates`` gives (the kernel's arithmetic, mirrored here):
+a producer warpgroup streams A and B through a ring of ``stages`` TMA buffers whose mbarrier phases
+run on across tiles, two consumer warpgroups multiply with wgmma (``cooperative``: both on each tile;
+``pingpong``: alternate tiles, one's epilogue beside the other's mainloop), registers move from the
+producer to the consumers with setmaxnreg, and the epilogue stores D through shared memory with TMA
+(``epilogue = "tma"``, D's rows 16-byte aligned) or directly from registers (``"direct"``)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from ...dtypes import element_type
+from ...tma import MAX_COORDINATE, TensorMapRequest
+from ...tma import violations as tensor_map_violations
+from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
+from ..contract import KernelTemplate, TemplateConfig, choice
+from .common import MAX_ACCUMULATORS, common_violations, output_ctype, output_members
+from .operation import GemmProblem
+from .tma_wgmma import WG_BK
+
+SM_COUNT = 132  # the H200's multiprocessors: the grid's upper bound (any grid computes the same D)
+THREADS = 384  # a producer and two consumer warpgroups
+LAUNCH_REGISTERS = 65536 // THREADS // 8 * 8  # 168: the register file over the block, what each thread starts with
+EPI_BUFFER_BYTES = 64 * 128  # an epilogue chunk: 64 rows of one 128-byte swizzle span
+EPI_BUFFERS = 2  # chunk buffers per consumer (kernels/gemm/gemm_persistent.cu)
+ROWS = {"cooperative": (128, 256), "pingpong": (64, 128)}  # BM each schedule takes
+
+
+def tile_coordinates(index: int, tiles_m: int, tiles_n: int, raster: str, group: int) -> tuple[int, int]:
+    """(tile row, tile column) of the ``index``-th tile of the order the kernel walks: with ``raster``
+    "m", strips of ``group`` tile rows, each walked column by column (Triton's GROUP_M); with "n",
+    strips of ``group`` tile columns walked row by row. The kernel's ``tile_coordinates`` is the same
+    arithmetic."""
+    major, minor = (tiles_m, tiles_n) if raster == "m" else (tiles_n, tiles_m)
+    per_strip = group * minor
+    strip = index // per_strip
+    first = strip * group
+    width = min(major - first, group)
+    rest = index - strip * per_strip
+    along, across = first + rest % width, rest // width
+    return (along, across) if raster == "m" else (across, along)
+
+
+@dataclass(frozen=True)
+class PersistentConfig(TemplateConfig):
+    BM: int = choice(64, 128, 256, doc="tile rows: 128 or 256 (cooperative, both consumers), 64 or 128 (pingpong)")
+    BN: int = choice(64, 128, 256, doc="tile columns (the wgmma's N)")
+    stages: int = choice(2, 3, 4, 5, 6, doc="TMA buffers of A and B in the ring")
+    schedule: str = choice("cooperative", "pingpong", doc="consumers share each tile, or take alternate tiles")
+    raster: str = choice("m", "n", doc="tile order: strips of `group` tile rows ('m') or columns ('n')")
+    group: int = choice(1, 2, 4, 8, 16, doc="tiles across a strip of the tile order (L2 reuse)")
+    epilogue: str = choice("tma", "direct", doc="D through shared memory and TMA stores, or stored from registers")
+    producer_registers: int = choice(24, 40, doc="registers per thread of the producer warpgroup (setmaxnreg)")
+    consumer_registers: int = choice(224, 232, 240, doc="registers per thread of the consumers (setmaxnreg)")
+
+
+class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
+    name = "persistent"
+    config_type = PersistentConfig
+    kernel = "gemm/gemm_persistent.cu"
+
+    @staticmethod
+    def shared_bytes(config: PersistentConfig) -> int:
+        """Dynamic shared memory: the ring's boxes of A (BM x 64) and B (64 x BN), the consumers'
+        epilogue buffers (TMA epilogue), a full and an empty mbarrier per buffer, and 1024 bytes to
+        align the boxes to the swizzle period."""
+        c = config
+        epilogue = 2 * EPI_BUFFERS * EPI_BUFFER_BYTES if c.epilogue == "tma" else 0
+        return c.stages * (c.BM + c.BN) * WG_BK * 2 + epilogue + 2 * c.stages * 8 + 1024
+
+    def default(self, problem: GemmProblem) -> PersistentConfig | None:
+        if problem.unaligned():
+            return None
+        return PersistentConfig(
+            BM=128,
+            BN=256 if problem.N > 128 else 128,
+            stages=4,
+            schedule="cooperative",
+            raster="m",
+            group=8,
+            epilogue="tma" if self.d_aligned(problem) else "direct",
+            producer_registers=40,
+            consumer_registers=232,
+        )
+
+    @staticmethod
+    def d_aligned(problem: GemmProblem) -> bool:
+        return problem.ldd * element_type(problem.out_dtype).itemsize % 16 == 0
+
+    def violations(self, problem: GemmProblem, config: PersistentConfig) -> list[str]:
+        p, c = problem, config
+        broken = []
+        if c.BM not in ROWS[c.schedule]:
+            broken.append(
+                f"schedule {c.schedule!r} gives each consumer warpgroup 1 or 2 tiles of 64 rows: "
+                f"BM must be {' or '.join(map(str, ROWS[c.schedule]))} (BM={c.BM})"
+            )
+        else:
+            accumulators = c.BM // (2 if c.schedule == "cooperative" else 1) * c.BN // 128
+            if accumulators > MAX_ACCUMULATORS:
+                broken.append(
+                    f"{accumulators} float32 accumulators per consumer thread (at most {MAX_ACCUMULATORS}): "
+                    "lower BM or BN"
+                )
+        budget = THREADS * LAUNCH_REGISTERS
+        if 128 * c.producer_registers + 256 * c.consumer_registers > budget:
+            broken.append(
+                f"register budget: 128 x {c.producer_registers} (producer) + 256 x {c.consumer_registers} "
+                f"(consumers) exceed the block's {budget} (384 threads x {LAUNCH_REGISTERS})"
+            )
+        if p.unaligned():
+            broken.append(
+                f"TMA needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb}): use path 'padded'"
+            )
+        if c.epilogue == "tma" and not self.d_aligned(p):
+            broken.append(f"epilogue 'tma' needs 16-byte rows of D (ldd={p.ldd}): use epilogue 'direct'")
+        if max(p.M, p.N, p.K) > MAX_COORDINATE:
+            broken.append(f"TMA coordinates are 32-bit: M, N and K must stay below 2^31 ({p.M}, {p.N}, {p.K})")
+        elif not broken:
+            for arg in self.tensor_maps(p, c):
+                broken += [
+                    f"tensor map of {arg.buffer}: {b}"
+                    for b in tensor_map_violations(dataclasses.replace(arg.request, address=256))
+                ]
+        return broken + common_violations(p, c.BM, c.BN, "true", self.shared_bytes(c))
+
+    def render(self, problem: GemmProblem, config: PersistentConfig) -> Instantiation:
+        c = config
+        return instantiate(
+            self.kernel,
+            "gemm_persistent",
+            {
+                **output_members(problem),
+                "BM": c.BM,
+                "BN": c.BN,
+                "STAGES": c.stages,
+                "COOPERATIVE": c.schedule == "cooperative",
+                "RASTER_M": c.raster == "m",
+                "GROUP": c.group,
+                "TMA_EPILOGUE": c.epilogue == "tma",
+                "PRODUCER_REGISTERS": c.producer_registers,
+                "CONSUMER_REGISTERS": c.consumer_registers,
+                "SHARED_BYTES": self.shared_bytes(c),
+            },
+            arch_suffix="a",
+        )
+
+    @staticmethod
+    def tiles(problem: GemmProblem, config: PersistentConfig) -> int:
+        return math.ceil(problem.M / config.BM) * math.ceil(problem.N / config.BN)
+
+    def geometry(self, problem: GemmProblem, config: PersistentConfig) -> LaunchGeometry:
+        return LaunchGeometry(
+            (min(self.tiles(problem, config), SM_COUNT), 1, 1), (THREADS, 1, 1), self.shared_bytes(config)
+        )
+
+    def args(self, problem: GemmProblem, config: PersistentConfig) -> tuple[Arg, ...]:
+        """The members of ``Cfg::Args``: a_map, b_map, d_map (epilogue 'tma'), D, M, N, K, ldd, alpha."""
+        p = problem
+        return (
+            *self.tensor_maps(p, config),
+            BufferArg("D", output_ctype(p)),
+            *(ScalarArg("i64", getattr(p, name), name) for name in ("M", "N", "K", "ldd")),
+            ScalarArg("f32", p.alpha, "alpha"),
+        )
+
+    def tensor_maps(self, problem: GemmProblem, config: PersistentConfig) -> tuple[TensorMapArg, ...]:
+        """TMA maps with the 128-byte swizzle: A in boxes of BM rows x 64, B of 64 x 64, and with the TMA
+        epilogue D in boxes of 64 rows x 128 bytes (the epilogue's chunks)."""
+        p = problem
+        out = element_type(p.out_dtype)
+        maps = [
+            ("A", "bfloat16", (p.M, p.K), p.lda * 2, (config.BM, WG_BK), "128B"),
+            ("B", "bfloat16", (p.K, p.N), p.ldb * 2, (WG_BK, 64), "128B"),
+        ]
+        if config.epilogue == "tma":
+            maps.append(("D", p.out_dtype, (p.M, p.N), p.ldd * out.itemsize, (64, 128 // out.itemsize), "none"))
+        return tuple(
+            TensorMapArg(
+                buffer,
+                TensorMapRequest(
+                    dtype, shape, (pitch, element_type(dtype).itemsize), box, 0, "128B", l2_promotion=promotion
+                ),
+                name=f"{buffer.lower()}_map",
+            )
+            for buffer, dtype, shape, pitch, box, promotion in maps
+        )

@@ -1,0 +1,39 @@
+"""What the quant_gemm templates share: the kernel arguments, the members of the configuration struct
+that the problem fixes, and the widths of the global accesses that a row's alignment allows."""
+
+from __future__ import annotations
+
+from ..base import Arg, BufferArg, ScalarArg
+from .problem import QuantGemmProblem
+
+KERNEL = "quant_gemm/quant_gemm.cu"
+
+
+def access_bytes(row_bytes: int) -> int:
+    """The widest access (16, 8, 4, 2 or 1 bytes) that keeps every row of ``row_bytes`` aligned: rows
+    start at multiples of it (buffers are at least 256-byte aligned)."""
+    width = 16
+    while row_bytes % width:
+        width //= 2
+    return width
+
+
+def problem_members(p: QuantGemmProblem) -> dict[str, int | bool]:
+    """NVFP4 (e4m3 scales and a tensor scale, else mxfp4), and the access widths of a row of values
+    (``VB``, bytes) and of A (``AV``, bytes)."""
+    return {"NVFP4": p.nvfp4, "VB": access_bytes(p.row_bytes), "AV": access_bytes(2 * p.K)}
+
+
+def kernel_args(p: QuantGemmProblem) -> tuple[Arg, ...]:
+    """The members of ``Cfg::Args``: a, values, scales, tensor_scale (nvfp4), d, then M, N, K, kb (bytes
+    of a row of values) and nb (scales of a row)."""
+    nv = (BufferArg("tensor_scale", "const float"),) if p.nvfp4 else ()
+    scalars = {"M": p.M, "N": p.N, "K": p.K, "kb": p.row_bytes, "nb": p.blocks_per_row}
+    return (
+        BufferArg("a", "const unsigned short"),
+        BufferArg("values", "const unsigned char"),
+        BufferArg("scales", "const unsigned char"),
+        *nv,
+        BufferArg("d", "unsigned short"),
+        *(ScalarArg("i64", v, name) for name, v in scalars.items()),
+    )
