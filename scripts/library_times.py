@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from tunebox.records import fastest
-from tunebox.search.loop import final_phases
+from tunebox.search.finalists import final_phases
 from tunebox.store.evallog import EvalLog
 from tunebox.store.winners import WinnersDB
 

@@ -17,7 +17,7 @@ from tunebox.families.faults import SANITIZER_FINDS
 from tunebox.records import Status
 from tunebox.runner.sanitizer import TOOLS, ComputeSanitizer
 from tunebox.runner.sanitizer_report import Verdict
-from tunebox.search.loop import SANITIZE
+from tunebox.search.finalists import SANITIZE
 from tunebox.store.evallog import EvalLog
 from tunebox.store.winners import WinnersDB
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ..errors import HarnessError
 from ..families.base import Arg, KernelLaunch, LaunchGeometry, Problem
 from ..families.contract import Family
 from ..params import Config
@@ -125,3 +126,11 @@ class Outcome:
     stage_seconds: dict[str, float] = field(default_factory=dict)
     baseline: str = ""
     clocks: Clocks | None = None  # observed while ``samples_ms`` were taken (None without NVML)
+
+
+def harness_checked(outcome: Outcome) -> Outcome:
+    """``outcome``, unless tunebox's own Python failed producing it: then HarnessError (the sweep stops at
+    once with the traceback, and nothing is logged or stored)."""
+    if outcome.status is Status.HARNESS_ERROR:
+        raise HarnessError(outcome.message)
+    return outcome

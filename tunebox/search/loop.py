@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, replace
@@ -25,21 +25,22 @@ from datetime import UTC, datetime
 from enum import Enum
 from multiprocessing import resource_tracker
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import Any, cast
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder
-from ..errors import DatabaseError, HarnessError, TuneboxError
+from ..errors import DatabaseError, TuneboxError
 from ..families.base import Problem
 from ..families.contract import Family
 from ..params import Config
 from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json, fastest
 from ..runner.backends import Backend
-from ..runner.protocol import LaunchIdentity, Outcome, variant_of
-from ..runner.sanitizer import Check, Sanitizer
-from ..store.evallog import EvalLog
+from ..runner.protocol import LaunchIdentity, Outcome, harness_checked, variant_of
+from ..runner.sanitizer import Sanitizer
+from ..store.evallog import EvalLog, RecordLog
 from ..store.winner_rows import WinnerStore
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
+from .finalists import FinalStage
 from .runs import ProblemOutcome, SweepProgress, SweepResult, append_run
 from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TpeStrategy
 from .surrogate import SurrogateStrategy
@@ -49,8 +50,6 @@ log = logging.getLogger(__name__)
 
 # (binary hash, (geometry, args, prologue)): identical runs are timed once; on replay (configuration JSON,)
 _Identity = tuple[str, LaunchIdentity] | tuple[str]
-
-SANITIZE = "sanitize"  # the phase of a finalist's record when compute-sanitizer reported on it
 
 FAILURES = {Status.COMPILE_ERROR, Status.RESOURCE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.WRONG_RESULT}
 
@@ -80,14 +79,6 @@ def _twin(original: EvalRecord, config: Config) -> EvalRecord:
     return replace(original, config=config.as_dict(), message=message)
 
 
-def _harness_checked(outcome: Outcome) -> Outcome:
-    """``outcome``, unless tunebox's own Python failed producing it: then the sweep stops at once with
-    the traceback, and nothing is logged or stored."""
-    if outcome.status is Status.HARNESS_ERROR:
-        raise HarnessError(outcome.message)
-    return outcome
-
-
 class SweepAborted(TuneboxError):
     """Failures are systematic: the sweep stops instead of burning its budget."""
 
@@ -101,33 +92,6 @@ class LoopSettings:
 
 
 Listener = Callable[[str, EvalRecord], None]
-
-
-class RecordLog(Protocol):
-    """Where a sweep's evaluation records go: the JSONL ``EvalLog``, or a table shared by the workers
-    of a sweep on PostgreSQL (``tunebox.store.postgres.PgRecords``)."""
-
-    def append(self, record: EvalRecord) -> None: ...
-
-    def append_all(self, records: Sequence[EvalRecord]) -> None: ...
-
-    def read(self) -> list[EvalRecord]: ...
-
-
-def final_phases(history: list[EvalRecord], problem_key: str) -> list[list[EvalRecord]]:
-    """The problem's final phases in the log, in order: each its finalists' records, then those of
-    the baselines (records without a configuration). A finalist's record after a baseline's, or one
-    repeating a configuration of the phase, starts the next phase (a resumed sweep re-timed)."""
-    phases: list[list[EvalRecord]] = []
-    for r in history:
-        if r.phase != "final" or canonical_json(r.problem) != problem_key:
-            continue
-        current = phases[-1] if phases else None
-        if current is None or r.config and any(not x.config or x.config == r.config for x in current):
-            phases.append([r])
-        else:
-            current.append(r)
-    return phases
 
 
 @contextmanager
@@ -436,7 +400,7 @@ class Sweep:
         assert item.identity is not None  # DEVICE and SAME_BINARY items carry their identity
         if item.kind is _Kind.SAME_BINARY:  # its twin was queued first, so it is answered by now
             return _twin(binaries[item.identity], item.config)
-        outcome = _harness_checked(self.backend.next_outcome())
+        outcome = harness_checked(self.backend.next_outcome())
         if not self.backend.replayed:  # a replayed record's stage times are the recording's
             for stage, seconds in outcome.stage_seconds.items():
                 self.breakdown[stage] = self.breakdown.get(stage, 0.0) + seconds
@@ -496,10 +460,10 @@ class Sweep:
         )
         finalists = ok[: self.spec.search.finalists]
         started = time.perf_counter()
-        final = self._retime(problem, finalists, history, seed) if finalists else []
+        final = self._final_stage().retime(problem, finalists, history, seed) if finalists else []
         self.breakdown["final"] += time.perf_counter() - started
         started = time.perf_counter()
-        winner, checks = self._winner(problem, final, history, seed)
+        winner, checks = self._final_stage().winner(problem, final, history, seed)
         self.breakdown["sanitize"] += time.perf_counter() - started
         baselines = [r for r in final if r.baseline]
         # the fastest torch form (as the benchmark files compare), else the first one, which says why not
@@ -516,38 +480,10 @@ class Sweep:
             counts[r.status.value] = counts.get(r.status.value, 0) + 1
         return ProblemOutcome(named.name, problem, winner, baseline, default, stored, counts, checks)
 
-    def _winner(
-        self, problem: Problem, final: list[EvalRecord], history: list[EvalRecord], seed: int
-    ) -> tuple[EvalRecord | None, tuple[Check, ...]]:
-        """The re-timed finalist to store, and the sanitizer's checks. Without a sanitizer the fastest;
-        with one, the fastest none of its tools reports on: one reported on is logged (status
-        SANITIZER_ERROR, phase SANITIZE, the report in its message) and the next is tried. A finalist
-        logged so before (a resumed sweep) is passed over unchecked."""
-        ranked = sorted(
-            (r for r in final if not r.baseline and r.status is Status.OK and r.timing),
-            key=lambda r: cast(Timing, r.timing).median_ms,
+    def _final_stage(self) -> FinalStage:
+        return FinalStage(
+            self.family, self.spec.space, self.backend, self.log, self.sanitizer, self._record, self._compile
         )
-        if self.sanitizer is None:
-            return next(iter(ranked), None), ()
-        rejected = {
-            canonical_json(r.config)
-            for r in history
-            if r.phase == SANITIZE and r.status is Status.SANITIZER_ERROR and canonical_json(r.problem) == problem.key()
-        }
-        checks: list[Check] = []
-        for record in ranked:
-            if canonical_json(record.config) in rejected:
-                continue
-            config = self.spec.space.validate(record.config)
-            (build,) = self._compile(problem, [config])
-            checks.append(self.sanitizer.check(self.family, problem, config, build, seed))
-            if checks[-1].reported is None:
-                if checks[-1].skipped:
-                    log.warning("%s: stored unsanitized: %s", config.label(), checks[-1].describe())
-                return record, tuple(checks)
-            outcome = Outcome(Status.SANITIZER_ERROR, checks[-1].describe()[:2000])
-            self.log.append(self._record(problem, config, outcome, seed, SANITIZE))
-        return None, tuple(checks)
 
     def _compile(self, problem: Problem, configs: list[Config]) -> list[BuildResult]:
         """The variants of ``configs`` compiled in the pool (the on-disk cache answers those compiled
@@ -560,24 +496,3 @@ class Sweep:
     def _winners(self) -> WinnerStore:
         """The winners store (opened by the caller's ``with``)."""
         return WinnersDB(self.db_path)
-
-    def _retime(
-        self, problem: Problem, finalists: list[EvalRecord], history: list[EvalRecord], seed: int
-    ) -> list[EvalRecord]:
-        wanted = {canonical_json(r.config) for r in finalists}
-        for phase in reversed(final_phases(history, problem.key())):
-            if {canonical_json(r.config) for r in phase if r.config} == wanted and any(not r.config for r in phase):
-                return phase  # resumed after the finalists and the baselines were re-timed
-        # not re-timed yet, other finalists, or a baseline's record torn or lost: re-time them all
-        configs = [self.spec.space.validate(r.config) for r in finalists]
-        builds: list[BuildResult | None] = [None] * len(configs)
-        if not self.backend.replayed:
-            builds = list(self._compile(problem, configs))
-        outcomes = [
-            _harness_checked(o)
-            for o in self.backend.retime(self.family, problem, list(zip(configs, builds, strict=True)), seed)
-        ]
-        records = [self._record(problem, c, o, seed, "final") for c, o in zip(configs, outcomes, strict=False)]
-        records += [self._record(problem, None, o, seed, "final") for o in outcomes[len(configs) :]]  # baselines
-        self.log.append_all(records)  # one write: the phase is in the log whole, or its tail torn
-        return records

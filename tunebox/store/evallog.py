@@ -15,6 +15,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 from ..errors import DatabaseError
 from ..records import EvalRecord
@@ -24,6 +25,17 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 _HEADER_KEY = "tunebox_evallog"
 _HEADER = (json.dumps({_HEADER_KEY: SCHEMA_VERSION}) + "\n").encode()
+
+
+class RecordLog(Protocol):
+    """Where a sweep's evaluation records go: the JSONL ``EvalLog``, or a table shared by the workers
+    of a sweep on PostgreSQL (``tunebox.store.postgres.PgRecords``)."""
+
+    def append(self, record: EvalRecord) -> None: ...
+
+    def append_all(self, records: Sequence[EvalRecord]) -> None: ...
+
+    def read(self) -> list[EvalRecord]: ...
 
 
 class EvalLog:

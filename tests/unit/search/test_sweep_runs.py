@@ -13,7 +13,7 @@ import pytest
 
 from tunebox.api import tune
 from tunebox.records import canonical_json
-from tunebox.search.loop import final_phases
+from tunebox.search.finalists import final_phases
 from tunebox.search.runs import SweepProgress
 from tunebox.store.evallog import EvalLog
 from tunebox.store.lock import SweepLock, SweepLocked

@@ -21,7 +21,8 @@ from tunebox.report.data import ReportInputs
 from tunebox.runner.protocol import Outcome
 from tunebox.runner.sanitizer import TOOLS, Check, ComputeSanitizer
 from tunebox.runner.sanitizer_report import ToolRun, Verdict
-from tunebox.search.loop import SANITIZE, Sweep
+from tunebox.search.finalists import SANITIZE
+from tunebox.search.loop import Sweep
 from tunebox.store.evallog import EvalLog
 from tunebox.store.winners import WinnersDB
 from tunebox.sweep_spec import load_sweep
