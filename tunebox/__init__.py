@@ -18,6 +18,7 @@ from .errors import (
     TuneboxError,
 )
 from .records import DeviceInfo, EvalRecord, Status
+from .report import render as _render  # noqa: F401  the subpackage first: ``report`` below is the function
 from .runtime.launch import Launcher, launch
 from .runtime.lookup import Lookup, LookupResult, default_db, shared
 

@@ -250,8 +250,10 @@ def query(
 def report(
     sweep: Path, *, results: Path = DEFAULT_RESULTS, out: Path = Path("reports"), replay: bool = False
 ) -> ReportFiles:
-    """Write the HTML + Markdown report of a sweep's evaluation log (live GPU sweep preferred)."""
+    """Write the HTML + Markdown report of a sweep's evaluation log (live GPU sweep preferred), with the
+    coverage of the winners database that sweep stored into."""
     from .report import ReportInputs, build_report
+    from .runtime.coverage import coverage
 
     spec = load_sweep(sweep)
     live = results / "sweeps" / spec.name / "evals.jsonl"
@@ -262,5 +264,7 @@ def report(
         raise SpaceError(f"no evaluations in {path}: run `tunebox tune {sweep}` first")
     names = {p.problem.key(): p.name for p in spec.problems}
     defaults = {p.problem.key(): spec.family.default_config(p.problem).as_dict() for p in spec.problems}
-    inputs = ReportInputs(spec.family.name, records, defaults, names)
+    db = results / ("winners.sqlite" if path == live else "winners-replay.sqlite")  # where that sweep stored
+    covered = tuple(coverage(db, spec.family.name)) if db.is_file() else ()
+    inputs = ReportInputs(spec.family.name, records, defaults, names, coverage=covered)
     return build_report(inputs, out, f"tunebox sweep {spec.name}")

@@ -4,6 +4,7 @@ Importing this package is light: pandas and matplotlib load only when a report i
 """
 
 from .data import ReportInputs, results_frame
-from .render import ReportFiles, build_report
+from .pages import ReportFiles
+from .render import build_report
 
 __all__ = ["ReportFiles", "ReportInputs", "build_report", "results_frame"]

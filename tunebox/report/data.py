@@ -28,6 +28,8 @@ from ..records import DeviceInfo, EvalRecord, Status, canonical_json
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ..runtime.coverage import Covered
+
 NO_VALID = "no valid variant"
 TEMPLATE = "template"  # the configuration key that names a conditional space's template
 SCREENED = "screened variant"
@@ -43,7 +45,9 @@ class ReportInputs:
     ignored). ``default_configs``: problem key (``canonical_json(problem)``) -> the family's untuned
     default config. ``problem_names``: problem key -> display name; unnamed problems are shown as
     ``k=v`` pairs. ``copy_limit_gbps``: the device's copy bandwidth (read + write) in GB/s.
-    ``tensor_peak_tflops``: the device's dense bf16 tensor-core peak in TFLOP/s.
+    ``tensor_peak_tflops``: the device's dense bf16 tensor-core peak in TFLOP/s. ``coverage``: the
+    family's problems in the winners database the sweep stored into (``tunebox.runtime.coverage``;
+    empty: none, or no database).
     """
 
     family: str
@@ -52,6 +56,7 @@ class ReportInputs:
     problem_names: dict[str, str] = field(default_factory=dict)
     copy_limit_gbps: float = COPY_LIMIT_GBPS
     tensor_peak_tflops: float = BF16_TENSOR_TFLOPS
+    coverage: tuple[Covered, ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("copy_limit_gbps", "tensor_peak_tflops"):

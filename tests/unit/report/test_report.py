@@ -588,3 +588,42 @@ def test_the_clocks_section_shows_the_winners_medians_and_the_flagged_timings(tm
     assert (cube["SM clock (MHz)"], cube["Temperature (°C)"], cube["Power (W)"]) == ("1980", "40", "300")
     assert (cube["Timings observed"], cube["Batches re-taken"], cube["Flagged"]) == ("2", "2", "1")
     assert "1 timing(s) throttled in every batch and were kept, flagged" in section
+
+
+COVERAGE = "Coverage: the problems the winners database answers exactly"
+
+
+def test_the_coverage_section_lists_the_databases_problems(tmp_path: Path) -> None:
+    from tunebox.runtime.coverage import Covered
+
+    tuned = Covered(FAMILY, "NVIDIA H200", {"n": 1024}, 0.5, "torch: copy_", 1.0, False, False, True)
+    raced = Covered(FAMILY, "NVIDIA H200", {"n": 77}, 0.2, None, None, True, False, False)
+    markdown = build_report(_inputs(coverage=(tuned, raced)), tmp_path / "out", "t").markdown.read_text("utf-8")
+    section = _md_section(markdown, COVERAGE)
+    rows = _md_rows(section)
+    assert [r["Problem"] for r in rows] == ["n=1024", "n=77"]
+    assert (rows[0]["× library"], rows[0]["Tuned by"], rows[0]["Current"]) == ("2.00×", "sweep", "yes")
+    assert (rows[1]["Library"], rows[1]["Tuned by"]) == ("not timed", "first-use race")
+    assert rows[1]["Current"].startswith("stale") and "2 tuned problem(s), 1 stored under other sources" in section
+    empty = build_report(_inputs(), tmp_path / "empty", "t").markdown.read_text("utf-8")
+    assert f"holds no {FAMILY} winner" in empty
+
+
+def test_a_sweeps_report_shows_the_coverage_of_the_database_it_stored_into(
+    sweep_file: Path, recording: Path, tmp_path: Path
+) -> None:
+    results = tmp_path / "r"
+    tunebox.tune(sweep_file, backend="replay", recording=recording, results=results, trials=3)
+    files = tunebox.report(sweep_file, results=results, out=tmp_path / "out", replay=True)
+    section = _md_section(
+        files.markdown.read_text("utf-8"), "Coverage: the problems the winners database answers exactly"
+    )
+    rows = _md_rows(section)
+    assert len(rows) == 2 and all(r["Current"] == "yes" and r["Tuned by"] == "sweep" for r in rows)
+
+
+def test_tunebox_report_stays_the_function_whatever_imports_its_subpackage() -> None:
+    """Importing a submodule sets it as an attribute of its package: ``tunebox.report`` the function
+    must not become ``tunebox.report`` the package after a first report or an import of it."""
+    code = "import tunebox.report.render, tunebox.report.tables, tunebox; assert callable(tunebox.report)"
+    subprocess.run([sys.executable, "-c", code], check=True)
