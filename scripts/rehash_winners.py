@@ -33,8 +33,25 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
     "tunebox/families/gather_elements/elements.py": "only render's return annotation and the import of its type",
     "tunebox/families/gather_elements/operation.py": "only draws and array_fields, read by lookups and launch options",
     "tunebox/families/gemm/operation.py": "parse refuses an alpha past float32's range (it became inf); the "
-    "library's serving form (matmul into D) and array_fields added",
-    "tunebox/families/tile_copy/operation.py": "only the library's serving form (copy_) and array_fields added",
+    "library's serving form (matmul into D) and array_fields added; tolerance and distance through products.py "
+    "(the same formulas; alpha now scales the mean product before the constant, one rounding of atol)",
+    "tunebox/families/gemm/products.py": "new: the tolerance and distance formulas moved out of operation.py",
+    "tunebox/families/gemm/__init__.py": "registers the template persistent (issue 20) after the three measured ones",
+    "tunebox/families/gemm/persistent.py": "new template persistent, its own kernel: no stored winner uses it",
+    "kernels/gemm/gemm_persistent.cu": "new: the persistent template's kernel, included by no other",
+    "tunebox/families/tile_copy/operation.py": "the library's serving form (copy_) and array_fields added; "
+    "kernel_view, which reshapes only degenerate problems (a unit-dimension transpose, whole rows narrower than 8) "
+    "and none stored: all 2,047,894 valid vector / cp_async / tma configurations of the problems of "
+    "tile_copy.toml, tile_copy_tma.toml and coverage_tile_copy.toml render identically (source, geometry, args)",
+    "tunebox/families/tile_copy/tiles.py": "the templates render, lay out and bind the problem's kernel_view "
+    "(the problem itself for every stored one; renders identical, see operation.py)",
+    "tunebox/families/tile_copy/staged.py": "takes the kernel_view as tiles.py does (renders identical)",
+    "tunebox/families/tile_copy/vector.py": "a one-row default for flat views (no stored problem is one)",
+    "tunebox/families/tile_copy/__init__.py": "registers the template paired after the three measured ones",
+    "tunebox/families/tile_copy/paired.py": "new template paired (2-byte transposes), its own kernel: no stored "
+    "winner uses it",
+    "kernels/tile_copy/tile_copy_paired.cu": "new: the paired template's kernel, included by no other",
+    "kernels/include/tunebox/pairs.cuh": "new: included by tile_copy_paired.cu only",
     "tunebox/families/gather/baselines.py": "only the library's serving forms (index_select into out) added",
     "tunebox/families/windows/operation.py": "only array_fields, read for launch options",
     "kernels/gemm/gemm.cu": "mma, ldmatrix and wgmma wrappers moved to tunebox/mma.cuh: the instructions of 60 "

@@ -217,3 +217,115 @@ def test_sabotaged_pipeline_is_rejected(runner, builder, template, find, replace
     )
     config = pipeline_configs(problem, template, ("stages",))[0]
     assert_sabotage_caught(runner, builder, FAMILY, problem, config, find, replace_with)
+
+
+# ---------------------------------------------------------------------------------------------
+# template paired (2-byte transposes staged as pair words) and degenerate shapes (issue 16 item 6)
+
+# Transposes the paired template takes: full aligned tiles (every bounds mode), whole odd shapes, rows
+# whose length is even but not a vector multiple (row b's vectors shifted by whole words), a ragged crop
+# at a negative origin, a source of 2 rows (one pair) and of 3 (a tail row without a partner), 2 and 3
+# columns, tiles wholly outside src, and a destination smaller than one tile.
+PAIRED_PROBLEMS = [
+    {"src": [256, 512], "dst": [512, 256]},
+    {"src": [97, 1001], "dst": [1001, 97]},
+    {"src": [130, 70], "dst": [70, 130]},
+    {"src": [97, 1001], "dst": [1000, 100], "origin": [-7, -9]},
+    {"src": [2, 37], "dst": [37, 2]},
+    {"src": [3, 37], "dst": [40, 5], "origin": [0, -1]},
+    {"src": [45, 2], "dst": [2, 45]},
+    {"src": [45, 3], "dst": [5, 50], "origin": [-1, 0]},
+    {"src": [50, 50], "dst": [20, 20], "origin": [60, 60]},
+    {"src": [5, 7], "dst": [6, 4], "origin": [1, -1]},
+]
+# Shapes whose kernel view is a flat copy (transposes with a unit dimension, narrow whole-row copies), a
+# narrow pad that stays 2-D, and 1-row / 1-column transposes at origins that read padding.
+DEGENERATE_PROBLEMS = [
+    {"src": [1, 4099], "dst": [4099, 1], "transpose": True},
+    {"src": [4099, 1], "dst": [1, 4099], "transpose": True},
+    {"src": [1, 999], "dst": [990, 3], "origin": [-2, 5], "transpose": True},
+    {"src": [999, 1], "dst": [3, 990], "origin": [5, -2], "transpose": True},
+    {"src": [10007, 1], "dst": [10007, 1]},
+    {"src": [3001, 3], "dst": [3005, 3], "origin": [-2, 0]},
+    {"src": [3000, 77], "dst": [3000, 80]},
+    {"src": [1, 1], "dst": [3, 5], "origin": [-1, -2], "transpose": True},
+]
+TRANSPOSED_PADDINGS = [PADDINGS[2], PADDINGS[4], PADDINGS[5]]  # nan, neg_inf, value: never zero bits
+
+
+def _shape_id(shape):
+    return f"{shape['src']}->{shape['dst']}@{shape.get('origin', [0, 0])}{'T' if shape.get('transpose') else ''}"
+
+
+def paired_configs(problem):
+    """A seeded spread of valid paired variants: every bounds mode, staging layout and vector width the
+    problem allows, some with several tiles per block."""
+    space = FAMILY.space.restrict(
+        {
+            "template": ["paired"],
+            "BM": [8, 16, 32],
+            "BN": [16, 32, 64, 128],
+            "threads": [64, 128],
+            "tiles_per_block": [1, 2, 4],
+        }
+    )
+    configs = [c for c in space if not FAMILY.violations(problem, c)]
+    random.Random(problem.key()).shuffle(configs)
+    return list({(c["bounds"], c["staging"], c["vec_bytes"]): c for c in configs}.values())
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("shape", PAIRED_PROBLEMS, ids=_shape_id)
+def test_paired_is_exact(runner, builder, dtype, shape):
+    """Every staging layout, bounds mode and vector width, the padding rotating (never zero bits)."""
+    problem = _padded(dtype, {**shape, "transpose": True}, {"padding": "nan"})
+    configs = paired_configs(problem)
+    assert {c["staging"] for c in configs} == {"plain", "padded", "swizzled"}
+    assert {c["bounds"] for c in configs} >= {"checked", "split"} and {c["vec_bytes"] for c in configs} == {4, 8, 16}
+    if shape == PAIRED_PROBLEMS[0]:
+        assert "unchecked" in {c["bounds"] for c in configs}
+    for k, config in enumerate(configs):
+        padding = TRANSPOSED_PADDINGS[k % len(TRANSPOSED_PADDINGS)]
+        outcome = evaluate(runner, builder, FAMILY, _padded(dtype, {**shape, "transpose": True}, padding), config)
+        assert outcome.status is Status.OK, (padding, config.label(), outcome.message)
+
+
+def test_paired_large_odd_transpose_is_exact(runner, builder):
+    """The benchmark's bfloat16 12345 x 6789 transpose, split and checked, and a float16 one of even
+    rows, through a few tiles per block."""
+    for dtype, src in (("bfloat16", [12345, 6789]), ("float16", [6000, 7000])):
+        problem = FAMILY.parse_problem({"dtype": dtype, "src": src, "dst": src[::-1], "transpose": True})
+        for bounds, staging in (("split", "swizzled"), ("checked", "padded"), ("split", "plain")):
+            values = {"BM": 32, "BN": 128, "threads": 256, "vec_bytes": 16, "tiles_per_block": 2}
+            config = FAMILY.config({"template": "paired", **values, "bounds": bounds, "staging": staging})
+            assert FAMILY.violations(problem, config) == []
+            outcome = evaluate(runner, builder, FAMILY, problem, config)
+            assert outcome.status is Status.OK, (dtype, config.label(), outcome.message)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("shape", DEGENERATE_PROBLEMS, ids=_shape_id)
+def test_degenerate_shapes_are_exact(runner, builder, dtype, shape):
+    """The default and a spread of vector and cp_async variants (their kernels take the flat view),
+    paired refused where the view is a copy."""
+    problem = _padded(dtype, shape, {"padding": "nan"})
+    if shape.get("transpose"):
+        assert not problem.kernel_view.transpose and not paired_configs(problem)
+    configs = [FAMILY.default_config(problem), *configs_for(problem)]
+    configs += pipeline_configs(problem, "cp_async", ("staging", "bounds"))
+    for k, config in enumerate(configs):
+        padded = _padded(dtype, shape, PADDINGS[k % len(PADDINGS)])
+        outcome = evaluate(runner, builder, FAMILY, padded, config)
+        assert outcome.status is Status.OK, (config.label(), outcome.message)
+
+
+def test_long_column_copies_flat(runner, builder):
+    """10,000,019 x 1, copied and transposed from a row, with the default (one-row tiles)."""
+    for shape in (
+        {"src": [10_000_019, 1], "dst": [10_000_019, 1]},
+        {"src": [1, 10_000_019], "dst": [10_000_019, 1], "transpose": True},
+    ):
+        problem = FAMILY.parse_problem({"dtype": "bfloat16", **shape})
+        config = FAMILY.default_config(problem)
+        assert config["BM"] == 1 and problem.kernel_view.dst == (1, 10_000_019)
+        assert evaluate(runner, builder, FAMILY, problem, config).status is Status.OK, config.label()

@@ -426,7 +426,7 @@ def test_default_config_is_valid(data: dict) -> None:
     cfg = TC.default_config(p)
     assert TC.violations(p, cfg) == []
     assert cfg["template"] == "vector"
-    assert (cfg["staging"] != "none") or not p.transpose
+    assert (cfg["staging"] != "none") or not p.kernel_view.transpose  # a unit transpose copies
 
 
 def test_geometry_buffers_args() -> None:
@@ -839,15 +839,17 @@ def tma(**values) -> Config:
 
 
 def test_templates_and_their_parameters() -> None:
-    """The old transports, in order, each with only the parameters its kernel reads: the vector
-    template moves one tile at a time (no stages), swizzle is the layout of TMA boxes, and tma clips
-    and fills in hardware with its own layout (no bounds, no staging)."""
+    """The old transports, in order, then paired, each with only the parameters its kernel reads: the
+    vector template moves one tile at a time (no stages), swizzle is the layout of TMA boxes, tma clips
+    and fills in hardware with its own layout (no bounds, no staging), and paired always stages."""
     tile = ["BM", "BN", "threads", "vec_bytes", "tiles_per_block"]
     assert [(name, [p.name for p in space.params]) for name, space in TC.space.templates] == [
         ("vector", [*tile, "bounds", "staging"]),
         ("cp_async", [*tile, "bounds", "staging", "stages"]),
         ("tma", [*tile, "swizzle", "stages"]),
+        ("paired", [*tile, "bounds", "staging"]),
     ]
+    assert TC.space.template("paired")["staging"].choices == STAGED
     for name, typed in (("vector", VectorConfig), ("cp_async", CpAsyncConfig), ("tma", TmaConfig)):
         template, cfg = TC.typed({"vector": config, "cp_async": cp_async, "tma": tma}[name]())
         assert template.name == name and type(cfg) is typed

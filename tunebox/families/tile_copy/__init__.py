@@ -4,7 +4,7 @@
 ``dst[i, j] = src[oy + i, ox + j]`` or, transposed, ``src[oy + j, ox + i]``; destination elements
 whose source lies outside ``src`` take the padding value. Every destination element is written.
 
-Three transports, one template each (``template``), so the search picks per problem:
+Four transports, one template each (``template``), so the search picks per problem:
 
 - ``vector``: ld/st vectors in registers, or staged through shared memory (``staging``), one tile
   at a time (``kernels/tile_copy/tile_copy.cu``, ``tile_copy``).
@@ -18,21 +18,27 @@ Three transports, one template each (``template``), so the search picks per prob
   registers. Boxes are as wide as the swizzle span (the layout ``test_tma_gpu`` checked on the H200),
   or without swizzle the whole block row up to 256 elements; the rows of src and dst and the origin's
   column must be 16-byte multiples.
+- ``paired``: a transpose of 2-byte elements (bfloat16, float16) staged as 32-bit words, each packing
+  one column of two consecutive source rows, so the shared-memory transpose moves words as a 4-byte
+  one does (``kernels/tile_copy/tile_copy_paired.cu``, ``tile_copy_paired``).
 
 The operation is in ``operation.py``; the rules every template shares in ``tiles.py``, those of the
-two templates of ``tile_copy.cu`` (vector, cp_async) in ``staged.py``.
+templates of ``tile_copy.cu`` (vector, cp_async) and of ``tile_copy_paired.cu`` in ``staged.py``. Those
+three take the problem's ``kernel_view``: a transpose with a unit dimension is a plain copy, and a copy
+of whole rows narrower than the narrowest tile is one flat row.
 """
 
 from ...limits import MAX_SHARED_BYTES
 from ..contract import Family
 from .cp_async import CpAsyncConfig, CpAsyncTemplate
 from .operation import TileCopyOperation, TileCopyProblem
+from .paired import PairedConfig, PairedTemplate
 from .staged import BOUNDS, MAX_SLOTS, STAGING, StagedConfig
 from .tiles import TileConfig
 from .tma import TmaConfig, TmaTemplate
 from .vector import MAX_REGISTER_BYTES, VectorConfig, VectorTemplate
 
-FAMILY = Family(TileCopyOperation(), (VectorTemplate(), CpAsyncTemplate(), TmaTemplate()))
+FAMILY = Family(TileCopyOperation(), (VectorTemplate(), CpAsyncTemplate(), TmaTemplate(), PairedTemplate()))
 
 __all__ = [
     "BOUNDS",
@@ -42,6 +48,7 @@ __all__ = [
     "MAX_SLOTS",
     "STAGING",
     "CpAsyncConfig",
+    "PairedConfig",
     "StagedConfig",
     "TileConfig",
     "TileCopyProblem",

@@ -3,6 +3,7 @@ destination elements whose source lies outside ``src`` set to the padding value.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from ..base import Baseline, BufferSpec, Problem, Work
 from ..contract import Operation
 
 MAX_EXTENT = 2**31 - 1
+NARROW = 8  # rows narrower than the narrowest tile (BN >= 8): a whole-row copy of them is one flat row
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,23 @@ class TileCopyProblem(Problem):
         rows = max(0, min(r0 + h, self.src[0]) - max(r0, 0))
         cols = max(0, min(c0 + w, self.src[1]) - max(c0, 0))
         return rows * cols
+
+    @functools.cached_property
+    def kernel_view(self) -> TileCopyProblem:
+        """The same copy over reshaped views of the same buffers, for the kernels: a transpose with a
+        unit dimension (a vector read or written transposed is the same memory) is a plain copy, and a
+        copy of whole rows narrower than ``NARROW`` is one flat row (``src`` from ``oy * Ns``, rows
+        outside ``src`` being padding either way). Any other problem is its own view."""
+        (ms, ns), (md, nd), (oy, ox) = self.src, self.dst, self.origin
+        view = self
+        if self.transpose and 1 in self.src:  # dst[i][j] = src[oy + j][ox + i] = srcT[ox + i][oy + j]
+            view = dataclasses.replace(self, src=(ns, ms), origin=(ox, oy), transpose=False)
+        elif self.transpose and 1 in self.dst:  # dstT[j][i] = dst[i][j] = src[oy + j][ox + i]
+            view = dataclasses.replace(self, dst=(nd, md), transpose=False)
+        (ms, ns), (md, nd), (oy, ox) = view.src, view.dst, view.origin
+        if not view.transpose and ox == 0 and ns == nd < NARROW:
+            view = dataclasses.replace(view, src=(1, ms * ns), dst=(1, md * nd), origin=(0, oy * ns))
+        return view
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

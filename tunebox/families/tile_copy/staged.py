@@ -1,6 +1,6 @@
-"""What the vector and cp_async templates share (``kernels/tile_copy/tile_copy.cu``): the bounds modes
-and shared-memory staging layouts, their rules, the staged source block's size, the configuration
-struct and the kernel arguments."""
+"""What the vector and cp_async templates (``kernels/tile_copy/tile_copy.cu``) and the paired template
+share: the kernel view of the problem, the bounds modes and shared-memory staging layouts, their rules,
+the staged source block's size, the configuration struct and the kernel arguments."""
 
 from __future__ import annotations
 
@@ -59,6 +59,10 @@ class StagedTemplate(TileTemplate[S]):
     kernel = "tile_copy/tile_copy.cu"
     kernel_name: ClassVar[str]  # the kernel template of tile_copy.cu
 
+    def view(self, problem: TileCopyProblem) -> TileCopyProblem:
+        """The kernels of tile_copy.cu take the problem's ``kernel_view``: degenerate shapes copy flat."""
+        return problem.kernel_view
+
     @abc.abstractmethod
     def transport_violations(self, problem: TileCopyProblem, config: S) -> list[str]:
         """The rules of this template's transport."""
@@ -91,11 +95,12 @@ class StagedTemplate(TileTemplate[S]):
         }
 
     def render(self, problem: TileCopyProblem, config: S) -> Instantiation:
-        return instantiate(self.kernel, self.kernel_name, self.members(problem, config))
+        return instantiate(self.kernel, self.kernel_name, self.members(self.view(problem), config))
 
     def args(self, problem: TileCopyProblem, config: S) -> tuple[Arg, ...]:
         """The members of the kernel's argument struct ``Cfg::Args``, in order: src, dst (of the element's
         bits type ``T``), Ms, Ns, Md, Nd, oy, ox, then pad, tiles_n, n_tiles (``tail_args``)."""
+        problem = self.view(problem)
         t = element_ctype(problem).name
         names = ("Ms", "Ns", "Md", "Nd", "oy", "ox")
         scalars = (*problem.src, *problem.dst, *problem.origin)

@@ -70,7 +70,13 @@ class TileTemplate(KernelTemplate[TileCopyProblem, C]):
     def shared_bytes(self, problem: TileCopyProblem, config: C) -> int:
         """Dynamic shared memory per block."""
 
+    def view(self, problem: TileCopyProblem) -> TileCopyProblem:
+        """The problem this template's kernel computes (``problem`` itself unless a template's kernel
+        takes ``TileCopyProblem.kernel_view``)."""
+        return problem
+
     def violations(self, problem: TileCopyProblem, config: C) -> list[str]:
+        problem = self.view(problem)
         size = problem.itemsize
         if config.vec_bytes % size:
             return [f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element"]
@@ -91,6 +97,7 @@ class TileTemplate(KernelTemplate[TileCopyProblem, C]):
         return broken
 
     def geometry(self, problem: TileCopyProblem, config: C) -> LaunchGeometry:
+        problem = self.view(problem)
         tiles_m, tiles_n = tile_counts(problem, config)
         return LaunchGeometry(
             (math.ceil(tiles_m * tiles_n / config.tiles_per_block), 1, 1),

@@ -23,9 +23,14 @@ class VectorTemplate(StagedTemplate[VectorConfig]):
     kernel_name = "tile_copy"
 
     def default(self, problem: TileCopyProblem) -> VectorConfig:
-        if problem.transpose:
+        view = self.view(problem)
+        if view.transpose:
             return VectorConfig(
                 BM=32, BN=64, threads=256, vec_bytes=8, tiles_per_block=1, bounds="checked", staging="padded"
+            )
+        if view.dst[0] == 1:  # one row (a flat view among them): tiles of one row
+            return VectorConfig(
+                BM=1, BN=1024, threads=128, vec_bytes=16, tiles_per_block=1, bounds="checked", staging="none"
             )
         return VectorConfig(
             BM=8, BN=256, threads=256, vec_bytes=16, tiles_per_block=1, bounds="checked", staging="none"
