@@ -18,11 +18,12 @@ Each worker runs ``DistributedSweep`` against the same database. What they share
 * The winners (``PgWinnersDB``, the SQLite database's compare-and-set).
 
 Proposals: ``exhaustive`` and ``random`` take the next unclaimed configuration in their order (among
-the first few, so that workers proposing together seldom collide); ``tpe`` asks a TPE model of the
-worker's own (in memory, fed every worker's stored records of the problem, as the single-process
-sweep feeds its log), drawing an unclaimed configuration at random after ``patience`` proposals in a
-row that were claimed already. As in the single-process loop, configurations are claimed and compiled
-ahead and the next evaluation is queued on the device while one runs.
+the first few, so that workers proposing together seldom collide); ``tpe`` and ``surrogate`` ask a
+model of the worker's own (``shared_models.py``: in memory, fed every worker's stored records of the
+problem, as the single-process sweep feeds its log), drawing an unclaimed configuration at random
+after ``patience`` proposals in a row that were claimed already. As in the single-process loop,
+configurations are claimed and compiled ahead and the next evaluation is queued on the device while
+one runs.
 
 A worker screens every problem first, claiming while the problem's budget has unclaimed room; then,
 problem by problem, it helps finish the screening (retried trials of dead workers), waits for the
@@ -49,11 +50,10 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
-from optuna.trial import FrozenTrial, Trial, TrialState, create_trial
+from optuna.trial import FrozenTrial, TrialState, create_trial
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder
 from ..errors import DatabaseError
@@ -66,7 +66,8 @@ from ..store.winner_rows import WinnerStore
 from ..sweep_spec import NamedProblem, SweepSpec
 from .loop import Listener, LoopSettings, Sweep, _Identity, _Kind, _Queued, input_seed
 from .runs import ProblemOutcome, SweepProgress, SweepResult
-from .strategy import Ask, ValidTree
+from .shared_models import SharedModel, shared_model
+from .strategy import Ask
 
 log = logging.getLogger(__name__)
 
@@ -91,10 +92,9 @@ class _Problem:
     seed: int
     valid: list[Config]
     budget: int
-    tree: ValidTree
-    order: list[Config]  # exhaustive / random: the order configurations are proposed in
+    order: list[Config]  # the order configurations are proposed in without a model (or past its patience)
     study: optuna.Study  # shared, in the database
-    model: optuna.Study | None  # tpe: this worker's in-memory TPE, fed every stored record of the problem
+    model: SharedModel | None  # tpe / surrogate: this worker's, fed every stored record of the problem
     given: set[str] = field(default_factory=set)  # configurations known to be claimed (canonical JSON)
     seen: int = 0  # the last record id fed to the model
     seen_claim: int = 0  # the last claim number added to ``given``
@@ -247,18 +247,16 @@ class DistributedSweep(Sweep):
         valid = self._valid(named)
         budget = len(valid) if search.strategy == "exhaustive" else min(search.trials, len(valid))
         order = list(valid)
-        if search.strategy in ("random", "surrogate"):  # no shared surrogate model yet: a random order
+        if search.strategy in ("random", "surrogate"):  # surrogate: its order past the model's patience
             random.Random(search.seed).shuffle(order)
         default = family.default_config(problem)
-        if default in set(valid):
-            order = [default, *(c for c in order if c != default)]
+        first = default if default in set(valid) else None
+        if first is not None:
+            order = [first, *(c for c in order if c != first)]
         digest = hashlib.sha256(f"{self.sweep_key}\0{family.name}\0{problem.key()}".encode()).hexdigest()[:20]
         study = self._study(f"tunebox:{self.sweep_key}:{family.name}:{digest}")
-        model = None
-        if search.strategy == "tpe":
-            sampler = optuna.samplers.TPESampler(seed=self._random.randrange(2**31))
-            model = optuna.create_study(sampler=sampler, direction="minimize")
-        state = _Problem(named, seed, valid, budget, ValidTree(self.spec.space, valid), order, study, model)
+        model = shared_model(search.strategy, self.spec.space, valid, self._random.randrange(2**31), first)
+        state = _Problem(named, seed, valid, budget, order, study, model)
         state.failures = deque(maxlen=self.settings.breaker)
         return state
 
@@ -283,32 +281,20 @@ class DistributedSweep(Sweep):
             if record.phase != "screen" or record.baseline:
                 continue
             state.given.add(canonical_json(record.config))
-            path = state.tree.walk(record.config) if state.model is not None else None
-            if state.model is None or path is None:
-                continue
-            params = {name: value for name, (value, _) in path.items()}
-            distributions = {name: dist for name, (_, dist) in path.items()}
-            ok = record.status is Status.OK and record.timing is not None
-            state.model.add_trial(
-                create_trial(
-                    params=params,
-                    distributions=distributions,
-                    value=record.timing.median_ms if ok and record.timing else None,
-                    state=TrialState.COMPLETE if ok else TrialState.PRUNED,
-                )
-            )
+            if state.model is not None:
+                state.model.learn(record)
 
     def _propose(self, state: _Problem) -> Config | None:
         """The next configuration to claim: exhaustive / random, the first unclaimed in order (among
-        the first few, so that workers proposing together seldom collide); tpe, the model's proposal,
-        or after ``patience`` proposals in a row claimed by others an unclaimed one at random."""
+        the first few, so that workers proposing together seldom collide); tpe / surrogate, the
+        model's proposal, or after ``patience`` proposals in a row claimed by others an unclaimed one
+        at random."""
         if state.model is not None and state.repeats < self.patience:
             for _ in range(self.patience):
-                trial = state.model.ask()
-                values = self._sample(trial, state.tree)
-                state.model.tell(trial, state=TrialState.FAIL)  # its record comes back through _learn
-                key = canonical_json(values)
-                if key not in state.given:
+                values = state.model.propose()
+                if values is None:
+                    break
+                if canonical_json(values) not in state.given:
                     return self.spec.space.validate(values)
                 state.repeats += 1
         free = [c for c in state.order if canonical_json(c.as_dict()) not in state.given]
@@ -434,17 +420,6 @@ class DistributedSweep(Sweep):
         self._notify(state.named.name, record)
         self._report(state.named.name, state.records, state.best, record)
         self._check_breaker(state.failures, record)
-
-    @staticmethod
-    def _sample(trial: Trial, tree: ValidTree) -> dict[str, Value]:
-        node, template, values = tree.root, None, {}
-        while node.children:
-            name, dist = tree.distribution(template, node)
-            value: Any = trial.suggest_categorical(name, dist.choices)
-            values[node.name] = value
-            template = template or str(value)
-            node = node.children[value]
-        return values
 
     def _finish_problem(self, state: _Problem) -> ProblemOutcome:
         """Wait for the problem's screening (helping with retried trials), then re-time its finalists

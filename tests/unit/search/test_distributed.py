@@ -21,6 +21,7 @@ from sweep_fixtures import DEVICE, replay_argv, write_recording, write_sweep
 from tunebox.api import tune
 from tunebox.errors import DatabaseError
 from tunebox.records import EvalRecord, Status, Timing, WinnerKey, canonical_json
+from tunebox.search.shared_models import shared_model
 from tunebox.store.evallog import EvalLog
 from tunebox.store.postgres import SCHEMA_VERSION, PgRecords, PgWinnersDB, redacted, sqlalchemy_url
 from tunebox.store.winners import WinnersDB
@@ -189,6 +190,34 @@ def test_a_late_worker_joins_and_tpe_keeps_the_budget(url, tmp_path):
     again = start_worker(url, sweep, recording, tmp_path / "w3")  # a worker after the end: nothing to do
     finish([again])
     assert len(stored(url)) == len(rows)
+
+
+def test_surrogate_workers_share_one_model_each_and_keep_the_budget(url, tmp_path):
+    """Each worker's surrogate is told every worker's records: three workers evaluate the budget once."""
+    sweep = write_sweep(tmp_path, strategy="surrogate", trials=30)
+    recording = paced_recording(sweep, tmp_path / "rec.jsonl")
+    finish([start_worker(url, sweep, recording, tmp_path / f"w{i}") for i in range(3)])
+    rows = assert_exactly_once(url, {k: 30 for k in valid_counts(sweep)})
+    assert len({w for _, _, phase, _, w in rows if phase == "screen"}) >= 2  # shared out
+
+
+def test_shared_models_propose_valid_configurations_and_the_surrogate_never_repeats(tmp_path) -> None:
+    spec = load_sweep(write_sweep(tmp_path, strategy="surrogate", trials=30))
+    problem = spec.problems[0].problem
+    valid = [c for c in spec.space if not spec.family.violations(problem, c)]
+    for strategy in ("surrogate", "tpe"):
+        model = shared_model(strategy, spec.space, valid, 0, valid[3])
+        assert model is not None
+        proposed = []
+        for i in range(12):
+            values = model.propose()
+            assert values is not None and spec.space.validate(values) in valid
+            proposed.append(canonical_json(values))
+            timing = Timing((1.0 + i,))
+            model.learn(EvalRecord("tile_copy", problem.to_dict(), values, Status.OK, timing=timing))
+        if strategy == "surrogate":
+            assert proposed[0] == canonical_json(valid[3].as_dict()) and len(set(proposed)) == 12
+    assert shared_model("random", spec.space, valid, 0, None) is None
 
 
 def record(median: float, config: dict | None = None) -> EvalRecord:
