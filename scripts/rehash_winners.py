@@ -35,6 +35,9 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
     "tunebox/families/gemm/operation.py": "parse refuses an alpha past float32's range (it became inf); the "
     "library's serving form (matmul into D) and array_fields added; tolerance and distance through products.py "
     "(the same formulas; alpha now scales the mean product before the constant, one rounding of atol)",
+    "tunebox/families/gemm/tma_wgmma.py": "its TMA rules through common.tma_rules, shared with persistent: the "
+    "same rules and messages for all 1,196,096 (problem, configuration) pairs of the gemm sweep files",
+    "tunebox/families/gemm/common.py": "tma_rules added (moved from tma_wgmma.py, see there)",
     "tunebox/families/gemm/products.py": "new: the tolerance and distance formulas moved out of operation.py",
     "tunebox/families/gemm/__init__.py": "registers the template persistent (issue 20) after the three measured ones",
     "tunebox/families/gemm/persistent.py": "new template persistent, its own kernel: no stored winner uses it",

@@ -4,11 +4,15 @@ types of the argument structs' pointers, and the rules on shared memory and full
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from ...dtypes import element_type
 from ...limits import MAX_SHARED_BYTES
-from ..base import CType
+from ...tma import MAX_COORDINATE
+from ...tma import violations as tensor_map_violations
+from ..base import CType, TensorMapArg
 from ..contract import choice
 from .operation import GemmProblem
 
@@ -54,3 +58,18 @@ def common_violations(p: GemmProblem, bm: int, bn: int, bounds: str, shared_byte
     if bounds == "false" and (p.M % bm or p.N % bn):
         broken.append(f"bounds='false' needs full tiles of D: M % BM = N % BN = 0 ({p.M} % {bm}, {p.N} % {bn})")
     return broken
+
+
+def tma_rules(p: GemmProblem, maps: Callable[[], Iterable[TensorMapArg]], earlier: list[str]) -> list[str]:
+    """The TMA templates' last rules: 32-bit coordinates, then (only where no ``earlier`` rule broke,
+    so that the maps can be built) the rules of ``cuTensorMapEncodeTiled`` each of ``maps()`` breaks on
+    any 256-byte aligned address (the buffers' own are known at launch only)."""
+    if max(p.M, p.N, p.K) > MAX_COORDINATE:
+        return [f"TMA coordinates are 32-bit: M, N and K must stay below 2^31 ({p.M}, {p.N}, {p.K})"]
+    if earlier:
+        return []
+    return [
+        f"tensor map of {arg.buffer}: {b}"
+        for arg in maps()
+        for b in tensor_map_violations(dataclasses.replace(arg.request, address=256))
+    ]

@@ -10,16 +10,14 @@ producer to the consumers with setmaxnreg, and the epilogue stores D through sha
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
 from ...dtypes import element_type
-from ...tma import MAX_COORDINATE, TensorMapRequest
-from ...tma import violations as tensor_map_violations
+from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .common import MAX_ACCUMULATORS, common_violations, output_ctype, output_members
+from .common import MAX_ACCUMULATORS, common_violations, output_ctype, output_members, tma_rules
 from .operation import GemmProblem
 from .tma_wgmma import WG_BK
 
@@ -119,14 +117,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
             )
         if c.epilogue == "tma" and not self.d_aligned(p):
             broken.append(f"epilogue 'tma' needs 16-byte rows of D (ldd={p.ldd}): use epilogue 'direct'")
-        if max(p.M, p.N, p.K) > MAX_COORDINATE:
-            broken.append(f"TMA coordinates are 32-bit: M, N and K must stay below 2^31 ({p.M}, {p.N}, {p.K})")
-        elif not broken:
-            for arg in self.tensor_maps(p, c):
-                broken += [
-                    f"tensor map of {arg.buffer}: {b}"
-                    for b in tensor_map_violations(dataclasses.replace(arg.request, address=256))
-                ]
+        broken += tma_rules(p, lambda: self.tensor_maps(p, c), broken)
         return broken + common_violations(p, c.BM, c.BN, "true", self.shared_bytes(c))
 
     def render(self, problem: GemmProblem, config: PersistentConfig) -> Instantiation:

@@ -7,13 +7,11 @@ and arguments. The two differ only in which rows the tensor maps read: the opera
 from __future__ import annotations
 
 import abc
-import dataclasses
 import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ...tma import MAX_COORDINATE, TensorMapRequest
-from ...tma import violations as tensor_map_violations
+from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .common import (
@@ -25,6 +23,7 @@ from .common import (
     pipeline_stages,
     tile_columns,
     tile_rows,
+    tma_rules,
 )
 from .operation import GemmProblem
 
@@ -95,14 +94,7 @@ class TmaWgmmaTemplate(KernelTemplate[GemmProblem, WgmmaConfig]):
                 f"path {self.name!r} keeps one stage's products in flight while the next stage loads: stages >= 2"
             )
         broken += self.alignment_violations(p)
-        if max(p.M, p.N, p.K) > MAX_COORDINATE:
-            broken.append(f"TMA coordinates are 32-bit: M, N and K must stay below 2^31 ({p.M}, {p.N}, {p.K})")
-        elif not broken:
-            for arg in self.tensor_maps(p, c):
-                broken += [
-                    f"tensor map of {arg.buffer}: {b}"
-                    for b in tensor_map_violations(dataclasses.replace(arg.request, address=256))
-                ]
+        broken += tma_rules(p, lambda: self.tensor_maps(p, c), broken)
         return broken + common_violations(p, bm, bn, c.bounds, self.shared_bytes(c))
 
     def render(self, problem: GemmProblem, config: WgmmaConfig) -> Instantiation:
