@@ -99,7 +99,7 @@ def tune(
     worker's running trials are queued again when it has not been heard of for 3 x that.
     ``replay_pace``: on replay, each answer waits that many times its recorded verify + time seconds.
     ``sanitize``: run each problem's finalists under compute-sanitizer (memcheck, racecheck, synccheck)
-    before a winner is stored, passing over any it reports on (default: on the GPU, off on replay)."""
+    before a winner is stored, passing over any it reports on (default off: see ``_sanitizer``)."""
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(sweep)
     overrides = {k: v for k, v in (("trials", trials), ("seconds", seconds), ("strategy", strategy)) if v is not None}
     if overrides:
@@ -144,10 +144,13 @@ def tune(
 
 
 def _sanitizer(sanitize: bool | None, backend: Backend) -> Sanitizer | None:
-    """The finalists' compute-sanitizer checks: by default on a GPU; a replay runs nothing to check."""
+    """The finalists' compute-sanitizer checks, when asked for (a replay runs nothing to check). Off by
+    default: the issue asks for it by default only where it costs under 10% of a sweep, and three
+    sanitized child processes per problem are likely to cost more than a short sweep's screening;
+    ``sanitize_share`` in ``summary.json`` measures it."""
     if sanitize and backend.replayed:
         raise SpaceError("--sanitize runs the finalists on a GPU: not with the replay backend (use --no-sanitize)")
-    return ComputeSanitizer() if (not backend.replayed if sanitize is None else sanitize) else None
+    return ComputeSanitizer() if sanitize else None
 
 
 def _paced(backend: Backend, pace: float | None) -> Backend:

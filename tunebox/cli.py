@@ -347,7 +347,7 @@ def parser() -> argparse.ArgumentParser:
         "--sanitize",
         action=argparse.BooleanOptionalAction,
         help="run each problem's finalists under compute-sanitizer (memcheck, racecheck, synccheck) before a "
-        "winner is stored; a finalist it reports on is never stored (default: on with the gpu backend, off on replay)",
+        "winner is stored; a finalist it reports on is never stored (default: off; gpu backend only)",
     )
     t.set_defaults(run=_tune)
 

@@ -150,10 +150,11 @@ def test_without_a_sanitizer_the_fastest_finalist_is_stored(tmp_path):
     assert result.summary()["sanitized_variants"] == 0 and not any(r.phase == SANITIZE for r in records)
 
 
-def test_the_sanitizer_is_on_by_default_on_the_gpu_and_refused_on_replay():
+def test_the_sanitizer_runs_when_asked_for_on_the_gpu_and_is_refused_on_replay():
     gpu, replay = Device(), Device()
     replay.replayed = True
-    assert isinstance(api._sanitizer(None, gpu), ComputeSanitizer) and api._sanitizer(False, gpu) is None
+    assert isinstance(api._sanitizer(True, gpu), ComputeSanitizer)
+    assert api._sanitizer(None, gpu) is None and api._sanitizer(False, gpu) is None
     assert api._sanitizer(None, replay) is None
     with pytest.raises(SpaceError, match="replay"):
         api._sanitizer(True, replay)
