@@ -56,6 +56,17 @@ class NvmlReader:
             return None
 
 
+def reader_for(device: Any) -> ClockReader | None:
+    """``open_reader`` for a cuda.core ``Device``: by its PCI bus id, or None (logged) where this
+    cuda.core cannot say it."""
+    try:
+        bus = str(device.pci_bus_id)
+    except Exception as exc:  # an older cuda.core without the property, or a driver that refuses it
+        log.info("no PCI bus id for device %s (%s): timings carry no clock observations", device, exc)
+        return None
+    return open_reader(bus)
+
+
 def open_reader(pci_bus_id: str) -> ClockReader | None:
     """An NVML reader of the device at ``pci_bus_id`` (as CUDA names it, ``0000:3B:00.0``: the CUDA
     device the worker uses, whatever CUDA_VISIBLE_DEVICES renumbered), or None (logged) where NVML

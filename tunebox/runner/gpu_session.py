@@ -25,7 +25,7 @@ from ..families.base import KernelSource, Problem, Tolerance
 from ..families.contract import Family
 from ..kernels_dir import kernel_source
 from ..records import DeviceInfo, KernelMetrics
-from .clocks import ClockReader, Observe, idle, open_reader
+from .clocks import ClockReader, Observe, idle, reader_for
 from .protocol import Variant
 from .timing import BenchConfig
 
@@ -86,7 +86,7 @@ class GpuSession:
         builder.close()
         self._within: dict[str, Any] = {}  # element type -> tolerance compare kernel, compiled on first use
         self.state: ProblemState | None = None
-        self.clock_reader: ClockReader | None = open_reader(self.device.pci_bus_id)
+        self.clock_reader: ClockReader | None = reader_for(self.device)
 
     # -- memory -------------------------------------------------------------------------------
     def upload(self, array: np.ndarray) -> Any:

@@ -15,7 +15,7 @@ from stand_in_workers import StandInSession
 from tunebox.families.base import LaunchGeometry
 from tunebox.records import Clocks, ClockSample, EvalRecord, Status, Timing
 from tunebox.runner import worker
-from tunebox.runner.clocks import RETAKES, NvmlReader, open_reader
+from tunebox.runner.clocks import RETAKES, NvmlReader, open_reader, reader_for
 from tunebox.runner.protocol import EvaluateJob, RetimeJob, Variant
 from tunebox.runner.timing import SCREEN
 from tunebox.store.evallog import EvalLog
@@ -133,3 +133,14 @@ def test_the_shipped_recordings_load_unchanged(recording):
     timed = [r for r in records if r.timing]
     assert timed and all(r.timing.clocks is None for r in timed)
     assert [r.to_json() for r in records[:3]] == [EvalRecord.from_json(r.to_json()).to_json() for r in records[:3]]
+
+
+def test_a_device_without_a_pci_bus_id_gets_no_reader() -> None:
+    """An older cuda.core (or a driver refusing the query): no observations, never a failed worker."""
+
+    class Device:
+        @property
+        def pci_bus_id(self) -> str:
+            raise AttributeError("pci_bus_id")
+
+    assert reader_for(Device()) is None
