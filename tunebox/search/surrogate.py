@@ -33,7 +33,9 @@ import numpy as np
 from ..params import TEMPLATE, Config, TemplateSpaces, Value
 from ..records import EvalRecord, Status, canonical_json
 from .ask import Ask
-from .gaussian_process import GaussianProcess
+
+LENGTH_SCALES = (0.1, 0.2, 0.4, 0.8, 1.6)  # in units of the feature cube's diagonal / sqrt(dims)
+NOISES = (1e-4, 1e-2, 1e-1)  # variance of the standardised log-time
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,47 @@ def features(space: TemplateSpaces, configs: Sequence[Config], ratios: bool = Tr
     return x[:, x.max(axis=0) > x.min(axis=0)]
 
 
-def _expected_improvement(mu: np.ndarray, sigma: np.ndarray, best: float, xi: float) -> np.ndarray:
-    """Expected improvement below ``best`` of a posterior (``mu``, ``sigma``), all standardised."""
-    gap = best - mu - xi
+def _matern(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
+    squared = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
+    d = np.sqrt(np.maximum(squared, 0.0)) * (math.sqrt(5.0) / scale)
+    return np.asarray((1.0 + d + d * d / 3.0) * np.exp(-d), dtype=float)
+
+
+@dataclass(frozen=True)
+class _Fit:
+    scale: float
+    chol: np.ndarray
+    alpha: np.ndarray
+    mean: float
+    std: float
+
+
+def _fit(x: np.ndarray, y: np.ndarray, dims: int) -> _Fit:
+    """The grid's (length scale, noise) of highest marginal likelihood on standardised ``y``."""
+    mean, std = float(y.mean()), float(y.std()) or 1.0
+    z = (y - mean) / std
+    best: tuple[float, _Fit] | None = None
+    root = math.sqrt(max(dims, 1))
+    for s, noise in itertools.product(LENGTH_SCALES, NOISES):
+        k = _matern(x, x, s * root) + (noise + 1e-8) * np.eye(len(x))
+        try:
+            chol = np.linalg.cholesky(k)
+        except np.linalg.LinAlgError:
+            continue
+        alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, z))
+        evidence = -0.5 * float(z @ alpha) - float(np.log(np.diag(chol)).sum())
+        if best is None or evidence > best[0]:
+            best = (evidence, _Fit(s * root, chol, alpha, mean, std))
+    assert best is not None  # the largest noise always factorises
+    return best[1]
+
+
+def _expected_improvement(fit: _Fit, x: np.ndarray, candidates: np.ndarray, best: float, xi: float) -> np.ndarray:
+    k = _matern(candidates, x, fit.scale)
+    mu = k @ fit.alpha
+    v = np.linalg.solve(fit.chol, k.T)
+    sigma = np.sqrt(np.maximum(1.0 - (v * v).sum(axis=0), 1e-12))
+    gap = (best - fit.mean) / fit.std - mu - xi
     u = gap / sigma
     cdf = 0.5 * (1.0 + np.vectorize(math.erf)(u / math.sqrt(2.0)))
     pdf = np.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
@@ -126,8 +166,7 @@ class SurrogateStrategy:
         self._index = {canonical_json(c.as_dict()): i for i, c in enumerate(self.configs)}
         self._x = features(space, self.configs, options.ratios)
         self._rng = np.random.default_rng(seed)
-        self._model = GaussianProcess(self._x)
-        self._scores: tuple[bytes, np.ndarray] | None = None  # the last fit's scores and the answers it knew
+        self._model: tuple[bytes, _Fit] | None = None  # the last fit and the answers it knew
         self._queue: list[int] = []
         self._given: set[int] = set()
         self._times: dict[int, float] = {}  # evaluated: log ms (inf: failed)
@@ -180,17 +219,15 @@ class SurrogateStrategy:
     def _model_pick(self, left: np.ndarray, finite: dict[int, float]) -> int:
         worst = max(finite.values())
         spread = worst - min(finite.values())
-        for i in sorted(self._times):
-            self._model.observe(i)
-        told = self._model.points
+        told = sorted(self._times)
         y = np.array([self._times[i] if math.isfinite(self._times[i]) else worst + max(spread, 0.1) for i in told])
+        x = self._x[told]
         known = np.asarray(told).tobytes() + y.tobytes()
-        if self._scores is None or self._scores[0] != known:  # asks between two answers share one fit
-            fit = self._model.fit(y)
-            mu, sigma = self._model.predict(fit, np.arange(len(self.configs)))
-            best = (min(finite.values()) - fit.mean) / fit.std
-            self._scores = (known, _expected_improvement(mu, sigma, best, self.options.xi))
-        return self._tie(left, self._scores[1][left])
+        if self._model is None or self._model[0] != known:  # asks between two answers share one fit
+            self._model = (known, _fit(x, y, self._x.shape[1]))
+        fit = self._model[1]
+        ei = _expected_improvement(fit, x, self._x[left], min(finite.values()), self.options.xi)
+        return self._tie(left, ei)
 
     def _tie(self, left: np.ndarray, score: np.ndarray) -> int:
         top = np.flatnonzero(score >= score.max() - 1e-12 * max(1.0, abs(float(score.max()))))
