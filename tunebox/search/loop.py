@@ -42,7 +42,7 @@ from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
 from .finalists import FinalStage
 from .runs import ProblemOutcome, SweepProgress, SweepResult, append_run
-from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TpeStrategy
+from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TimedStrategy, TpeStrategy
 from .surrogate import SurrogateStrategy
 from .warm_start import Tuned, warm_seeds
 
@@ -146,7 +146,19 @@ class Sweep:
         # seconds: compile (summed over the pool's threads, cache misses), prepare / verify / time (in
         # the worker), final (wall time re-timing the finalists and the baseline), sanitize (wall time
         # checking finalists under compute-sanitizer)
-        self.breakdown = {"compile": 0.0, "prepare": 0.0, "verify": 0.0, "time": 0.0, "final": 0.0, "sanitize": 0.0}
+        # the sweep's own thread: search (the strategy's asks and tells), compile_wait (blocked on a
+        # compile), device_wait (blocked on the device's next answer)
+        self.breakdown = {
+            "compile": 0.0,
+            "prepare": 0.0,
+            "verify": 0.0,
+            "time": 0.0,
+            "final": 0.0,
+            "sanitize": 0.0,
+            "search": 0.0,
+            "compile_wait": 0.0,
+            "device_wait": 0.0,
+        }
         self.answers: list[tuple[float, float]] = []
         self.started = 0.0  # perf_counter at the start of run()
         self.evaluated = 0
@@ -222,7 +234,7 @@ class Sweep:
         seed = input_seed(self.spec.search.seed, problem)
         self.backend.prepare(family, problem, seed)  # the worker builds inputs while the search starts up
         valid = self._valid(named)
-        strategy = self._strategy(named, valid, done)
+        strategy = TimedStrategy(self._strategy(named, valid, done), self.breakdown)
         default = family.default_config(problem)
         if default in set(valid):
             strategy.seed(default)
@@ -361,7 +373,8 @@ class Sweep:
         """Wait for a variant's compile and queue it: on the device, or answered without it."""
         if future is None:
             return _Queued(_Kind.SAME_CONFIG, ask, config)
-        build = future.result()  # a compile past its timeout comes back as a TIMEOUT result
+        with self._stage("compile_wait"):
+            build = future.result()  # a compile past its timeout comes back as a TIMEOUT result
         if build is None:  # replayed: the recording answers for the configuration
             self.backend.submit(self.family, problem, config, None, seed)
             return _Queued(_Kind.DEVICE, ask, config, identity=(canonical_json(config.as_dict()),))
@@ -400,7 +413,8 @@ class Sweep:
         assert item.identity is not None  # DEVICE and SAME_BINARY items carry their identity
         if item.kind is _Kind.SAME_BINARY:  # its twin was queued first, so it is answered by now
             return _twin(binaries[item.identity], item.config)
-        outcome = harness_checked(self.backend.next_outcome())
+        with self._stage("device_wait"):
+            outcome = harness_checked(self.backend.next_outcome())
         if not self.backend.replayed:  # a replayed record's stage times are the recording's
             for stage, seconds in outcome.stage_seconds.items():
                 self.breakdown[stage] = self.breakdown.get(stage, 0.0) + seconds
@@ -479,6 +493,15 @@ class Sweep:
         for r in records:
             counts[r.status.value] = counts.get(r.status.value, 0) + 1
         return ProblemOutcome(named.name, problem, winner, baseline, default, stored, counts, checks)
+
+    @contextmanager
+    def _stage(self, stage: str) -> Iterator[None]:
+        """Adds the wall time of the block to ``breakdown[stage]``."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.breakdown[stage] += time.perf_counter() - start
 
     def _final_stage(self) -> FinalStage:
         return FinalStage(

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -47,6 +48,30 @@ class Strategy(Protocol):
         """The next configuration to evaluate; None when the strategy has no more."""
 
     def tell(self, ask: Ask, record: EvalRecord) -> None: ...
+
+
+class TimedStrategy:
+    """``strategy`` with the wall time of its asks and tells added to ``breakdown["search"]``."""
+
+    def __init__(self, strategy: Strategy, breakdown: dict[str, float]) -> None:
+        self._strategy, self._breakdown = strategy, breakdown
+
+    def seed(self, config: Config) -> None:
+        self._strategy.seed(config)
+
+    def ask(self) -> Ask | None:
+        start = time.perf_counter()
+        try:
+            return self._strategy.ask()
+        finally:
+            self._breakdown["search"] += time.perf_counter() - start
+
+    def tell(self, ask: Ask, record: EvalRecord) -> None:
+        start = time.perf_counter()
+        try:
+            self._strategy.tell(ask, record)
+        finally:
+            self._breakdown["search"] += time.perf_counter() - start
 
 
 class ExhaustiveStrategy:

@@ -5,12 +5,14 @@ invalid configuration, and TPE resumes from logged evaluations."""
 from __future__ import annotations
 
 import itertools
+import time
 
 from strategy_fixtures import SPACE, VALID, cost, drain, is_valid, record
 
 from tunebox.params import TEMPLATE
 from tunebox.records import Status, canonical_json
-from tunebox.search.strategy import ExhaustiveStrategy, RandomStrategy, TpeStrategy, ValidTree
+from tunebox.search.ask import Ask
+from tunebox.search.strategy import ExhaustiveStrategy, RandomStrategy, TimedStrategy, TpeStrategy, ValidTree
 
 
 def test_the_tree_holds_exactly_the_valid_configurations() -> None:
@@ -80,3 +82,23 @@ def test_unrelated_parameters_never_combine() -> None:
     for values in itertools.islice(drain(TpeStrategy(SPACE, VALID, seed=1)), 40):
         assert ("stages" in values) == (values[TEMPLATE] == "ring")
         assert ("vec" in values) == (values[TEMPLATE] == "vector")
+
+
+def test_a_timed_strategy_adds_its_asks_and_tells_to_the_search_stage() -> None:
+    class Slow:
+        def seed(self, config):
+            pass
+
+        def ask(self):
+            time.sleep(0.02)
+            return Ask(None, {"x": 1})
+
+        def tell(self, ask, record):
+            time.sleep(0.01)
+
+    breakdown = {"search": 0.0}
+    timed = TimedStrategy(Slow(), breakdown)
+    ask = timed.ask()
+    assert ask is not None and ask.values == {"x": 1}
+    timed.tell(ask, None)
+    assert 0.03 <= breakdown["search"] < 1.0

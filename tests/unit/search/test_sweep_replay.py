@@ -46,6 +46,8 @@ def test_replay_sweep_stores_replayed_winners(sweep_file, recording, tmp_path):
     assert summary["evaluated"] == result.evaluated == 24 and summary["replayed"] is True
     assert summary["variants_per_second"] == pytest.approx(24 / summary["seconds"])
     assert 0 <= summary["final_seconds"] <= summary["seconds"]  # the finalists' re-timing, in the breakdown
+    waits = [summary[f"{stage}_seconds"] for stage in ("search", "compile_wait", "device_wait")]
+    assert all(0 <= w <= summary["seconds"] for w in waits) and sum(waits) <= summary["seconds"]
 
 
 def test_exhaustive_search_finds_the_optimum_and_never_stores_a_wrong_result(tmp_path):
