@@ -1,5 +1,6 @@
-"""The ``tunebox`` command: tune, query, report, benchmark, ceilings, families, space. The only place that
-prints."""
+"""The ``tunebox`` command: its parser and entry point (``--version``, quiet Ctrl-C and closed pipes,
+errors as one line); ``commands.py`` does each subcommand's work. These two are the only places that
+print."""
 
 from __future__ import annotations
 
@@ -7,247 +8,15 @@ import argparse
 import json
 import logging
 import os
-import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .errors import DeviceUnavailable, SpaceError, TuneboxError
-from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
-from .progress import Progress
-from .records import Status
+from . import commands
+from .errors import TuneboxError
 from .runtime.lookup import ENV_DB, shipped_db
 from .sweep_spec import STRATEGIES
-
-
-def _tune(args: argparse.Namespace) -> int:
-    from .api import tune
-
-    if args.devices is not None:
-        from .search.per_device import parse_devices, run_per_device
-
-        devices = parse_devices(args.devices)
-        if not args.storage:
-            raise SpaceError("--devices runs one worker per GPU of a shared sweep: give --storage postgresql://... too")
-        return run_per_device(args.argv, devices)
-
-    progress = Progress(args.quiet)
-    try:
-        result = tune(
-            Path(args.sweep),
-            backend=args.backend,
-            recording=args.recording,
-            results=args.results,
-            db=args.db,
-            trials=args.trials,
-            seconds=args.seconds,
-            strategy=args.strategy,
-            progress=progress,
-            storage=args.storage,
-            replay_pace=args.replay_pace,
-            heartbeat_s=args.heartbeat,
-            sanitize=args.sanitize,
-        )
-    finally:
-        progress.end()
-    origin = "REPLAYED recorded measurements (no GPU here)" if result.replayed else "measured on the GPU"
-    print(f"sweep {result.name}: {result.evaluated} variants evaluated in {result.seconds:.1f} s, {origin}")
-    for p in result.problems:
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(p.counts.items()))
-        if p.winner is None or p.winner.timing is None:
-            print(f"  {p.name}: no valid variant ({counts})")
-            continue
-        ms = p.winner.timing.median_ms
-        gbps = p.winner.bandwidth_gbps or 0.0
-        rate = (
-            f"{p.winner.tflops:.0f} TFLOP/s ({p.winner.tflops / BF16_TENSOR_TFLOPS:.0%} of the bf16 peak)"
-            if p.winner.tflops
-            else f"{gbps:.0f} GB/s ({gbps / COPY_LIMIT_GBPS:.0%} of copy limit)"
-        )
-        extra = ""
-        if p.default and p.default.timing:
-            extra += f", {p.default.timing.median_ms / ms:.2f}x the default variant"
-        if p.baseline and p.baseline.timing and p.baseline.status is Status.OK:
-            extra += f", {p.baseline.timing.median_ms / ms:.2f}x {p.baseline.baseline}"
-        stored = "stored" if p.stored else "kept the better stored winner"
-        config = " ".join(f"{k}={v}" for k, v in p.winner.config.items())
-        print(f"  {p.name}: {ms:.4f} ms, {rate}{extra}; {stored}\n    {config}\n    statuses: {counts}")
-        for check in p.sanitized:
-            print(f"    compute-sanitizer: {check.describe()}")
-    if result.storage is not None:
-        print(f"  evaluations and winners: {result.storage}\n  winners copied to: {result.db_path}")
-    else:
-        print(f"  evaluation log: {result.log_path}\n  winners: {result.db_path}")
-    if result.breakdown:
-        parts = ", ".join(f"{k} {v:.1f} s" for k, v in result.breakdown.items() if v > 0)
-        print(f"  time by stage: {parts}")
-    return 0
-
-
-def _query(args: argparse.Namespace) -> int:
-    from . import query  # the run-time path: no search or plotting imports
-
-    answer = query(args.family, json.loads(args.problem), db=args.db, device=args.device)
-    print(
-        json.dumps(
-            {
-                "source": answer.source,
-                "config": answer.config,
-                "median_ms": answer.median_ms,
-                "library": answer.library,
-                "library_ms": answer.library_ms,
-                "replayed": answer.replayed,
-                "matched_problem": answer.matched_problem_key,
-                "explanation": answer.explanation,
-            },
-            indent=2,
-        )
-    )
-    return 0
-
-
-def _coverage(args: argparse.Namespace) -> int:
-    from .runtime.coverage import coverage
-    from .runtime.lookup import default_db
-
-    db = args.db or default_db()
-    rows = coverage(db, args.family)
-    print(f"{db}: {len(rows)} tuned problems" + (f" of {args.family}" if args.family else ""))
-    for c in rows:
-        versus = f"{c.ratio:.2f}x {c.library}" if c.ratio is not None else "no library time"
-        origin = ("raced" if c.raced else "swept") + (", replayed" if c.replayed else "")
-        stale = "" if c.current else "  [stale: the family's sources changed; never served as exact]"
-        problem = json.dumps(c.problem, sort_keys=True, separators=(",", ":"))
-        print(f"  {c.family} on {c.device}: {problem}  {c.median_ms:.4g} ms ({origin}), {versus}{stale}")
-    return 0
-
-
-def _report(args: argparse.Namespace) -> int:
-    from .api import report
-
-    files = report(Path(args.sweep), results=args.results, out=args.out, replay=args.replay)
-    print(f"wrote {files.html} and {files.markdown}")
-    return 0
-
-
-def _benchmark(args: argparse.Namespace) -> int:
-    from .benchmark import write_benchmark
-
-    doc = write_benchmark([Path(s) for s in args.sweep], args.results, args.out, args.command)
-    for case in doc["cases"]:
-        ratio = f"{case['ratio']:.2f}x {case['baseline']}" if case["ratio"] else "no baseline"
-        rate = (
-            f"{case['tunebox_tflops']:.0f} TFLOP/s ({case['fraction_of_tensor_peak']:.0%} of the bf16 peak)"
-            if "tunebox_tflops" in case
-            else f"{case['fraction_of_limit']:.0%} of the copy limit"
-        )
-        print(f"{case['name']}: {case['tunebox_ms']:.4f} ms, {rate}, {ratio}")
-    print(f"wrote {args.out}")
-    return 0
-
-
-def _ceilings(args: argparse.Namespace) -> int:
-    from .ceilings import measure, write_ceilings
-
-    sizes = {"copy_bytes": args.copy_bytes, "matmul_size": args.matmul_size}
-    try:
-        ceilings = measure(**{k: v for k, v in sizes.items() if v is not None})
-    except DeviceUnavailable as exc:  # ceilings has no replay: drop the engine's hint to use one
-        raise DeviceUnavailable(_BACKEND_HINT.sub("", str(exc))) from exc
-    write_ceilings(ceilings, args.out, args.command)
-    for c in (ceilings.copy, ceilings.matmul):
-        print(
-            f"{c.name}: {c.timing.median_ms:.4f} ms, {c.rate:.0f} {c.unit} "
-            f"({c.rate / c.assumed:.0%} of the assumed {c.assumed:.0f}), verified {c.verified}"
-        )
-    print(f"wrote {args.out}")
-    return 0
-
-
-_BACKEND_HINT = re.compile(r"\s*[^.;()]*--backend[^.;()]*\.?")
-
-
-def _families(args: argparse.Namespace) -> int:
-    from .families import get, names
-
-    for name in names():
-        family = get(name)
-        print(f"{name}: {len(family.templates)} template(s), {family.space.size()} configurations")
-        print("  problem fields:")
-        for field, meaning in family.operation.fields.items():
-            print(f"    {field:<18} {meaning}")
-        for template, space in family.space.templates:
-            print(f"  template {template}: {space.size()} configurations")
-            for p in space.params:
-                print(f"    {p.name:<18} {list(p.choices)}  {p.doc}")
-    return 0
-
-
-def _space(args: argparse.Namespace) -> int:
-    from .space_report import space_report
-    from .sweep_spec import load_sweep
-
-    spec = load_sweep(Path(args.sweep))
-    print(
-        f"{spec.name} ({spec.family.name}): templates {', '.join(spec.space.names())}; the search proposes "
-        "valid configurations only"
-    )
-    for problem in space_report(spec):
-        print(
-            f"  {problem.name}: {problem.valid} valid of {problem.size} ({problem.valid / problem.size:.1%})"
-            if problem.size
-            else f"  {problem.name}: empty space"
-        )
-        for t in problem.templates:
-            print(f"    {t.template:<10} {t.valid:>7} valid of {t.size:>7} ({t.fraction:.1%})")
-    return 0
-
-
-def _strategies(args: argparse.Namespace) -> int:
-    from .search.strategy_benchmark import DEFAULT_SWEEPS, benchmark
-    from .search.strategy_tables import table
-
-    sweeps = args.sweeps or [Path("spaces") / f"{name}.toml" for name in DEFAULT_SWEEPS]
-    command = " ".join(
-        ["tunebox strategies", f"--seeds {args.seeds}", f"--out {args.out}", f"--budget-factor {args.budget_factor:g}"]
-        + ([f"--plot {args.plot}"] if args.plot else [])
-        + ([f"--sweeps {' '.join(map(str, args.sweeps))}"] if args.sweeps else [])
-        + ([f"--recordings {args.recordings}"] if args.recordings else [])
-        + ([f"--strategies {' '.join(args.strategies)}"] if args.strategies else [])
-        + [f"--kernel-tuner {args.kernel_tuner}"]
-    )
-    kernel_tuner = {"auto": None, "yes": True, "no": False}[args.kernel_tuner]
-    progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
-    doc = benchmark(
-        sweeps,
-        args.out,
-        args.plot,
-        command,
-        recordings=args.recordings,
-        names=args.strategies,
-        seeds=args.seeds,
-        budget_factor=args.budget_factor,
-        jobs=args.jobs or os.cpu_count() or 1,
-        kernel_tuner=kernel_tuner,
-        caches=args.kernel_tuner_caches,
-        progress=progress,
-    )
-    for p in doc["problems"]:
-        partial = "" if p["complete"] else f", partial: {p['n']} of {p['valid']} valid measured"
-        expects = f"random expects {p['random_expectation']:.1f}"
-        print(f"{p['sweep']}/{p['problem']}: n {p['n']}, m {p['m']}, {expects}{partial}")
-        for s in p["strategies"]:
-            if "error" in s:
-                print(f"    {s['strategy']:<32} failed: {s['error']}")
-                continue
-            print(
-                f"    {s['strategy']:<32} {s['mean']:6.1f} +- {s['std']:5.1f} evaluations, "
-                f"ratio {s['ratio_to_random']:.2f}, {s['within_random_expectation']:.0%} within random's expectation"
-            )
-    print(table(doc))
-    print(f"wrote {args.out}" + (f" and {args.plot}" if args.plot else "") + f" in {doc['seconds']:.0f} s")
-    return 0
 
 
 def _version() -> str:
@@ -349,7 +118,7 @@ def parser() -> argparse.ArgumentParser:
         help="run each problem's finalists under compute-sanitizer (memcheck, racecheck, synccheck) before a "
         "winner is stored; a finalist it reports on is never stored (default: off; gpu backend only)",
     )
-    t.set_defaults(run=_tune)
+    t.set_defaults(run=commands.tune)
 
     q = sub.add_parser("query", help="the tuned configuration for a problem")
     q.add_argument("family", help="kernel family (see `tunebox families`)")
@@ -361,14 +130,14 @@ def parser() -> argparse.ArgumentParser:
         f"else {shipped_db()}, the same from any directory)",
     )
     q.add_argument("--device", help="device name (default: the only device in the database)")
-    q.set_defaults(run=_query)
+    q.set_defaults(run=commands.query)
 
     cv = sub.add_parser("coverage", help="the problems a winners database covers, with the library's time beside")
     cv.add_argument("family", nargs="?", help="only this family (default: every family)")
     cv.add_argument(
         "--db", type=Path, help=f"winners database (default: as for query; a raced one: {ENV_DB} or a path)"
     )
-    cv.set_defaults(run=_coverage)
+    cv.set_defaults(run=commands.coverage)
 
     r = sub.add_parser("report", help="HTML + Markdown report of a sweep")
     r.add_argument("sweep", help="sweep file whose results to report")
@@ -379,7 +148,7 @@ def parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=Path("reports"), help="directory for the report's files (default ./reports)"
     )
     r.add_argument("--replay", action="store_true", help="report the replayed sweep even if a live one exists")
-    r.set_defaults(run=_report)
+    r.set_defaults(run=commands.report)
 
     b = sub.add_parser("benchmark", help="benchmark file of live GPU sweeps (winners vs torch)")
     b.add_argument("sweep", nargs="+", help="sweep files whose live results to include")
@@ -388,21 +157,21 @@ def parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--out", type=Path, required=True, help="benchmark file (JSON) to write")
     b.add_argument("--command", required=True, help="the exact command that produced the sweep, recorded")
-    b.set_defaults(run=_benchmark)
+    b.set_defaults(run=commands.benchmark)
 
     c = sub.add_parser("ceilings", help="measure this GPU's copy bandwidth and bf16 matrix-product rate")
     c.add_argument("--out", type=Path, required=True, help="ceilings file (JSON) to write")
     c.add_argument("--command", required=True, help="the exact command that produced the file, recorded")
     c.add_argument("--copy-bytes", type=int, help="bytes copied per launch (default 1 GiB)")
     c.add_argument("--matmul-size", type=int, help="square matrix size (default 8192)")
-    c.set_defaults(run=_ceilings)
+    c.set_defaults(run=commands.ceilings)
 
     f = sub.add_parser("families", help="list kernel families: problem fields, templates and their tunables")
-    f.set_defaults(run=_families)
+    f.set_defaults(run=commands.families)
 
     s = sub.add_parser("space", help="a sweep file's space: size and valid fraction per problem and template")
     s.add_argument("sweep", help="sweep file, e.g. spaces/tile_copy.toml")
-    s.set_defaults(run=_space)
+    s.set_defaults(run=commands.space)
 
     st = sub.add_parser(
         "strategies",
@@ -456,7 +225,7 @@ def parser() -> argparse.ArgumentParser:
     )
     st.add_argument("--jobs", type=int, help="worker processes (default: the CPU count)")
     st.add_argument("--quiet", action="store_true", help="no progress lines (one per problem and strategy)")
-    st.set_defaults(run=_strategies)
+    st.set_defaults(run=commands.strategies)
     return top
 
 
