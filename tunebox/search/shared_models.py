@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 import optuna
-from optuna.trial import Trial, TrialState, create_trial
+from optuna.trial import TrialState
 
 from ..params import Config, TemplateSpaces, Value
-from ..records import EvalRecord, Status
+from ..records import EvalRecord
 from .strategy import Ask, ValidTree
 from .surrogate import SurrogateStrategy
 
@@ -39,24 +39,15 @@ class TpeModel:
         self.study = optuna.create_study(sampler=optuna.samplers.TPESampler(seed=seed), direction="minimize")
 
     def learn(self, record: EvalRecord) -> None:
-        path = self.tree.walk(record.config)
-        if path is None:
-            return
-        ok = record.status is Status.OK and record.timing is not None
-        self.study.add_trial(
-            create_trial(
-                params={name: value for name, (value, _) in path.items()},
-                distributions={name: dist for name, (_, dist) in path.items()},
-                value=record.timing.median_ms if ok and record.timing else None,
-                state=TrialState.COMPLETE if ok else TrialState.PRUNED,
-            )
-        )
+        trial = self.tree.finished_trial(record)
+        if trial is not None:
+            self.study.add_trial(trial)
 
     def propose(self) -> dict[str, Value] | None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             trial = self.study.ask()
-            values = _sample(trial, self.tree)
+            values = self.tree.suggest(trial)
             self.study.tell(trial, state=TrialState.FAIL)
         return values
 
@@ -86,15 +77,3 @@ def shared_model(
     if strategy == "surrogate":
         return SurrogateModel(space, valid, seed, first)
     return None
-
-
-def _sample(trial: Trial, tree: ValidTree) -> dict[str, Value]:
-    """The tree's decisions, template first, as ``trial`` suggests them."""
-    node, template, values = tree.root, None, {}
-    while node.children:
-        name, dist = tree.distribution(template, node)
-        value: Any = trial.suggest_categorical(name, dist.choices)
-        values[node.name] = value
-        template = template or str(value)
-        node = node.children[value]
-    return values

@@ -157,6 +157,29 @@ class ValidTree:
             node = node.children[value]
         return path
 
+    def suggest(self, trial: Trial) -> dict[str, Value]:
+        """The configuration ``trial`` suggests, decision by decision (template first)."""
+        node, template, values = self.root, None, {}
+        while node.children:
+            name, dist = self.distribution(template, node)
+            value: Any = trial.suggest_categorical(name, dist.choices)
+            values[node.name] = value
+            template = template or str(value)
+            node = node.children[value]
+        return values
+
+    def finished_trial(self, record: EvalRecord) -> FrozenTrial | None:
+        """An evaluation as a finished trial (complete with its median, pruned when it failed); None
+        when the tree does not hold its configuration."""
+        path = self.walk(record.config)
+        if path is None:
+            return None
+        params = {name: value for name, (value, _) in path.items()}
+        distributions = {name: dist for name, (_, dist) in path.items()}
+        if record.status is Status.OK and record.timing is not None:
+            return create_trial(params=params, distributions=distributions, value=record.timing.median_ms)
+        return create_trial(params=params, distributions=distributions, state=TrialState.PRUNED)
+
 
 class TpeStrategy:
     """Optuna's TPE over the valid-configuration tree, primed with the evaluations already logged.
@@ -186,16 +209,12 @@ class TpeStrategy:
         self.study.add_trials([t for t in map(self._past_trial, history) if t is not None])
 
     def _past_trial(self, record: EvalRecord) -> FrozenTrial | None:
-        """A logged evaluation as a finished trial; None when the tree does not hold its config."""
-        path = self.tree.walk(record.config)
-        if path is None:
-            return None
-        self._given.add(canonical_json(record.config))
-        params = {name: value for name, (value, _) in path.items()}
-        distributions = {name: dist for name, (_, dist) in path.items()}
-        if record.status is Status.OK and record.timing is not None:
-            return create_trial(params=params, distributions=distributions, value=record.timing.median_ms)
-        return create_trial(params=params, distributions=distributions, state=TrialState.PRUNED)
+        """A logged evaluation as a finished trial, its configuration given; None when the tree does
+        not hold it."""
+        trial = self.tree.finished_trial(record)
+        if trial is not None:
+            self._given.add(canonical_json(record.config))
+        return trial
 
     def seed(self, config: Config) -> None:
         self._enqueue(config.as_dict())
@@ -207,14 +226,7 @@ class TpeStrategy:
 
     def _sample(self) -> tuple[Trial, dict[str, Value]]:
         trial = self.study.ask()
-        node, template, values = self.tree.root, None, {}
-        while node.children:
-            name, dist = self.tree.distribution(template, node)
-            value: Any = trial.suggest_categorical(name, dist.choices)
-            values[node.name] = value
-            template = template or str(value)
-            node = node.children[value]
-        return trial, values
+        return trial, self.tree.suggest(trial)
 
     def ask(self) -> Ask | None:
         if not self.tree:
