@@ -78,7 +78,19 @@ def md_section(section: Section) -> str:
     return "\n\n".join(parts)
 
 
-def file_notes(files: ReportFiles, images: list[tuple[Path, str]]) -> list[tuple[str, str]]:
+@dataclass(frozen=True)
+class Page:
+    """What both pages show: the title, the headline lines, the sections, the plots (file, caption)
+    and a note after the plots (empty: none)."""
+
+    title: str
+    headline: tuple[str, ...]
+    sections: tuple[Section, ...]
+    images: tuple[tuple[Path, str], ...]
+    note: str
+
+
+def file_notes(files: ReportFiles, images: tuple[tuple[Path, str], ...]) -> list[tuple[str, str]]:
     notes = [
         (files.html.name, "this report as one self-contained page (plots embedded)"),
         (files.markdown.name, "this report in Markdown (plots linked)"),
@@ -86,14 +98,8 @@ def file_notes(files: ReportFiles, images: list[tuple[Path, str]]) -> list[tuple
     return notes + [(image.name, caption) for image, caption in images]
 
 
-def write_html(
-    files: ReportFiles,
-    title: str,
-    headline: tuple[str, ...],
-    sections: list[Section],
-    images: list[tuple[Path, str]],
-    note: str,
-) -> None:
+def write_html(files: ReportFiles, page: Page) -> None:
+    title, headline, sections, images, note = page.title, page.headline, page.sections, page.images, page.note
     figures = "\n".join(
         f'<figure><img alt="{html.escape(caption)}" src="data:image/png;base64,'
         f'{base64.b64encode(image.read_bytes()).decode("ascii")}"><figcaption>{html.escape(caption)}'
@@ -116,14 +122,8 @@ def write_html(
     )
 
 
-def write_markdown(
-    files: ReportFiles,
-    title: str,
-    headline: tuple[str, ...],
-    sections: list[Section],
-    images: list[tuple[Path, str]],
-    note: str,
-) -> None:
+def write_markdown(files: ReportFiles, page: Page) -> None:
+    title, headline, sections, images, note = page.title, page.headline, page.sections, page.images, page.note
     parts = [f"# {md_cell(title)}", *(md_cell(text) for text in headline)]
     parts += [md_section(section) for section in sections]
     parts.append("## Plots\n\n" + "\n\n".join(f"![{caption}]({image.name})" for image, caption in images))

@@ -18,7 +18,7 @@ from .data import (
     status_frame,
     winners_frame,
 )
-from .pages import ReportFiles, write_html, write_markdown
+from .pages import Page, ReportFiles, write_html, write_markdown
 from .plots import plot_bandwidth, plot_history, plot_roofline, plot_speedup
 from .tables import (
     Section,
@@ -87,7 +87,8 @@ def build_report(inputs: ReportInputs, out_dir: Path, title: str) -> ReportFiles
     ]
     headline = headline_of(events, counts(inputs), inputs)
     files = ReportFiles(out_dir / f"{stem}.html", out_dir / f"{stem}.md", tuple(p for p, _ in images))
-    write_html(files, title, headline, sections, images, note)
-    write_markdown(files, title, headline, sections, images, note)
+    page = Page(title, headline, tuple(sections), tuple(images), note)
+    write_html(files, page)
+    write_markdown(files, page)
     log.info("wrote %s report for %d problem(s): %s", stem, len(winners), ", ".join(str(p) for p in files.all))
     return files
