@@ -30,6 +30,9 @@ class SearchSettings:
     seconds: float = 3600.0  # wall-clock budget of the whole sweep
     seed: int = 0
     finalists: int = 3  # top variants re-timed interleaved before a winner is declared
+    # a variant whose three probe samples are all slower than this multiple of the problem's best median
+    # so far keeps them as its measurement, untimed further (0: every variant timed in full)
+    cutoff: float = 1.5
 
 
 @dataclass(frozen=True)
@@ -114,6 +117,13 @@ def search_settings(data: Mapping[str, Any], where: str) -> SearchSettings:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if type(value) not in kinds or type(value) is float and not math.isfinite(value) or value < low:
             raise SpaceError(f"{where}: search.{field} must be a number >= {low}, got {_shown(value)}")
+    cutoff = settings.cutoff
+    finite = type(cutoff) is int or type(cutoff) is float and math.isfinite(cutoff)
+    if not finite or not (cutoff == 0 or cutoff >= 1):
+        raise SpaceError(
+            f"{where}: search.cutoff must be 0 (time every variant in full) or a number >= 1 (a multiple of "
+            f"the best time so far), got {_shown(cutoff)}"
+        )
     return settings
 
 

@@ -69,6 +69,7 @@ class StandInSession:
         self.wrong, self.launch_error, self.prepare_error = wrong, launch_error, prepare_error
         self.clock_reader = clock_reader  # a ClockReader, or None as where NVML is missing
         self.batches = 0
+        self.benches: list = []  # the BenchConfig of each timing asked for
         self.launches = 0
         self.stream = SimpleNamespace(sync=lambda: None, handle=0)
 
@@ -94,6 +95,7 @@ class StandInSession:
     def time_interleaved(self, launches, bench, deciding=None, observe=lambda: None):
         """One round of ``bench.min_samples`` samples of 1, 2, ... ms; the clocks observed before and after."""
         self.deciding = deciding
+        self.benches.append(bench)
         self.batches += 1
         observe()
         for fn in launches:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import math
 import os
 import subprocess
 import sys
@@ -320,6 +321,19 @@ def test_integers_too_large_to_print_are_refused_with_a_tunebox_error() -> None:
             space_slice(family, {family.space.templates[0][1].params[0].name: [HUGE]}, "sweep.toml")
     with pytest.raises(SpaceError, match="search.seed must be a number >= 0, got int too large to print"):
         search_settings({"seed": -HUGE}, "sweep.toml")
+
+
+@pytest.mark.parametrize(
+    "value", [0.5, -1, math.nan, math.inf, "1.5", True, -HUGE], ids=["half", "-1", "nan", "inf", "str", "bool", "-huge"]
+)
+def test_a_cutoff_below_one_or_not_a_number_is_refused(value: object) -> None:
+    with pytest.raises(SpaceError, match=r"search.cutoff must be 0 \(time every variant in full\) or a number >= 1"):
+        search_settings({"cutoff": value}, "sweep.toml")
+
+
+@pytest.mark.parametrize("value", [0, 1, 1.5, HUGE], ids=["0", "1", "1.5", "huge"])
+def test_cutoffs_of_zero_or_from_one_are_taken(value: float) -> None:
+    assert search_settings({"cutoff": value}, "sweep.toml").cutoff == value
 
 
 @pytest.mark.parametrize("key", ["budget", "1"])

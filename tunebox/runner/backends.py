@@ -40,10 +40,17 @@ class Backend(Protocol):
         for all (a GPU); a recording's recorded ones (ReplayMiss when it never saw the problem)."""
 
     def submit(
-        self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None, seed: int
+        self,
+        family: Family[Any],
+        problem: Problem,
+        config: Config,
+        build: BuildResult | None,
+        seed: int,
+        cutoff_ms: float | None = None,
     ) -> None:
-        """Queue an evaluation (verify, then screen-time); ``build`` is None on replay, which compiles
-        nothing. Raises ReplayMiss when a recording has no answer."""
+        """Queue an evaluation (verify, then screen-time; with ``cutoff_ms``, a variant whose probe
+        samples are all slower keeps them: ``EvaluateJob``); ``build`` is None on replay, which
+        compiles nothing and answers as recorded. Raises ReplayMiss when a recording has no answer."""
 
     def next_outcome(self) -> Outcome:
         """The outcome of the oldest queued evaluation."""
@@ -74,13 +81,16 @@ class GpuBackend:
         self._preparing += 1
 
     def submit(
-        self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None, seed: int
+        self,
+        family: Family[Any],
+        problem: Problem,
+        config: Config,
+        build: BuildResult | None,
+        seed: int,
+        cutoff_ms: float | None = None,
     ) -> None:
-        self.runner.submit(
-            EvaluateJob(
-                family.name, problem.to_dict(), variant_of(family, problem, config, _compiled(build)), SCREEN, seed
-            )
-        )
+        variant = variant_of(family, problem, config, _compiled(build))
+        self.runner.submit(EvaluateJob(family.name, problem.to_dict(), variant, SCREEN, seed, cutoff_ms=cutoff_ms))
 
     def next_outcome(self) -> Outcome:
         """The next evaluation's outcome; worker seconds spent preparing ahead are added to its
@@ -205,7 +215,13 @@ class ReplayBackend:
         return self._index.get((family.name, problem.key(), canonical_json(config), phase))
 
     def submit(
-        self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None, seed: int
+        self,
+        family: Family[Any],
+        problem: Problem,
+        config: Config,
+        build: BuildResult | None,
+        seed: int,
+        cutoff_ms: float | None = None,
     ) -> None:
         record = self._find(family, problem, config.as_dict(), "screen")
         if record is None:

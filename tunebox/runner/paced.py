@@ -41,9 +41,15 @@ class PacedReplay:
         return self.inner.answerable(family, problem)
 
     def submit(
-        self, family: Family[Any], problem: Problem, config: Config, build: BuildResult | None, seed: int
+        self,
+        family: Family[Any],
+        problem: Problem,
+        config: Config,
+        build: BuildResult | None,
+        seed: int,
+        cutoff_ms: float | None = None,
     ) -> None:
-        self.inner.submit(family, problem, config, build, seed)
+        self.inner.submit(family, problem, config, build, seed, cutoff_ms)
         self._submitted.append(time.monotonic())
 
     def next_outcome(self) -> Outcome:

@@ -67,7 +67,9 @@ class PrepareJob:
 
 @dataclass(frozen=True)
 class EvaluateJob:
-    """Verify one variant against the reference, then time it (if ``time`` is set)."""
+    """Verify one variant against the reference, then time it (if ``time`` is set). With
+    ``cutoff_ms``, a ``PROBE`` first: a variant whose fastest probe sample is slower (ms) keeps the
+    probe as its measurement."""
 
     family: str
     problem: dict[str, Any]
@@ -75,6 +77,7 @@ class EvaluateJob:
     bench: BenchConfig
     input_seed: int
     time: bool = True
+    cutoff_ms: float | None = None
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,10 @@ events with the L2 cache flushed before it. It stops after a round once the rela
 deviation is at most ``max_noise`` and at least ``min_gpu_seconds`` of kernel time were measured,
 or when ``max_samples`` or ``max_seconds`` of wall time are reached (then the noise is recorded as
 it is). Warm-up launches (``warmup``) are never timed.
+
+A sweep's screening may first take a ``PROBE`` (three flushed samples): a variant whose fastest probe
+sample is slower than the sweep's cut-off (a multiple of the problem's best median so far) keeps those
+three samples as its measurement and is not timed further.
 """
 
 from __future__ import annotations
@@ -24,8 +28,8 @@ class BenchConfig:
     warmup: int = 1
 
     def __post_init__(self) -> None:
-        if self.min_samples < 10 or self.max_samples < self.min_samples:
-            raise ValueError("need 10 <= min_samples <= max_samples")
+        if self.min_samples < 3 or self.max_samples < self.min_samples:
+            raise ValueError("need 3 <= min_samples <= max_samples (a median of fewer is one sample)")
 
     def done(self, samples_ms: list[float], elapsed_s: float) -> bool:
         """Whether to stop after a round that brought the samples to ``samples_ms``."""
@@ -39,6 +43,10 @@ class BenchConfig:
 
 SCREEN = BenchConfig()
 """Every variant: quick, at least 10 flushed samples."""
+
+PROBE = BenchConfig(min_samples=3, max_samples=3, warmup=0)
+"""A screened variant's first three samples, against the sweep's cut-off (the verification launch
+before them is the warm-up)."""
 
 FINAL = BenchConfig(min_samples=20, max_samples=500, max_noise=0.005, min_gpu_seconds=0.05, max_seconds=5.0)
 """Finalists, re-timed interleaved before a winner is declared (nvbench-like rule)."""

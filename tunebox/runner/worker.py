@@ -8,6 +8,7 @@ canary (the compare kernel on a known input) passed, then one ``Outcome`` (or a 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -28,7 +29,7 @@ from .ceiling_runs import measure_ceilings
 from .clocks import retake_throttled
 from .cuda_errors import classify
 from .protocol import CeilingsJob, EvaluateJob, Outcome, PrepareJob, RetimeJob, failed_reply
-from .timing import BenchConfig
+from .timing import PROBE, BenchConfig
 
 if TYPE_CHECKING:
     from .gpu_session import GpuSession, ProblemState
@@ -125,7 +126,15 @@ def _evaluate(session: GpuSession, job: EvaluateJob) -> Outcome:
     if not job.time:
         return Outcome(Status.OK, metrics=metrics, stage_seconds=stages)
     t0 = time.perf_counter()
-    (samples,), clocks = _timed(session, [launch], job.bench)
+    if job.cutoff_ms is not None:
+        (samples,), clocks = _timed(session, [launch], PROBE)
+        if min(samples) > job.cutoff_ms:
+            stages["time"] = time.perf_counter() - t0
+            cut = f"cut off after {len(samples)} samples (fastest {min(samples):.4g} ms > {job.cutoff_ms:.4g} ms)"
+            note = "; ".join(filter(None, (cut, _note(clocks))))
+            return Outcome(Status.OK, note, samples, metrics, stage_seconds=stages, clocks=clocks)
+    # the verification launch was the warm-up
+    (samples,), clocks = _timed(session, [launch], dataclasses.replace(job.bench, warmup=0))
     stages["time"] = time.perf_counter() - t0
     return Outcome(Status.OK, _note(clocks), samples, metrics, stage_seconds=stages, clocks=clocks)
 

@@ -338,7 +338,8 @@ class DistributedSweep(Sweep):
                 while compiling and sum(q.kind is _Kind.DEVICE for _, q in inflight) < self.settings.device_queue:
                     trial_id, values, config, future = compiling.popleft()
                     queued = deque(q for _, q in inflight)
-                    item = self._dispatch(problem, Ask(None, values), config, future, seed, state.binaries, queued)
+                    ask, cutoff = Ask(None, values), self._cutoff(state.best)
+                    item = self._dispatch(problem, ask, config, future, seed, state.binaries, queued, cutoff)
                     inflight.append((trial_id, item))
                 if inflight:
                     trial_id, item = inflight.popleft()

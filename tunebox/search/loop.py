@@ -271,7 +271,7 @@ class Sweep:
                 inflight.add(key)
                 compiling.append((ask, config, self._build(problem, config)))
             while accepting and compiling and sum(q.kind is _Kind.DEVICE for q in queued) < self.settings.device_queue:
-                queued.append(self._dispatch(problem, *compiling.popleft(), seed, binaries, queued))
+                queued.append(self._dispatch(problem, *compiling.popleft(), seed, binaries, queued, self._cutoff(best)))
             if not queued:
                 break
             item = queued.popleft()
@@ -360,6 +360,12 @@ class Sweep:
             self._tracker_started = True
         return _ctrl_c_to_main_thread_only()
 
+    def _cutoff(self, best_ms: float | None) -> float | None:
+        """The screening cut-off (ms) given the problem's best median so far: none before the first
+        timing or with ``cutoff = 0``."""
+        factor = self.spec.search.cutoff
+        return best_ms * factor if best_ms is not None and factor else None
+
     def _dispatch(
         self,
         problem: Problem,
@@ -369,8 +375,10 @@ class Sweep:
         seed: int,
         binaries: dict[_Identity, EvalRecord],
         queued: deque[_Queued],
+        cutoff_ms: float | None,
     ) -> _Queued:
-        """Wait for a variant's compile and queue it: on the device, or answered without it."""
+        """Wait for a variant's compile and queue it: on the device (timed in full unless its probe is
+        slower than ``cutoff_ms``), or answered without it."""
         if future is None:
             return _Queued(_Kind.SAME_CONFIG, ask, config)
         with self._stage("compile_wait"):
@@ -392,7 +400,7 @@ class Sweep:
             return _Queued(_Kind.KNOWN, ask, config, record=_twin(binaries[identity], config))
         if any(q.kind is _Kind.DEVICE and q.identity == identity for q in queued):
             return _Queued(_Kind.SAME_BINARY, ask, config, identity=identity)
-        self.backend.submit(self.family, problem, config, build, seed)
+        self.backend.submit(self.family, problem, config, build, seed, cutoff_ms)
         return _Queued(_Kind.DEVICE, ask, config, identity=identity)
 
     def _complete(

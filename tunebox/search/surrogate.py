@@ -8,8 +8,10 @@ template (one-hot). With ``ratios``, every pair of log-scaled parameters of a te
 sum and difference (bytes per block, rows per thread: what sets a kernel's shape), scaled to [0, 1].
 
 The model is a Gaussian process (Matern 5/2, one length scale, constant mean) on the standardised
-log of the measured times; its length scale and noise are picked per proposal by marginal
-likelihood from a small grid. A proposal maximises expected improvement over the valid
+log of the measured times; its length scale and noise are picked by marginal likelihood from a small
+grid, searched at every answer while answers are few and whenever they grew by 10% later (between,
+the model refits at the last pair: one factorisation, so a proposal stays a few milliseconds at
+hundreds of answers). A proposal maximises expected improvement over the valid
 configurations not yet evaluated, so every proposal is valid and new. Before the model: the seeded
 configurations (warm start: past winners, the family default) in the order given, then a
 space-filling design (the first at random, each next one the farthest from all those so far) until
@@ -36,6 +38,8 @@ from .ask import Ask
 
 LENGTH_SCALES = (0.1, 0.2, 0.4, 0.8, 1.6)  # in units of the feature cube's diagonal / sqrt(dims)
 NOISES = (1e-4, 1e-2, 1e-1)  # variance of the standardised log-time
+GRID_EVERY_UNTIL = 30  # answers up to which every fit searches the (length scale, noise) grid
+GRID_GROWTH = 1.1  # later, the grid is searched again once the answers grew by this factor
 
 
 @dataclass(frozen=True)
@@ -97,51 +101,80 @@ def features(space: TemplateSpaces, configs: Sequence[Config], ratios: bool = Tr
     return x[:, x.max(axis=0) > x.min(axis=0)]
 
 
-def _matern(a: np.ndarray, b: np.ndarray, scale: float) -> np.ndarray:
+def _squared_distances(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     squared = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
-    d = np.sqrt(np.maximum(squared, 0.0)) * (math.sqrt(5.0) / scale)
+    return np.asarray(np.maximum(squared, 0.0), dtype=float)
+
+
+def _matern(squared: np.ndarray, scale: float) -> np.ndarray:
+    """Matern 5/2 of squared distances at length ``scale``."""
+    d = np.sqrt(squared) * (math.sqrt(5.0) / scale)
     return np.asarray((1.0 + d + d * d / 3.0) * np.exp(-d), dtype=float)
 
 
 @dataclass(frozen=True)
 class _Fit:
+    """A Gaussian process on standardised ``y``: ``inverse`` is the inverse of the Cholesky factor of
+    the kernel matrix (noise included), ``alpha`` the kernel matrix's inverse times z."""
+
     scale: float
-    chol: np.ndarray
+    noise: float
+    inverse: np.ndarray
     alpha: np.ndarray
     mean: float
     std: float
 
 
-def _fit(x: np.ndarray, y: np.ndarray, dims: int) -> _Fit:
-    """The grid's (length scale, noise) of highest marginal likelihood on standardised ``y``."""
+def _fit_at(squared: np.ndarray, z: np.ndarray, scale: float, noise: float) -> tuple[float, np.ndarray] | None:
+    """(log marginal likelihood, inverse Cholesky factor) at one (length scale, noise); None when the
+    kernel matrix does not factorise."""
+    k = _matern(squared, scale) + (noise + 1e-8) * np.eye(len(z))
+    try:
+        chol = np.linalg.cholesky(k)
+    except np.linalg.LinAlgError:
+        return None
+    inverse = np.linalg.inv(chol)
+    w = inverse @ z
+    return -0.5 * float(w @ w) - float(np.log(np.diag(chol)).sum()), inverse
+
+
+def _fit(x: np.ndarray, y: np.ndarray, dims: int, hyper: tuple[float, float] | None = None) -> _Fit:
+    """The process on standardised ``y`` at ``hyper`` (length scale, noise), or, without it, at the
+    grid's pair of highest marginal likelihood."""
     mean, std = float(y.mean()), float(y.std()) or 1.0
     z = (y - mean) / std
-    best: tuple[float, _Fit] | None = None
+    squared = _squared_distances(x, x)
     root = math.sqrt(max(dims, 1))
-    for s, noise in itertools.product(LENGTH_SCALES, NOISES):
-        k = _matern(x, x, s * root) + (noise + 1e-8) * np.eye(len(x))
-        try:
-            chol = np.linalg.cholesky(k)
-        except np.linalg.LinAlgError:
-            continue
-        alpha = np.linalg.solve(chol.T, np.linalg.solve(chol, z))
-        evidence = -0.5 * float(z @ alpha) - float(np.log(np.diag(chol)).sum())
-        if best is None or evidence > best[0]:
-            best = (evidence, _Fit(s * root, chol, alpha, mean, std))
-    assert best is not None  # the largest noise always factorises
-    return best[1]
+    grid = [hyper] if hyper else [(s * root, noise) for s, noise in itertools.product(LENGTH_SCALES, NOISES)]
+    best: tuple[float, float, float, np.ndarray] | None = None
+    for scale, noise in grid:
+        fitted = _fit_at(squared, z, scale, noise)
+        if fitted is not None and (best is None or fitted[0] > best[0]):
+            best = (fitted[0], scale, noise, fitted[1])
+    if best is None:  # the stored pair no longer factorises: search the grid (its largest noise always does)
+        return _fit(x, y, dims)
+    _, scale, noise, inverse = best
+    return _Fit(scale, noise, inverse, inverse.T @ (inverse @ z), mean, std)
 
 
 def _expected_improvement(fit: _Fit, x: np.ndarray, candidates: np.ndarray, best: float, xi: float) -> np.ndarray:
-    k = _matern(candidates, x, fit.scale)
+    k = _matern(_squared_distances(candidates, x), fit.scale)
     mu = k @ fit.alpha
-    v = np.linalg.solve(fit.chol, k.T)
+    v = fit.inverse @ k.T
     sigma = np.sqrt(np.maximum(1.0 - (v * v).sum(axis=0), 1e-12))
     gap = (best - fit.mean) / fit.std - mu - xi
     u = gap / sigma
     cdf = 0.5 * (1.0 + np.vectorize(math.erf)(u / math.sqrt(2.0)))
     pdf = np.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
     return np.asarray(gap * cdf + sigma * pdf, dtype=float)
+
+
+def _grid_due(answers: int, last_grid: int) -> bool:
+    """Whether the (length scale, noise) grid is searched again at ``answers`` answers, the last search
+    having seen ``last_grid``: at every answer up to GRID_EVERY_UNTIL, then whenever the answers grew by
+    GRID_GROWTH since (in between, the model refits at the pair chosen last: one factorisation instead
+    of the grid's fifteen)."""
+    return answers <= GRID_EVERY_UNTIL or answers >= last_grid * GRID_GROWTH
 
 
 class SurrogateStrategy:
@@ -167,6 +200,7 @@ class SurrogateStrategy:
         self._x = features(space, self.configs, options.ratios)
         self._rng = np.random.default_rng(seed)
         self._model: tuple[bytes, _Fit] | None = None  # the last fit and the answers it knew
+        self._grid_at = 0  # answers the last search of the (length scale, noise) grid saw
         self._queue: list[int] = []
         self._given: set[int] = set()
         self._times: dict[int, float] = {}  # evaluated: log ms (inf: failed)
@@ -224,7 +258,11 @@ class SurrogateStrategy:
         x = self._x[told]
         known = np.asarray(told).tobytes() + y.tobytes()
         if self._model is None or self._model[0] != known:  # asks between two answers share one fit
-            self._model = (known, _fit(x, y, self._x.shape[1]))
+            previous = self._model[1] if self._model else None
+            if previous is None or _grid_due(len(told), self._grid_at):
+                self._model, self._grid_at = (known, _fit(x, y, self._x.shape[1])), len(told)
+            else:
+                self._model = (known, _fit(x, y, self._x.shape[1], (previous.scale, previous.noise)))
         fit = self._model[1]
         ei = _expected_improvement(fit, x, self._x[left], min(finite.values()), self.options.xi)
         return self._tie(left, ei)

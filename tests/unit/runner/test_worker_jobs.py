@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import pytest
 from stand_in_workers import METRICS, StandInSession
@@ -11,19 +12,38 @@ from tunebox.families.base import LaunchGeometry
 from tunebox.records import Status
 from tunebox.runner import worker
 from tunebox.runner.protocol import EvaluateJob, Outcome, RetimeJob, Variant
-from tunebox.runner.timing import SCREEN
+from tunebox.runner.timing import PROBE, SCREEN
 
 VARIANT = Variant(b"cubin", "k", LaunchGeometry((1, 1, 1), (32, 1, 1), 0), ())
 
 
-def evaluate(session, time=True):
-    return worker.handle(session, EvaluateJob("tile_copy", {}, VARIANT, SCREEN, 0, time=time))
+def evaluate(session, time=True, cutoff_ms=None):
+    return worker.handle(session, EvaluateJob("tile_copy", {}, VARIANT, SCREEN, 0, time=time, cutoff_ms=cutoff_ms))
 
 
 def test_a_correct_variant_is_verified_then_timed():
-    outcome = evaluate(StandInSession())
+    session = StandInSession()
+    outcome = evaluate(session)
     assert outcome.status is Status.OK and len(outcome.samples_ms) == 10 and outcome.metrics == METRICS
     assert set(outcome.stage_seconds) == {"prepare", "verify", "time"} and not outcome.fatal
+    # the verification launch warmed the variant: the timing adds no warm-up launch
+    assert session.benches == [replace(SCREEN, warmup=0)] and session.launches == 2
+
+
+def test_a_variant_slower_than_the_cutoff_keeps_its_probe():
+    """The stand-in's samples are 1, 2, 3, ... ms: the probe's fastest is 1 ms."""
+    session = StandInSession()
+    outcome = evaluate(session, cutoff_ms=0.9)
+    assert outcome.status is Status.OK and outcome.samples_ms == (1.0, 2.0, 3.0)
+    assert "cut off after 3 samples (fastest 1 ms > 0.9 ms)" in outcome.message
+    assert session.benches == [PROBE] and "time" in outcome.stage_seconds
+
+
+def test_a_variant_within_the_cutoff_is_timed_in_full():
+    session = StandInSession()
+    outcome = evaluate(session, cutoff_ms=1.0)
+    assert len(outcome.samples_ms) == 10 and "cut off" not in outcome.message
+    assert session.benches == [PROBE, replace(SCREEN, warmup=0)]
 
 
 def test_a_wrong_variant_is_never_timed():

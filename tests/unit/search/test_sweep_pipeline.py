@@ -74,6 +74,7 @@ class QueueBackend:
     def __init__(self) -> None:
         self.queue: deque[str] = deque()
         self.submitted: list[str] = []
+        self.cutoffs: list[float | None] = []  # the screening cut-off of each submission
         self.deepest = 0
         self.prepared_before_first_submit = 0
 
@@ -83,9 +84,10 @@ class QueueBackend:
     def prepare(self, family, problem, seed) -> None:
         self.prepared_before_first_submit += not self.submitted
 
-    def submit(self, family, problem, config, build, seed) -> None:
+    def submit(self, family, problem, config, build, seed, cutoff_ms=None) -> None:
         self.queue.append(config.label())
         self.submitted.append(config.label())
+        self.cutoffs.append(cutoff_ms)
         self.deepest = max(self.deepest, len(self.queue))
 
     def next_outcome(self) -> Outcome:
@@ -133,6 +135,20 @@ def test_the_next_evaluation_is_queued_while_one_runs(tmp_path):
     assert 0 < summary["first_answer_seconds"] <= summary["seconds"] - summary["steady_seconds"]
     answered = [Config(tuple(sorted(r.config.items()))).label() for r in records if r.status is Status.OK]
     assert answered == backend.submitted  # logged in the order the device answered
+
+
+def test_the_cutoff_follows_the_best_time_so_far(tmp_path):
+    """No cut-off before the first answer (two submitted at once); then 1.5 x its 1.0 ms."""
+    backend, _, _ = sweep(tmp_path, StubBuilder(distinct=True))
+    assert backend.cutoffs == [None, None, 1.5, 1.5]
+
+
+def test_cutoff_zero_times_every_variant_in_full(tmp_path):
+    (tmp_path / "queue.toml").write_text(SWEEP.replace("[search]", "[search]\ncutoff = 0"))
+    backend = QueueBackend()
+    spec = load_sweep(tmp_path / "queue.toml")
+    Sweep(spec, backend, StubBuilder(distinct=True), tmp_path / "o", tmp_path / "w").run()
+    assert backend.cutoffs == [None] * 4
 
 
 def test_a_logged_config_the_space_no_longer_holds_is_never_a_finalist(tmp_path):

@@ -67,7 +67,7 @@ class Device:
     def prepare(self, family, problem, seed) -> None:
         pass
 
-    def submit(self, family, problem, config, build, seed) -> None:
+    def submit(self, family, problem, config, build, seed, cutoff_ms=None) -> None:
         self.queue.append(config.as_dict()["fault"])
 
     def _timed(self, fault: str) -> Outcome:
