@@ -1,7 +1,8 @@
 """gemm's template ``persistent`` on the GPU, verified by the worker against the float64 reference
 within the family's tolerance (NaN never passes; D's padding columns must still hold poison): ragged,
-tiny (1 x 1 x 1), decode and large shapes, odd leading dimensions (D's rows unaligned: the direct
-epilogue; aligned: TMA stores clipped at D's edges), alpha and ReLU, bfloat16 and float32 output, both
+tiny (1 x 1 x 1), decode and large shapes, odd leading dimensions (D's rows or N not in 16-byte
+chunks: the direct epilogue only; else TMA stores too, clipped at M and at N with D's padding beyond
+untouched), alpha and ReLU, bfloat16 and float32 output, both
 schedules; blocks taking many tiles (the ring's phases across tiles, pingpong consumers with unequal
 tile counts); a sabotaged variant (the last K step dropped) is rejected; the torch baseline times beside
 it."""
@@ -20,8 +21,10 @@ pytestmark = pytest.mark.gpu
 GEMM = get("gemm")
 SHAPES = [
     {"M": 1, "N": 1, "K": 1, "lda": 8, "ldb": 8, "ldd": 8},
+    {"M": 3, "N": 8, "K": 1, "lda": 8, "ldb": 8, "ldd": 32},  # TMA stores of one 16-byte chunk a row
     {"M": 65, "N": 97, "K": 73, "lda": 80, "ldb": 104, "ldd": 104},
-    {"M": 4099, "N": 4097, "K": 4095, "lda": 4096, "ldb": 4104, "ldd": 4104},  # ragged, TMA stores clip
+    {"M": 4099, "N": 4097, "K": 4095, "lda": 4096, "ldb": 4104, "ldd": 4104},  # ragged N: direct stores
+    {"M": 4099, "N": 4104, "K": 4095, "lda": 4096, "ldb": 4104, "ldd": 4112},  # ragged M: TMA stores clip
     {"M": 4099, "N": 4097, "K": 4095, "lda": 4104, "ldb": 4112, "ldd": 4097},  # odd ldd: direct stores
     {"M": 16, "N": 4096, "K": 4096},  # decode
     {"M": 3000, "N": 5000, "K": 1000},

@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..records import EvalRecord, Status, Timing, canonical_json
+from .loop import LoopSettings
 from .replay_problems import ReplayProblem, StrategyRun, Trace
 from .surrogate import SurrogateOptions, SurrogateStrategy
 
 DEFAULT_STRATEGY = "tunebox:surrogate"  # SurrogateOptions() as the default strategy runs it
 WARM_STRATEGY = "tunebox:surrogate+warm"  # the same, seeded with the nearest other problems' winners
+PIPELINED_STRATEGY = "tunebox:surrogate+pipeline"  # the default, asked ahead as a GPU sweep asks it
 # the settings the leave-one-problem-out check chooses among (tuned on the other problems)
 SURROGATE_VARIANTS: dict[str, SurrogateOptions] = {
     "surrogate:initial3": SurrogateOptions(initial=3),
@@ -24,14 +27,24 @@ SURROGATE_VARIANTS: dict[str, SurrogateOptions] = {
 }
 
 
-def _drive(problem: ReplayProblem, strategy: Any, budget: int) -> Trace:
-    """Ask up to ``budget`` configurations, telling each its recorded time."""
+def _drive(problem: ReplayProblem, strategy: Any, budget: int, pipeline: LoopSettings | None = None) -> Trace:
+    """Ask up to ``budget`` configurations, telling each its recorded time: one ask per answer, or,
+    with ``pipeline``, as the sweep loop asks (up to ``pipeline_depth`` ahead, topped up once
+    ``refill_at`` are left), answered in order."""
     times = problem.lookup()
     trace: Trace = []
+    pending: deque[Any] = deque()
+    depth, refill_at = (pipeline.pipeline_depth, pipeline.refill_at) if pipeline else (1, 0)
     while len(trace) < budget:
-        ask = strategy.ask()
-        if ask is None:
+        if len(pending) <= refill_at:
+            while len(pending) < depth and len(trace) + len(pending) < budget:
+                asked = strategy.ask()
+                if asked is None:
+                    break
+                pending.append(asked)
+        if not pending:
             break
+        ask = pending.popleft()
         ms = times[canonical_json(ask.values)]
         ok = math.isfinite(ms)
         record = EvalRecord(
@@ -46,14 +59,15 @@ def _drive(problem: ReplayProblem, strategy: Any, budget: int) -> Trace:
     return trace
 
 
-def _surrogate(options: SurrogateOptions, warm: bool = False) -> StrategyRun:
-    """The surrogate strategy with ``options``; ``warm``: seeded with the problem's warm seeds."""
+def _surrogate(options: SurrogateOptions, warm: bool = False, pipeline: LoopSettings | None = None) -> StrategyRun:
+    """The surrogate strategy with ``options``; ``warm``: seeded with the problem's warm seeds;
+    ``pipeline``: asked ahead as the sweep loop asks (``_drive``)."""
 
     def run(problem: ReplayProblem, seed: int, budget: int) -> Trace:
         strategy = SurrogateStrategy(
             problem.space, problem.configs, seed, options=options, seeds=problem.warm if warm else ()
         )
-        return _drive(problem, strategy, budget)
+        return _drive(problem, strategy, budget, pipeline)
 
     return run
 
@@ -97,6 +111,7 @@ def _optuna(sampler: str, **options: Any) -> StrategyRun:
 TUNEBOX_STRATEGIES: dict[str, StrategyRun] = {
     DEFAULT_STRATEGY: _surrogate(SurrogateOptions()),
     WARM_STRATEGY: _surrogate(SurrogateOptions(), warm=True),
+    PIPELINED_STRATEGY: _surrogate(SurrogateOptions(), pipeline=LoopSettings()),
     **{name: _surrogate(options) for name, options in SURROGATE_VARIANTS.items()},
     "tunebox:tpe": _tunebox("tpe"),
     "tunebox:random": _tunebox("random"),

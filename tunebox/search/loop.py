@@ -86,6 +86,9 @@ class SweepAborted(TuneboxError):
 @dataclass(frozen=True)
 class LoopSettings:
     pipeline_depth: int = 16  # variants compiled ahead of the device
+    # the compile queue is topped up to pipeline_depth once it fell to this many: a batch of asks,
+    # which a model-based strategy answers from one fit (its cost spread over the batch)
+    refill_at: int = 8
     device_queue: int = 2  # evaluations queued on the device: one running, the next waiting
     breaker: int = 12  # this many consecutive failures of one status stop the sweep
     compile_timeout_s: float = 120.0  # a compile running longer is killed (status timeout)
@@ -252,8 +255,10 @@ class Sweep:
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
         while True:
             accepting = time.perf_counter() < self.deadline
+            refill = len(compiling) <= self.settings.refill_at
             while (
                 accepting
+                and refill
                 and evaluated + len(compiling) + len(queued) < budget
                 and len(compiling) < self.settings.pipeline_depth
             ):

@@ -17,7 +17,9 @@ configurations (warm start: past winners, the family default) in the order given
 space-filling design (the first at random, each next one the farthest from all those so far) until
 ``initial`` configurations were given (seeded and resumed ones included) and two succeeded. Failed
 evaluations are modelled as slower than the slowest success. Asks between two answers share one
-fit and never repeat (a batch for the compile pipeline).
+fit and never repeat (a batch for the compile pipeline): each later ask of a batch takes the highest
+expected improvement after lowering it around the batch's earlier picks by the model's correlation
+(local penalisation), so a batch spreads instead of clustering, at one model evaluation per batch.
 
 Deterministic per seed: the only randomness is the first design point and the choice among exact
 ties, both drawn from ``numpy.random.default_rng(seed)``.
@@ -201,6 +203,8 @@ class SurrogateStrategy:
         self._rng = np.random.default_rng(seed)
         self._model: tuple[bytes, _Fit] | None = None  # the last fit and the answers it knew
         self._grid_at = 0  # answers the last search of the (length scale, noise) grid saw
+        # every configuration's expected improvement under the last fit, lowered around each pick since
+        self._scores: np.ndarray | None = None
         self._queue: list[int] = []
         self._given: set[int] = set()
         self._times: dict[int, float] = {}  # evaluated: log ms (inf: failed)
@@ -263,9 +267,14 @@ class SurrogateStrategy:
                 self._model, self._grid_at = (known, _fit(x, y, self._x.shape[1])), len(told)
             else:
                 self._model = (known, _fit(x, y, self._x.shape[1], (previous.scale, previous.noise)))
-        fit = self._model[1]
-        ei = _expected_improvement(fit, x, self._x[left], min(finite.values()), self.options.xi)
-        return self._tie(left, ei)
+            self._scores = _expected_improvement(self._model[1], x, self._x, min(finite.values()), self.options.xi)
+        assert self._scores is not None  # set with the fit
+        pick = self._tie(left, self._scores[left])
+        # a later ask before the next answer: expected improvement lowered around this pick by the
+        # model's correlation (local penalisation), so a batch of asks spreads instead of clustering
+        near = _matern(_squared_distances(self._x, self._x[pick : pick + 1]), self._model[1].scale)[:, 0]
+        self._scores = self._scores * (1.0 - near)
+        return pick
 
     def _tie(self, left: np.ndarray, score: np.ndarray) -> int:
         top = np.flatnonzero(score >= score.max() - 1e-12 * max(1.0, abs(float(score.max()))))

@@ -137,9 +137,15 @@ def test_rules_each_pass_and_fail() -> None:
     pingpong = {"schedule": "pingpong", "BM": 64, "epilogue": "direct"}  # 40 KiB per stage
     assert_rule(p, config(**pingpong, stages=5), config(**pingpong, stages=6), "shared memory")
     assert_problem_rule(problem(lda=4104, ldb=4112), problem(ldb=4097), config(), "use path 'padded'")
-    assert_problem_rule(problem(ldd=4104), problem(ldd=4100), config(), "epilogue 'tma' needs 16-byte rows of D")
+    rows = "epilogue 'tma' needs D's rows and N in whole 16-byte chunks"
+    assert_problem_rule(problem(ldd=4104), problem(ldd=4100), config(), rows)
     assert_rule(problem(ldd=4100), config(epilogue="direct"), config(), "use epilogue 'direct'")
     assert G.violations(problem(ldd=4100, out_dtype="float32"), config()) == []  # 16400 bytes: aligned
+    # N = 4097 in rows of 4104: the last chunk of a row would be stored whole, over columns 4097 .. 4103
+    wide = {"ldb": 4104, "ldd": 4104}
+    assert_problem_rule(problem(N=4096, **wide), problem(N=4097, **wide), config(), rows)
+    f32 = {"out_dtype": "float32", **wide}
+    assert_problem_rule(problem(N=4100, **f32), problem(N=4097, **f32), config(), rows)
     assert_problem_rule(
         G.parse_problem({"M": 2**30, "N": 8, "K": 8}),
         G.parse_problem({"M": 2**31, "N": 8, "K": 8}),
@@ -149,11 +155,12 @@ def test_rules_each_pass_and_fail() -> None:
 
 
 def test_the_default() -> None:
-    """Cooperative 128 x 256 (x 128 for narrow D), 4 stages, TMA epilogue where D's rows are aligned;
-    none where A's or B's rows are not (TMA loads them)."""
+    """Cooperative 128 x 256 (x 128 for narrow D), 4 stages, TMA epilogue where D's rows and N are
+    16-byte chunks; none where A's or B's rows are not (TMA loads them)."""
     assert T.default(problem()) == DEFAULT
     assert T.default(problem(ldd=4097)) == dataclasses.replace(DEFAULT, epilogue="direct")
-    assert T.default(problem(N=100, ldb=104, ldd=104)) == dataclasses.replace(DEFAULT, BN=128)
+    assert T.default(problem(N=4097, ldb=4104, ldd=4104)) == dataclasses.replace(DEFAULT, epilogue="direct")
+    assert T.default(problem(N=104, ldb=104, ldd=104)) == dataclasses.replace(DEFAULT, BN=128)
     assert T.default(problem(lda=4097)) is None
     assert G.default_config(problem())["template"] == "mma"  # the family's default is unchanged
 

@@ -6,7 +6,8 @@ a producer warpgroup streams A and B through a ring of ``stages`` TMA buffers wh
 run on across tiles, two consumer warpgroups multiply with wgmma (``cooperative``: both on each tile;
 ``pingpong``: alternate tiles, one's epilogue beside the other's mainloop), registers move from the
 producer to the consumers with setmaxnreg, and the epilogue stores D through shared memory with TMA
-(``epilogue = "tma"``, D's rows 16-byte aligned) or directly from registers (``"direct"``)."""
+(``epilogue = "tma"``: D's rows and N 16-byte aligned, since a TMA store writes whole 16-byte chunks
+of a row, past N too, measured on the H200) or directly from registers (``"direct"``)."""
 
 from __future__ import annotations
 
@@ -81,14 +82,17 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
             schedule="cooperative",
             raster="m",
             group=8,
-            epilogue="tma" if self.d_aligned(problem) else "direct",
+            epilogue="tma" if self.tma_stores_fit(problem) else "direct",
             producer_registers=40,
             consumer_registers=232,
         )
 
     @staticmethod
-    def d_aligned(problem: GemmProblem) -> bool:
-        return problem.ldd * element_type(problem.out_dtype).itemsize % 16 == 0
+    def tma_stores_fit(problem: GemmProblem) -> bool:
+        """Whether TMA stores write D exactly: its rows (ldd) and N are whole 16-byte chunks (a TMA
+        store clips at N in 16-byte chunks, so a partial one would overwrite D's padding columns)."""
+        size = element_type(problem.out_dtype).itemsize
+        return problem.ldd * size % 16 == 0 and problem.N * size % 16 == 0
 
     def violations(self, problem: GemmProblem, config: PersistentConfig) -> list[str]:
         p, c = problem, config
@@ -115,8 +119,11 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
             broken.append(
                 f"TMA needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb}): use path 'padded'"
             )
-        if c.epilogue == "tma" and not self.d_aligned(p):
-            broken.append(f"epilogue 'tma' needs 16-byte rows of D (ldd={p.ldd}): use epilogue 'direct'")
+        if c.epilogue == "tma" and not self.tma_stores_fit(p):
+            broken.append(
+                f"epilogue 'tma' needs D's rows and N in whole 16-byte chunks (ldd={p.ldd}, N={p.N}; a TMA store "
+                "writes whole chunks past N, over D's padding): use epilogue 'direct'"
+            )
         broken += tma_rules(p, lambda: self.tensor_maps(p, c), broken)
         return broken + common_violations(p, c.BM, c.BN, "true", self.shared_bytes(c))
 
