@@ -19,7 +19,8 @@ from .runner.paced import PacedReplay
 from .runner.probe import gpu_status
 from .runner.sanitizer import ComputeSanitizer, Sanitizer
 from .runtime.lookup import LookupResult, shared
-from .search.loop import LoopSettings, Sweep
+from .search.loop import Sweep
+from .search.loop_settings import LoopSettings
 from .search.runs import SweepProgress, SweepResult
 from .store.evallog import EvalLog
 from .store.lock import SweepLock

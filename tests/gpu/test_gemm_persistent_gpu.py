@@ -108,7 +108,7 @@ def test_blocks_taking_many_tiles(runner, builder, schedule, bm, stages):
 
 
 def test_a_dropped_k_step_is_caught(runner, builder):
-    problem = GEMM.parse_problem({"M": 300, "N": 130, "K": 257, "lda": 264, "ldb": 136, "ldd": 136})
+    problem = GEMM.parse_problem({"M": 300, "N": 136, "K": 257, "lda": 264, "ldb": 136, "ldd": 136})  # TMA stores
     for schedule, bm in (("cooperative", 128), ("pingpong", 64)):
         assert_sabotage_caught(
             runner,

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..records import EvalRecord, Status, Timing, canonical_json
-from .loop import LoopSettings
+from .loop_settings import LoopSettings
 from .replay_problems import ReplayProblem, StrategyRun, Trace
 from .surrogate import SurrogateOptions, SurrogateStrategy
 

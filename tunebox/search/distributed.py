@@ -64,7 +64,8 @@ from ..runner.sanitizer import Sanitizer
 from ..store.postgres import ClaimResult, PgRecords, PgWinnersDB, connect, redacted, sqlalchemy_url
 from ..store.winner_rows import WinnerStore
 from ..sweep_spec import NamedProblem, SweepSpec
-from .loop import Listener, LoopSettings, Sweep, _Identity, _Kind, _Queued, input_seed
+from .loop import Listener, Sweep, _Identity, _Kind, _Queued, input_seed
+from .loop_settings import LoopSettings
 from .runs import ProblemOutcome, SweepProgress, SweepResult
 from .shared_models import SharedModel, shared_model
 from .strategy import Ask

@@ -41,6 +41,7 @@ from ..store.winner_rows import WinnerStore
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
 from .finalists import FinalStage
+from .loop_settings import LoopSettings
 from .runs import ProblemOutcome, SweepProgress, SweepResult, append_run
 from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TimedStrategy, TpeStrategy
 from .surrogate import SurrogateStrategy
@@ -81,17 +82,6 @@ def _twin(original: EvalRecord, config: Config) -> EvalRecord:
 
 class SweepAborted(TuneboxError):
     """Failures are systematic: the sweep stops instead of burning its budget."""
-
-
-@dataclass(frozen=True)
-class LoopSettings:
-    pipeline_depth: int = 16  # variants compiled ahead of the device
-    # the compile queue is topped up to pipeline_depth once it fell to this many: a batch of asks,
-    # which a model-based strategy answers from one fit (its cost spread over the batch)
-    refill_at: int = 8
-    device_queue: int = 2  # evaluations queued on the device: one running, the next waiting
-    breaker: int = 12  # this many consecutive failures of one status stop the sweep
-    compile_timeout_s: float = 120.0  # a compile running longer is killed (status timeout)
 
 
 Listener = Callable[[str, EvalRecord], None]

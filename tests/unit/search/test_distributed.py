@@ -299,7 +299,7 @@ def test_a_gpu_worker_compiles_ahead_and_queues_on_the_device(url, tmp_path):
     from test_sweep_pipeline import QueueBackend, StubBuilder
 
     from tunebox.search.distributed import DistributedSweep, Heartbeat
-    from tunebox.search.loop import LoopSettings
+    from tunebox.search.loop_settings import LoopSettings
 
     path = tmp_path / "queue.toml"
     path.write_text(QUEUE_SWEEP)

@@ -14,7 +14,8 @@ from tunebox.build.nvrtc import BuildResult
 from tunebox.params import Config
 from tunebox.records import EvalRecord, Status, Timing
 from tunebox.runner.protocol import Outcome
-from tunebox.search.loop import LoopSettings, Sweep
+from tunebox.search.loop import Sweep
+from tunebox.search.loop_settings import LoopSettings
 from tunebox.search.runs import SweepResult
 from tunebox.store.evallog import EvalLog
 from tunebox.sweep_spec import load_sweep
@@ -189,8 +190,15 @@ def test_a_harness_error_stops_the_sweep_at_once_and_stores_nothing(tmp_path):
     path.write_text(SWEEP)
     backend = HarnessFailingBackend()
     with pytest.raises(HarnessError, match="KeyError: 'dst'"):
-        Sweep(load_sweep(path), backend, StubBuilder(distinct=True), tmp_path / "out", tmp_path / "w.sqlite").run()
-    assert len(backend.submitted) <= 2  # the queue's depth, never the budget
+        Sweep(
+            load_sweep(path),
+            backend,
+            StubBuilder(distinct=True),
+            tmp_path / "out",
+            tmp_path / "w.sqlite",
+            settings=LoopSettings(device_queue=2),
+        ).run()
+    assert len(backend.submitted) <= 2  # the queue's depth, never the budget (4)
     log = tmp_path / "out" / "evals.jsonl"
     assert not log.exists() or EvalLog(log).read() == []
     assert not (tmp_path / "w.sqlite").exists()
