@@ -29,13 +29,12 @@ SURROGATE_VARIANTS: dict[str, SurrogateOptions] = {
 
 def _drive(problem: ReplayProblem, strategy: Any, budget: int, pipeline: LoopSettings | None = None) -> Trace:
     """Ask up to ``budget`` configurations, telling each its recorded time: one ask per answer, or,
-    with ``pipeline``, as the sweep loop asks (up to ``pipeline_depth`` ahead, topped up once
-    ``refill_at`` are left), answered in order."""
+    with ``pipeline``, as the sweep loop asks (``LoopSettings.ahead``), answered in order."""
     times = problem.lookup()
     trace: Trace = []
     pending: deque[Any] = deque()
-    depth, refill_at = (pipeline.pipeline_depth, pipeline.refill_at) if pipeline else (1, 0)
     while len(trace) < budget:
+        depth, refill_at = pipeline.ahead(len(trace)) if pipeline else (1, 0)
         if len(pending) <= refill_at:
             while len(pending) < depth and len(trace) + len(pending) < budget:
                 asked = strategy.ask()

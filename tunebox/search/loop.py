@@ -245,12 +245,13 @@ class Sweep:
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
         while True:
             accepting = time.perf_counter() < self.deadline
-            refill = len(compiling) <= self.settings.refill_at
+            depth, refill_at = self.settings.ahead(evaluated)
+            refill = len(compiling) + len(queued) <= refill_at  # in flight: compiling or on the device
             while (
                 accepting
                 and refill
                 and evaluated + len(compiling) + len(queued) < budget
-                and len(compiling) < self.settings.pipeline_depth
+                and len(compiling) + len(queued) < depth
             ):
                 ask = strategy.ask()
                 if ask is None:
