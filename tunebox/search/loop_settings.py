@@ -7,13 +7,16 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class LoopSettings:
-    pipeline_depth: int = 16  # variants asked and not yet answered: compiling, or queued on the device
+    # variants asked and not yet answered: compiling, or queued on the device (at least 16 compiling
+    # while the device queue is full: a GPU host's 16 cores)
+    pipeline_depth: int = 24
     # the pipeline is topped up to pipeline_depth once it fell to this many: a batch of asks, which a
     # model-based strategy answers from one fit (its cost spread over the batch)
-    refill_at: int = 8
+    refill_at: int = 16
     # a problem's first asks run only this many plus its answers so far ahead, up to pipeline_depth:
-    # early proposals wait for the first answers (the surrogate, asked as the loop asks it on replay:
-    # 0.61 of random search's evaluations to target without, 0.55 with 2; 0.40 one ask per answer)
+    # early proposals wait for the first answers (the surrogate asked as the loop asks it, on replay:
+    # 0.55 of random search's evaluations to target, as at depth 16 topped up at 8; 0.61 there without
+    # the ramp; 0.40 asked one at a time)
     ramp: int = 2
     # evaluations queued on the device: one running, the rest waiting, so the device stays busy through
     # the loop's own stalls (a batch of asks, a compile not yet done; 2 left an H200 idle 70% of a sweep)
