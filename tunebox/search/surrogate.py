@@ -27,14 +27,12 @@ ties, both drawn from ``numpy.random.default_rng(seed)``.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from threadpoolctl import ThreadpoolController
 
 from ..params import TEMPLATE, Config, TemplateSpaces, Value
 from ..records import EvalRecord, Status, canonical_json
@@ -234,10 +232,9 @@ class SurrogateStrategy:
         if not len(left):
             return None
         finite = {i: t for i, t in self._times.items() if math.isfinite(t)}
-        with _blas().limit(limits=1, user_api="blas"):
-            if len(self._given) < self.options.initial or len(finite) < 2:
-                return self._give(self._farthest(left))
-            return self._give(self._model_pick(left, finite))
+        if len(self._given) < self.options.initial or len(finite) < 2:
+            return self._give(self._farthest(left))
+        return self._give(self._model_pick(left, finite))
 
     def tell(self, ask: Ask, record: EvalRecord) -> None:
         i = self._index.get(canonical_json(ask.values))
@@ -282,15 +279,6 @@ class SurrogateStrategy:
     def _tie(self, left: np.ndarray, score: np.ndarray) -> int:
         top = np.flatnonzero(score >= score.max() - 1e-12 * max(1.0, abs(float(score.max()))))
         return int(left[top[0] if len(top) == 1 else self._rng.choice(top)])
-
-
-@functools.cache
-def _blas() -> ThreadpoolController:
-    """The process's BLAS thread pools: the model's matrices (hundreds of rows) are computed on one
-    thread, which measured 4x faster than OpenBLAS's threads (300 asks on the 2,346 valid tile_copy
-    configurations: 29 s against 7.3 s on 2 cores; 42 s against 6.9 s beside two busy processes, as
-    the compile pool keeps a GPU host's cores busy)."""
-    return ThreadpoolController()
 
 
 def _log_time(record: EvalRecord) -> float:

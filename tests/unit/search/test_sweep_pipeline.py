@@ -170,6 +170,34 @@ def test_a_logged_config_the_space_no_longer_holds_is_never_a_finalist(tmp_path)
     assert winner is not None and set(winner.config) == set(current) and winner.median_ms == 1.0
 
 
+def test_the_default_strategy_runs_ahead_of_its_answers_by_the_ramp_then_the_depth(tmp_path):
+    """The surrogate through the loop: before the first answer only 2 variants are asked (the ramp),
+    later never more than 24 in flight; every variant of the budget is evaluated once."""
+
+    class Watching(QueueBackend):
+        def __init__(self) -> None:
+            super().__init__()
+            self.submitted_before_answer: list[int] = []
+
+        def next_outcome(self) -> Outcome:
+            self.submitted_before_answer.append(len(self.submitted))
+            return super().next_outcome()
+
+    sweep_file = SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 40').replace(
+        "BM = [8]", "BM = [1, 2, 4, 8, 16, 32, 64]"
+    ).replace("BN = [128]", "BN = [64, 128, 256, 512]")
+    (tmp_path / "queue.toml").write_text(sweep_file)
+    backend = Watching()
+    spec = load_sweep(tmp_path / "queue.toml")
+    Sweep(spec, backend, StubBuilder(distinct=True), tmp_path / "o", tmp_path / "w").run()
+    screened = [r for r in EvalLog(tmp_path / "o" / "evals.jsonl").read() if r.phase == "screen"]
+    assert len({Config(tuple(sorted(r.config.items()))) for r in screened}) == len(screened) == 40
+    assert len(set(backend.submitted)) == len(backend.submitted)  # compile failures never reach it
+    assert backend.submitted_before_answer[0] <= 2
+    answered = range(len(backend.submitted_before_answer))
+    assert all(s - a <= 24 for s, a in zip(backend.submitted_before_answer, answered, strict=True))
+
+
 class HarnessFailingBackend(QueueBackend):
     """Answers the first evaluation with a harness error, as the worker does when a family's
     reference raises."""
