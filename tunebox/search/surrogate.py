@@ -10,7 +10,7 @@ sum and difference (bytes per block, rows per thread: what sets a kernel's shape
 The model is a Gaussian process (Matern 5/2, one length scale, constant mean) on the standardised
 log of the measured times; its length scale and noise are picked by marginal likelihood from a small
 grid, searched at every answer while answers are few and whenever they grew by 10% later (between,
-the model refits at the last pair: one factorisation, so a proposal stays a few milliseconds at
+the model refits at the last pair: one factorisation, so a batch of proposals costs tens of ms at
 hundreds of answers). A proposal maximises expected improvement over the valid
 configurations not yet evaluated, so every proposal is valid and new. Before the model: the seeded
 configurations (warm start: past winners, the family default) in the order given, then a
