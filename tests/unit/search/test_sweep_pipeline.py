@@ -183,9 +183,11 @@ def test_the_default_strategy_runs_ahead_of_its_answers_by_the_ramp_then_the_dep
             self.submitted_before_answer.append(len(self.submitted))
             return super().next_outcome()
 
-    sweep_file = SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 40').replace(
-        "BM = [8]", "BM = [1, 2, 4, 8, 16, 32, 64]"
-    ).replace("BN = [128]", "BN = [64, 128, 256, 512]")
+    sweep_file = (
+        SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 40')
+        .replace("BM = [8]", "BM = [1, 2, 4, 8, 16, 32, 64]")
+        .replace("BN = [128]", "BN = [64, 128, 256, 512]")
+    )
     (tmp_path / "queue.toml").write_text(sweep_file)
     backend = Watching()
     spec = load_sweep(tmp_path / "queue.toml")
