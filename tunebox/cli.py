@@ -5,9 +5,11 @@ print."""
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -246,7 +248,15 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def dump_stacks_on_sigusr1() -> None:
+    """``kill -USR1 <pid>`` makes the command print every thread's stack to stderr and go on: where a
+    sweep that seems stuck is waiting (POSIX only)."""
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, all_threads=True)
+
+
 def _main(argv: list[str] | None) -> int:
+    dump_stacks_on_sigusr1()
     args = parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for commands that start workers
     logging.basicConfig(

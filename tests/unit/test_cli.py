@@ -315,3 +315,19 @@ def test_tune_shows_progress_unless_quiet(sweep_file, recording, tmp_path, capsy
     assert "[2/2 transpose] 3/3 variants (sweep 6/6)" in err
     code, _, err = run(capsys, *argv, "--quiet")
     assert code == 0 and err == ""
+
+
+def test_sigusr1_prints_every_threads_stack_and_the_command_goes_on():
+    """What ``kill -USR1 <pid>`` does to a tunebox command (a sweep that seems stuck)."""
+    code = (
+        "import os, signal, threading, time\n"
+        "from tunebox.cli import dump_stacks_on_sigusr1\n"
+        "dump_stacks_on_sigusr1()\n"
+        "threading.Thread(target=time.sleep, args=(5,), daemon=True, name='helper').start()\n"
+        "os.kill(os.getpid(), signal.SIGUSR1)\n"
+        "time.sleep(0.2)\n"
+        "print('still running')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert done.returncode == 0 and done.stdout.strip() == "still running"
+    assert done.stderr.lower().count("thread 0x") >= 2 and "Current thread" in done.stderr  # both threads
