@@ -250,9 +250,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def dump_stacks_on_sigusr1() -> None:
     """``kill -USR1 <pid>`` makes the command print every thread's stack to stderr and go on: where a
-    sweep that seems stuck is waiting (POSIX only)."""
-    if hasattr(signal, "SIGUSR1"):
-        faulthandler.register(signal.SIGUSR1, all_threads=True)
+    sweep that seems stuck is waiting (POSIX only; not where the process's stderr has no file
+    descriptor to print to)."""
+    if not hasattr(signal, "SIGUSR1") or sys.__stderr__ is None:
+        return
+    try:
+        faulthandler.register(signal.SIGUSR1, file=sys.__stderr__, all_threads=True)
+    except (OSError, ValueError):  # io.UnsupportedOperation: a stderr without fileno()
+        return
 
 
 def _main(argv: list[str] | None) -> int:
