@@ -64,8 +64,9 @@ from ..runner.sanitizer import Sanitizer
 from ..store.postgres import ClaimResult, PgRecords, PgWinnersDB, connect, redacted, sqlalchemy_url
 from ..store.winner_rows import WinnerStore
 from ..sweep_spec import NamedProblem, SweepSpec
-from .loop import Listener, Sweep, _Identity, _Kind, _Queued, input_seed
+from .loop import Listener, Sweep, input_seed
 from .loop_settings import LoopSettings
+from .queued import Identity, Kind, Queued
 from .runs import ProblemOutcome, SweepProgress, SweepResult
 from .shared_models import SharedModel, shared_model
 from .strategy import Ask
@@ -99,7 +100,7 @@ class _Problem:
     given: set[str] = field(default_factory=set)  # configurations known to be claimed (canonical JSON)
     seen: int = 0  # the last record id fed to the model
     seen_claim: int = 0  # the last claim number added to ``given``
-    binaries: dict[_Identity, EvalRecord] = field(default_factory=dict)
+    binaries: dict[Identity, EvalRecord] = field(default_factory=dict)
     failures: deque[Status] = field(default_factory=deque)
     repeats: int = 0  # proposals in a row that another trial had claimed
     best: float | None = None
@@ -325,7 +326,7 @@ class DistributedSweep(Sweep):
         problem, seed = state.named.problem, state.seed
         ahead = self.settings.device_queue if self.backend.replayed else self.settings.pipeline_depth
         compiling: deque[tuple[int, dict[str, Value], Config, Future[BuildResult | None]]] = deque()
-        inflight: deque[tuple[int, _Queued]] = deque()
+        inflight: deque[tuple[int, Queued]] = deque()
         try:
             while True:
                 accepting = time.perf_counter() < self.deadline
@@ -336,7 +337,7 @@ class DistributedSweep(Sweep):
                         break
                     trial_id, values, config = claimed
                     compiling.append((trial_id, values, config, self._build(problem, config)))
-                while compiling and sum(q.kind is _Kind.DEVICE for _, q in inflight) < self.settings.device_queue:
+                while compiling and sum(q.kind is Kind.DEVICE for _, q in inflight) < self.settings.device_queue:
                     trial_id, values, config, future = compiling.popleft()
                     queued = deque(q for _, q in inflight)
                     ask, cutoff = Ask(None, values), self._cutoff(state.best)

@@ -20,9 +20,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass, replace
 from datetime import UTC, datetime
-from enum import Enum
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any, cast
@@ -34,7 +32,7 @@ from ..families.contract import Family
 from ..params import Config
 from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json, fastest
 from ..runner.backends import Backend
-from ..runner.protocol import LaunchIdentity, Outcome, harness_checked, variant_of
+from ..runner.protocol import Outcome, harness_checked, variant_of
 from ..runner.sanitizer import Sanitizer
 from ..store.evallog import EvalLog, RecordLog
 from ..store.winner_rows import WinnerStore
@@ -42,6 +40,7 @@ from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
 from .finalists import FinalStage
 from .loop_settings import LoopSettings
+from .queued import Identity, Kind, Queued, twin
 from .runs import ProblemOutcome, SweepProgress, SweepResult, append_run
 from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TimedStrategy, TpeStrategy
 from .surrogate import SurrogateStrategy
@@ -49,35 +48,7 @@ from .warm_start import Tuned, warm_seeds
 
 log = logging.getLogger(__name__)
 
-# (binary hash, (geometry, args, prologue)): identical runs are timed once; on replay (configuration JSON,)
-_Identity = tuple[str, LaunchIdentity] | tuple[str]
-
 FAILURES = {Status.COMPILE_ERROR, Status.RESOURCE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.WRONG_RESULT}
-
-
-class _Kind(Enum):
-    DEVICE = "device"  # submitted to the backend: answered by next_outcome(), in order
-    KNOWN = "known"  # answered without the device (a compile failure, a twin of a finished binary)
-    SAME_BINARY = "same_binary"  # identical binary already on the device: takes its record
-    SAME_CONFIG = "same_config"  # same configuration asked again while in flight: told, not logged
-
-
-@dataclass(frozen=True)
-class _Queued:
-    """A compiled variant waiting for its record, in evaluation order."""
-
-    kind: _Kind
-    ask: Ask
-    config: Config
-    record: EvalRecord | None = None  # KNOWN
-    identity: _Identity | None = None  # DEVICE, SAME_BINARY: (binary hash, geometry, args)
-
-
-def _twin(original: EvalRecord, config: Config) -> EvalRecord:
-    """The record of an identical binary, for another configuration (timed once)."""
-    label = Config(tuple(sorted(original.config.items()))).label()
-    message = f"identical binary to {label}" + (f": {original.message}" if original.message else "")
-    return replace(original, config=config.as_dict(), message=message)
 
 
 class SweepAborted(TuneboxError):
@@ -239,9 +210,9 @@ class Sweep:
         best = min(timed, default=None)
         self._report(named.name, evaluated, best, None)
         compiling: deque[tuple[Ask, Config, Future[BuildResult | None] | None]] = deque()
-        queued: deque[_Queued] = deque()  # compiled, in evaluation order; some waiting on the device
+        queued: deque[Queued] = deque()  # compiled, in evaluation order; some waiting on the device
         inflight: set[str] = set()
-        binaries: dict[_Identity, EvalRecord] = {}
+        binaries: dict[Identity, EvalRecord] = {}
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
         while True:
             accepting = time.perf_counter() < self.deadline
@@ -266,14 +237,14 @@ class Sweep:
                     continue
                 inflight.add(key)
                 compiling.append((ask, config, self._build(problem, config)))
-            while accepting and compiling and sum(q.kind is _Kind.DEVICE for q in queued) < self.settings.device_queue:
+            while accepting and compiling and sum(q.kind is Kind.DEVICE for q in queued) < self.settings.device_queue:
                 queued.append(self._dispatch(problem, *compiling.popleft(), seed, binaries, queued, self._cutoff(best)))
             if not queued:
                 break
             item = queued.popleft()
             key = canonical_json(item.config.as_dict())
             record = self._complete(problem, item, seed, binaries, done.get(key))
-            if item.kind is _Kind.SAME_CONFIG:
+            if item.kind is Kind.SAME_CONFIG:
                 strategy.tell(item.ask, record)
                 continue
             inflight.discard(key)
@@ -369,54 +340,54 @@ class Sweep:
         config: Config,
         future: Future[BuildResult | None] | None,
         seed: int,
-        binaries: dict[_Identity, EvalRecord],
-        queued: deque[_Queued],
+        binaries: dict[Identity, EvalRecord],
+        queued: deque[Queued],
         cutoff_ms: float | None,
-    ) -> _Queued:
+    ) -> Queued:
         """Wait for a variant's compile and queue it: on the device (timed in full unless its probe is
         slower than ``cutoff_ms``), or answered without it."""
         if future is None:
-            return _Queued(_Kind.SAME_CONFIG, ask, config)
+            return Queued(Kind.SAME_CONFIG, ask, config)
         with self._stage("compile_wait"):
             build = future.result()  # a compile past its timeout comes back as a TIMEOUT result
         if build is None:  # replayed: the recording answers for the configuration
             self.backend.submit(self.family, problem, config, None, seed)
-            return _Queued(_Kind.DEVICE, ask, config, identity=(canonical_json(config.as_dict()),))
+            return Queued(Kind.DEVICE, ask, config, identity=(canonical_json(config.as_dict()),))
         if not build.cache_hit:
             self.breakdown["compile"] += build.seconds
         if build.status is not Status.OK:
-            return _Queued(
-                _Kind.KNOWN,
+            return Queued(
+                Kind.KNOWN,
                 ask,
                 config,
                 record=self._record(problem, config, Outcome(build.status, build.log[-2000:]), seed),
             )
         identity = (build.binary_hash, variant_of(self.family, problem, config, build).launch_identity)
         if identity in binaries:
-            return _Queued(_Kind.KNOWN, ask, config, record=_twin(binaries[identity], config))
-        if any(q.kind is _Kind.DEVICE and q.identity == identity for q in queued):
-            return _Queued(_Kind.SAME_BINARY, ask, config, identity=identity)
+            return Queued(Kind.KNOWN, ask, config, record=twin(binaries[identity], config))
+        if any(q.kind is Kind.DEVICE and q.identity == identity for q in queued):
+            return Queued(Kind.SAME_BINARY, ask, config, identity=identity)
         self.backend.submit(self.family, problem, config, build, seed, cutoff_ms)
-        return _Queued(_Kind.DEVICE, ask, config, identity=identity)
+        return Queued(Kind.DEVICE, ask, config, identity=identity)
 
     def _complete(
         self,
         problem: Problem,
-        item: _Queued,
+        item: Queued,
         seed: int,
-        binaries: dict[_Identity, EvalRecord],
+        binaries: dict[Identity, EvalRecord],
         same_config: EvalRecord | None,
     ) -> EvalRecord:
         """The record of a queued variant."""
-        if item.kind is _Kind.SAME_CONFIG:
+        if item.kind is Kind.SAME_CONFIG:
             assert same_config is not None  # its twin was dispatched first, so it is answered by now
             return same_config
-        if item.kind is _Kind.KNOWN:
+        if item.kind is Kind.KNOWN:
             assert item.record is not None
             return item.record
         assert item.identity is not None  # DEVICE and SAME_BINARY items carry their identity
-        if item.kind is _Kind.SAME_BINARY:  # its twin was queued first, so it is answered by now
-            return _twin(binaries[item.identity], item.config)
+        if item.kind is Kind.SAME_BINARY:  # its twin was queued first, so it is answered by now
+            return twin(binaries[item.identity], item.config)
         with self._stage("device_wait"):
             outcome = harness_checked(self.backend.next_outcome())
         if not self.backend.replayed:  # a replayed record's stage times are the recording's
