@@ -18,8 +18,9 @@ class LoopSettings:
     # 0.55 of random search's evaluations to target, as at depth 16 topped up at 8; 0.61 there without
     # the ramp; 0.40 asked one at a time)
     ramp: int = 2
-    # evaluations queued on the device: one running, the rest waiting, so the device stays busy through
-    # the loop's own stalls (a batch of asks, a compile not yet done; 2 left an H200 idle 70% of a sweep)
+    # evaluations queued on the device: one running, the rest waiting, so the device can stay busy through
+    # the loop's own stalls (a batch of asks, a compile not yet done; with 2 the H200 was busy 29% of a
+    # warm throughput_default sweep; 8 is not yet measured there)
     device_queue: int = 8
     breaker: int = 12  # this many consecutive failures of one status stop the sweep
     compile_timeout_s: float = 120.0  # a compile running longer is killed (status timeout)

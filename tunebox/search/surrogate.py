@@ -10,13 +10,14 @@ sum and difference (bytes per block, rows per thread: what sets a kernel's shape
 The model is a Gaussian process (Matern 5/2, one length scale, constant mean) on the standardised
 log of the measured times; its length scale and noise are picked by marginal likelihood from a small
 grid, searched at every answer while answers are few and whenever they grew by 10% later (between,
-the model refits at the last pair: one factorisation, so a batch of proposals costs tens of ms at
-hundreds of answers). A proposal maximises expected improvement over the valid
-configurations not yet evaluated, so every proposal is valid and new. Before the model: the seeded
-configurations (warm start: past winners, the family default) in the order given, then a
-space-filling design (the first at random, each next one the farthest from all those so far) until
-``initial`` configurations were given (seeded and resumed ones included) and two succeeded. Failed
-evaluations are modelled as slower than the slowest success. Asks between two answers share one
+the model refits at the last pair: one factorisation; at 300 answers over 2,346 configurations a fit
+and its batch took about 25 ms on an idle 2-core CPU, and about 0.25 s beside the GPU host's busy
+compile pool, ``results/benchmarks/throughput.json``'s search seconds). A proposal maximises expected
+improvement over the valid configurations not yet evaluated, so every proposal is valid and new.
+Before the model: the seeded configurations (warm start: past winners, the family default) in the
+order given, then a space-filling design (the first at random, each next one the farthest from all
+those so far) until ``initial`` configurations were given (seeded and resumed ones included) and two
+succeeded. Failed evaluations are modelled as slower than the slowest success. Asks between two answers share one
 fit and never repeat (a batch for the compile pipeline): each later ask of a batch takes the highest
 expected improvement after lowering it around the batch's earlier picks by the model's correlation
 (local penalisation), so a batch spreads instead of clustering, at one model evaluation per batch.
@@ -171,6 +172,14 @@ def _expected_improvement(fit: _Fit, x: np.ndarray, candidates: np.ndarray, best
     return np.asarray(gap * cdf + sigma * pdf, dtype=float)
 
 
+def _penalised(scores: np.ndarray, x: np.ndarray, pick: int, scale: float) -> np.ndarray:
+    """``scores`` (expected improvement of every row of ``x``) for a later ask before the next
+    answer: lowered around ``pick`` by the model's correlation (local penalisation), to zero at the
+    pick itself, so a batch of asks spreads instead of clustering."""
+    near = _matern(_squared_distances(x, x[pick : pick + 1]), scale)[:, 0]
+    return np.asarray(scores * (1.0 - near), dtype=float)
+
+
 def _grid_due(answers: int, last_grid: int) -> bool:
     """Whether the (length scale, noise) grid is searched again at ``answers`` answers, the last search
     having seen ``last_grid``: at every answer up to GRID_EVERY_UNTIL, then whenever the answers grew by
@@ -270,10 +279,7 @@ class SurrogateStrategy:
             self._scores = _expected_improvement(self._model[1], x, self._x, min(finite.values()), self.options.xi)
         assert self._scores is not None  # set with the fit
         pick = self._tie(left, self._scores[left])
-        # a later ask before the next answer: expected improvement lowered around this pick by the
-        # model's correlation (local penalisation), so a batch of asks spreads instead of clustering
-        near = _matern(_squared_distances(self._x, self._x[pick : pick + 1]), self._model[1].scale)[:, 0]
-        self._scores = self._scores * (1.0 - near)
+        self._scores = _penalised(self._scores, self._x, pick, self._model[1].scale)
         return pick
 
     def _tie(self, left: np.ndarray, score: np.ndarray) -> int:
