@@ -171,3 +171,30 @@ def test_asks_in_a_batch_before_their_answers_are_distinct() -> None:
     for a in batch:
         assert a is not None
         strategy.tell(a, record(a.values))
+
+
+def test_the_hyperparameter_grid_is_searched_while_answers_are_few_then_on_ten_percent_growth(monkeypatch) -> None:
+    """Every fit searches the (length scale, noise) grid up to 30 answers; later only once the answers
+    grew by 10% since the last search, the fits between reusing its pair (one factorisation)."""
+    from tunebox.search import surrogate
+
+    grids: list[int] = []
+    fit = surrogate._fit
+
+    def counting(x, y, dims, hyper=None):
+        if hyper is None:
+            grids.append(len(y))
+        return fit(x, y, dims, hyper)
+
+    monkeypatch.setattr(surrogate, "_fit", counting)
+    values = [Param("a", tuple(range(1, 9))), Param("b", tuple(range(1, 9)))]
+    space = TemplateSpaces((("only", Space(tuple(values))),))
+    configs = list(space)
+    strategy = SurrogateStrategy(space, configs, seed=0)
+    for _ in range(60):
+        ask = strategy.ask()
+        assert ask is not None
+        strategy.tell(ask, EvalRecord("demo", {}, dict(ask.values), Status.OK, timing=Timing((1.0 + ask.values["a"],))))
+    assert grids[: grids.index(30) + 1] == list(range(2, 31))  # every answer up to 30
+    later = grids[grids.index(30) :]
+    assert later == [30, 33, 37, 41, 46, 51, 57]  # each at least 1.1 x the last
