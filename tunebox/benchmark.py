@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SpaceError
-from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
+from .limits import BF16_MEASURED_TFLOPS, BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from .records import EvalRecord, Status, canonical_json, fastest
 from .store.evallog import EvalLog
 from .sweep_spec import SweepSpec, load_sweep
@@ -63,6 +63,7 @@ def benchmark(sweeps: list[Path], results: Path, command: str) -> dict[str, Any]
         "for arithmetic families)",
         "copy_limit_gbps": COPY_LIMIT_GBPS,
         "bf16_tensor_tflops": BF16_TENSOR_TFLOPS,
+        "bf16_measured_tflops": BF16_MEASURED_TFLOPS,
         "cases": cases,
     }
 
@@ -103,9 +104,10 @@ def _cases(spec: SweepSpec, records: list[EvalRecord], log: Path) -> list[dict[s
             for r in final
             if r.baseline and r.status is not Status.OK
         ]
-        if winner.tflops:  # arithmetic families: the rate and its share of the tensor-core peak
+        if winner.tflops:  # arithmetic families: the rate, its share of the tensor-core peak and the measured ceiling
             case["tunebox_tflops"] = winner.tflops
             case["fraction_of_tensor_peak"] = winner.tflops / BF16_TENSOR_TFLOPS
+            case["fraction_of_measured_ceiling"] = winner.tflops / BF16_MEASURED_TFLOPS
             case["baseline_tflops"] = baseline.tflops if baseline else None
         cases.append(case)
     return cases
