@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import InvalidConfig
+from .rules import Rules
 
 # element type -> (bytes, CUtensorMapDataType member)
 DATA_TYPES = {
@@ -56,64 +57,116 @@ class TensorMapRequest:
     l2_promotion: str = "none"
 
 
+RULE_NAMES = (
+    "dtype_known",
+    "rank_2_to_5",
+    "one_entry_per_dimension",
+    "address_aligned",
+    "shape_extent",
+    "innermost_stride_is_element",
+    "outer_stride",
+    "box_extent",
+    "box_inner_16_bytes",
+    "element_strides_range",
+    "box_bytes",
+    "swizzle_known",
+    "swizzle_spans_box",
+    "oob_fill",
+    "l2_promotion",
+)  # the rules of ``violations`` (owner ``tensor_map``)
+
+
 def violations(req: TensorMapRequest) -> list[str]:
-    """Every driver rule the request breaks (empty when ``cuTensorMapEncodeTiled`` would accept it)."""
-    if req.dtype not in DATA_TYPES:
-        return [f"dtype {req.dtype!r} has no tensor-map type; use one of {sorted(DATA_TYPES)}"]
+    """Every driver rule the request breaks (empty when ``cuTensorMapEncodeTiled`` would accept it);
+    the rules are ``RULE_NAMES``, required by a ``Rules`` of owner ``tensor_map``."""
+    rules = Rules("tensor_map")
+    if not rules.require(
+        "dtype_known",
+        req.dtype in DATA_TYPES,
+        lambda: f"dtype {req.dtype!r} has no tensor-map type; use one of {sorted(DATA_TYPES)}",
+    ):
+        return rules.broken
     size = DATA_TYPES[req.dtype][0]
     rank = len(req.shape)
     element_strides = req.element_strides or (1,) * rank
-    broken = []
-    if not 2 <= rank <= 5:
-        return [
-            f"rank {rank}: use 2 to 5 dimensions (the driver refused every rank-1 request: give a 1-D "
-            "tensor an outer dimension of 1)"
-        ]
-    if not len(req.strides) == len(req.box) == len(element_strides) == rank:
-        return ["shape, strides, box and element_strides must have one entry per dimension"]
-    if req.address % 16:
-        broken.append(f"global address 0x{req.address:x} is not 16-byte aligned")
+    if not rules.require(
+        "rank_2_to_5",
+        2 <= rank <= 5,
+        f"rank {rank}: use 2 to 5 dimensions (the driver refused every rank-1 request: give a 1-D "
+        "tensor an outer dimension of 1)",
+    ) or not rules.require(
+        "one_entry_per_dimension",
+        len(req.strides) == len(req.box) == len(element_strides) == rank,
+        "shape, strides, box and element_strides must have one entry per dimension",
+    ):
+        return rules.broken
+    rules.require("address_aligned", req.address % 16 == 0, f"global address 0x{req.address:x} is not 16-byte aligned")
     for d, extent in enumerate(req.shape):
-        if not 1 <= extent <= 2**32:
-            broken.append(f"shape[{d}] = {extent}: each dimension must lie in [1, 2^32]")
-    if req.strides[-1] != size:
-        broken.append(
-            f"the innermost stride must be the element size ({size} bytes): tensor maps need a "
-            "contiguous innermost dimension"
+        rules.require(
+            "shape_extent", 1 <= extent <= 2**32, f"shape[{d}] = {extent}: each dimension must lie in [1, 2^32]"
         )
+    rules.require(
+        "innermost_stride_is_element",
+        req.strides[-1] == size,
+        f"the innermost stride must be the element size ({size} bytes): tensor maps need a "
+        "contiguous innermost dimension",
+    )
     for d in range(rank - 1):
         stride = req.strides[d]
-        if stride % 16 or not 0 < stride < 2**40:
-            broken.append(f"strides[{d}] = {stride} bytes: outer strides must be multiples of 16 below 2^40")
+        rules.require(
+            "outer_stride",
+            stride % 16 == 0 and 0 < stride < 2**40,
+            f"strides[{d}] = {stride} bytes: outer strides must be multiples of 16 below 2^40",
+        )
     # Outer strides need not be ordered nor cover a row (RaggedTMA3DTile folds a small-stride selector
     # outermost; the driver accepts overlapping rows).
     for d, extent in enumerate(req.box):
-        if not 1 <= extent <= MAX_BOX_EXTENT:
-            broken.append(f"box[{d}] = {extent}: box dimensions must lie in [1, {MAX_BOX_EXTENT}]")
-    inner_bytes = req.box[-1] * size
-    if inner_bytes % 16:
-        broken.append(f"the box's inner extent is {inner_bytes} bytes: it must be a multiple of 16")
-    if any(not 1 <= s <= 8 for s in element_strides):
-        broken.append("element strides must lie in [1, 8]")
-    else:  # the driver's size of a box: every dimension's extent divided by its stride, rounded down
-        box_bytes = math.prod(b // s for b, s in zip(req.box, element_strides, strict=True)) * size
-        if box_bytes > MAX_BOX_BYTES:
-            broken.append(
-                f"the box holds {box_bytes} bytes (extents divided by the element strides): at most "
-                f"{MAX_BOX_BYTES} (128 KiB)"
-            )
-    if req.swizzle not in SWIZZLE_BYTES:
-        broken.append(f"swizzle {req.swizzle!r} is not one of {list(SWIZZLE_BYTES)}")
-    elif req.swizzle != "none" and inner_bytes > SWIZZLE_BYTES[req.swizzle]:
-        broken.append(
-            f"swizzle {req.swizzle} spans {SWIZZLE_BYTES[req.swizzle]} bytes but the box's inner "
-            f"extent is {inner_bytes} bytes"
+        rules.require(
+            "box_extent",
+            1 <= extent <= MAX_BOX_EXTENT,
+            f"box[{d}] = {extent}: box dimensions must lie in [1, {MAX_BOX_EXTENT}]",
         )
-    if req.oob_fill not in ("zero", "nan") or (req.oob_fill == "nan" and req.dtype not in FLOAT_TYPES):
-        broken.append(f"oob_fill {req.oob_fill!r}: 'zero', or 'nan' for floating-point types only")
-    if req.l2_promotion not in L2_PROMOTION:
-        broken.append(f"l2_promotion {req.l2_promotion!r} is not one of {list(L2_PROMOTION)}")
-    return broken
+    inner_bytes = req.box[-1] * size
+    rules.require(
+        "box_inner_16_bytes",
+        inner_bytes % 16 == 0,
+        f"the box's inner extent is {inner_bytes} bytes: it must be a multiple of 16",
+    )
+    if rules.require(
+        "element_strides_range", all(1 <= s <= 8 for s in element_strides), "element strides must lie in [1, 8]"
+    ):  # the driver's size of a box: every dimension's extent divided by its stride, rounded down
+        box_bytes = math.prod(b // s for b, s in zip(req.box, element_strides, strict=True)) * size
+        rules.require(
+            "box_bytes",
+            box_bytes <= MAX_BOX_BYTES,
+            f"the box holds {box_bytes} bytes (extents divided by the element strides): at most "
+            f"{MAX_BOX_BYTES} (128 KiB)",
+        )
+    if (
+        rules.require(
+            "swizzle_known",
+            req.swizzle in SWIZZLE_BYTES,
+            lambda: f"swizzle {req.swizzle!r} is not one of {list(SWIZZLE_BYTES)}",
+        )
+        and req.swizzle != "none"
+    ):
+        rules.require(
+            "swizzle_spans_box",
+            inner_bytes <= SWIZZLE_BYTES[req.swizzle],
+            f"swizzle {req.swizzle} spans {SWIZZLE_BYTES[req.swizzle]} bytes but the box's inner "
+            f"extent is {inner_bytes} bytes",
+        )
+    rules.require(
+        "oob_fill",
+        req.oob_fill == "zero" or (req.oob_fill == "nan" and req.dtype in FLOAT_TYPES),
+        f"oob_fill {req.oob_fill!r}: 'zero', or 'nan' for floating-point types only",
+    )
+    rules.require(
+        "l2_promotion",
+        req.l2_promotion in L2_PROMOTION,
+        lambda: f"l2_promotion {req.l2_promotion!r} is not one of {list(L2_PROMOTION)}",
+    )
+    return rules.broken
 
 
 def swizzled_offset(offset: int, swizzle: str) -> int:

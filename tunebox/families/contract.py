@@ -129,6 +129,9 @@ class KernelTemplate(abc.ABC, Generic[P, C]):
     name: ClassVar[str]
     config_type: ClassVar[type[TemplateConfig]]
     kernel: ClassVar[str]  # the device source, relative to kernels/ (its includes are found from it)
+    # every rule ``violations`` can require (``tunebox.rules``), each of which some problem and
+    # configuration break (the conformance test shows each holding and breaking)
+    rule_names: ClassVar[tuple[str, ...]] = ()
 
     @abc.abstractmethod
     def default(self, problem: P) -> C | None:
@@ -136,7 +139,8 @@ class KernelTemplate(abc.ABC, Generic[P, C]):
 
     @abc.abstractmethod
     def violations(self, problem: P, config: C) -> list[str]:
-        """Every validity rule ``config`` breaks for ``problem`` (empty when valid)."""
+        """Every validity rule ``config`` breaks for ``problem`` (empty when valid): the messages of a
+        ``tunebox.rules.Rules`` owned by the template's name, whose rules are ``rule_names``."""
 
     @abc.abstractmethod
     def render(self, problem: P, config: C) -> Instantiation:

@@ -17,11 +17,12 @@ import abc
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
 from ..dtypes import element_type
+from ..rules import Rules
 from .base import BufferArg, CType, Instantiation, LaunchGeometry, instantiate
 from .contract import KernelTemplate, TemplateConfig, choice
 from .indexed import MASK_CTYPE, UNCHECKED_NEEDS_VALID, IndexedProblem, _warps, index_type
@@ -99,6 +100,7 @@ class RowsTemplate(KernelTemplate[PR, RowsConfig]):
 
     name = "rows"
     config_type = RowsConfig
+    rule_names: ClassVar[tuple[str, ...]] = ("vec_bytes_whole_elements", "team_within_row", "unchecked_needs_valid")
     kernel = "gather/gather.cu"
 
     @abc.abstractmethod
@@ -121,22 +123,27 @@ class RowsTemplate(KernelTemplate[PR, RowsConfig]):
 
     def violations(self, problem: PR, config: RowsConfig) -> list[str]:
         size = element_type(problem.element).itemsize
-        if config.vec_bytes % size:
-            return [f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element"]
-        broken = self.team_violations(problem, config)
-        if config.check_bounds == "false" and not problem.all_valid:
-            broken.append(UNCHECKED_NEEDS_VALID)
-        return broken
+        rules = Rules(self.name)
+        if not rules.require(
+            "vec_bytes_whole_elements",
+            config.vec_bytes % size == 0,
+            f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element",
+        ):
+            return rules.broken
+        self.team_rules(rules, problem, config)
+        if config.check_bounds == "false":
+            rules.require("unchecked_needs_valid", problem.all_valid, UNCHECKED_NEEDS_VALID)
+        return rules.broken
 
-    def team_violations(self, problem: PR, config: RowsConfig) -> list[str]:
+    def team_rules(self, rules: Rules, problem: PR, config: RowsConfig) -> None:
         """The rules on how the threads share the work (the vector width divides the element)."""
         team, vectors = config.threads // config.rows_per_block, self.row_vectors(problem, config.vec_bytes)
-        if team > _warps(vectors):
-            return [
-                f"{team} threads per row (threads / rows_per_block) exceed the row's {vectors} vectors "
-                "rounded up to whole warps: threads would idle"
-            ]
-        return []
+        rules.require(
+            "team_within_row",
+            team <= _warps(vectors),
+            f"{team} threads per row (threads / rows_per_block) exceed the row's {vectors} vectors "
+            "rounded up to whole warps: threads would idle",
+        )
 
     def render(self, problem: PR, config: RowsConfig) -> Instantiation:
         et = element_type(problem.element)

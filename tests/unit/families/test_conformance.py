@@ -1,11 +1,15 @@
 """The conformance suite every discovered family and template passes: problems survive their dict
-form, every template compiles with NVRTC, every template has valid and invalid configurations, the
-hash covers every source (and changes with any of them), and a family outside tunebox joins by an
-entry point without touching an engine file."""
+form, every template compiles with NVRTC, every template has valid and invalid configurations, every
+named rule of a template (and of the tensor-map validator) is seen holding and breaking, the hash
+covers every source (and changes with any of them), and a family outside tunebox joins by an entry
+point without touching an engine file."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import random
+import re
 import sys
 import textwrap
 from importlib.metadata import EntryPoint
@@ -17,12 +21,15 @@ import pytest
 import tunebox.families as families
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.families.base import Problem
-from tunebox.families.contract import Family, Operation
+from tunebox.families.contract import Family, Operation, TemplateConfig
 from tunebox.kernels_dir import kernels_dir
-from tunebox.params import TemplateSpaces
+from tunebox.params import Space, TemplateSpaces
 from tunebox.records import Status
+from tunebox.rules import Outcome, recording
 from tunebox.source_graph import cuda_closure
 from tunebox.sweep_spec import load_sweep
+from tunebox.tma import RULE_NAMES, TensorMapRequest
+from tunebox.tma import violations as tensor_map_violations
 
 SPACES = Path(__file__).resolve().parents[3] / "spaces"
 EXTRA_PROBLEMS = {"faults": [{"n": 1000}]}  # families without a sweep file (test-only)
@@ -96,6 +103,145 @@ def test_every_template_has_valid_and_invalid_configurations_and_compiles(name: 
         if config["template"] == "planted" and config["fault"] == "compile_error":
             continue
         assert result.status is Status.OK, (config.label(), result.log[-500:])
+
+
+# Problems beyond the sweep files', for the rules that break on none of those: each comment names the
+# rules its problem breaks (the problems are valid: the family's operation parses them).
+RULE_PROBLEMS: dict[str, list[dict[str, object]]] = {
+    "gather": [  # the column form (axis 1): threads_busy, rows_per_block_within_window
+        {"dtype": "float32", "rows": 4096, "cols": 64, "count": 1000, "axis": 1, "window": 8},
+    ],
+    "gather_elements": [  # grid_fits: 2^31 - 1 output rows
+        {"dtype": "bfloat16", "rows": 1024, "cols": 64, "tile": [2**31 - 1, 256]},
+    ],
+    "gemm": [  # M = 2^31: coordinates_32bit (wgmma, padded, persistent), grid_fits (mma: M / BM > 65535)
+        {"M": 2**31, "N": 64, "K": 64},
+    ],
+    "quant": [
+        {"dtype": "bfloat16", "rows": 1, "cols": 64, "format": "mxfp4", "direction": "quantize"},  # threads_busy
+        {"dtype": "bfloat16", "rows": 2**20, "cols": 2**20 - 1, "format": "mxfp4", "direction": "dequantize"},  # grid
+    ],
+    "quant_gemm": [  # M = 2^23: grid_fits; N = 16: warps_along_n_busy; K = 64: splits_within_spans, bk_within_k
+        {"M": 2**23, "N": 16, "K": 64, "format": "mxfp4"},
+    ],
+    "ragged3d": [
+        # max_len 8: bm_within_max_len; 6 heads: group_divides_heads; 12 x 2 bytes: head_stride_16_bytes
+        {
+            "dtype": "bfloat16",
+            "batch": 4,
+            "max_len": 8,
+            "heads": 6,
+            "depth": 12,
+            "direction": "pack",
+            "lengths": [8, 3, 0, 5],
+        },
+        # 1024 x 2^22 rows: grid_fits; about 2^31 packed rows: coordinates_32bit (tma)
+        {
+            "dtype": "bfloat16",
+            "batch": 1024,
+            "max_len": 2**22,
+            "heads": 1,
+            "depth": 64,
+            "direction": "pack",
+            "lengths": "uniform",
+        },
+    ],
+    "tile_copy": [
+        {"dtype": "bfloat16", "src": [2**20, 2**19], "dst": [2**20, 2**19]},  # grid_fits: 2^39 elements
+        # coordinates_32bit (tma): boxes start past row 2^31 - 1
+        {"dtype": "float32", "src": [2**31 - 1, 256], "dst": [1024, 1024], "origin": [2147483000, 0]},
+    ],
+    "windows": [
+        {"dtype": "float32", "rows": 4, "cols": 4, "window": [2, 2], "step": [1, 1], "op": "sum"},  # block_within_grid
+        {"dtype": "float32", "rows": 2**22, "cols": 64, "window": [1, 1], "step": [1, 1], "op": "max"},  # grid_fits
+    ],
+}
+WHOLE = 30_000  # evaluations: a template's whole space for every problem, where that is at most this many
+DRAWS = 500  # else as many seeded draws of its space per problem
+
+
+def configurations(family: Family, template: str, space: Space, seed: str | None) -> list[TemplateConfig]:
+    """The template's whole space (iterated as ``TemplateSpaces``) without a seed, else DRAWS seeded
+    draws of it."""
+    if seed is None:
+        return [family.typed(config)[1] for config in TemplateSpaces(((template, space),))]
+    rng = random.Random(seed)
+    config_type = family.templates[template].config_type
+    return [config_type(**{p.name: rng.choice(p.choices) for p in space.params}) for _ in range(DRAWS)]
+
+
+def unseen(owner: str, declared: tuple[str, ...], seen: set[Outcome]) -> dict[str, set[str]]:
+    """The declared rules of ``owner`` never seen holding, never seen breaking, and the rules seen
+    that are not declared (all empty when conformant)."""
+    held = {rule for who, rule, ok in seen if who == owner and ok}
+    broke = {rule for who, rule, ok in seen if who == owner and not ok}
+    return {
+        "never held": set(declared) - held,
+        "never broke": set(declared) - broke,
+        "not declared": (held | broke) - set(declared),
+    }
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_rule_is_seen_holding_and_breaking(name: str) -> None:
+    """Over the family's problems (its sweep files' and RULE_PROBLEMS) and each template's space,
+    every rule in the template's ``rule_names`` holds somewhere and breaks somewhere, and every rule
+    its ``violations`` requires is declared there."""
+    family = families.get(name)
+    cases = problems(name) + [family.parse_problem(data) for data in RULE_PROBLEMS.get(name, [])]
+    missing = {}
+    for template_name, space in family.space.templates:
+        template = family.templates[template_name]
+        declared = template.rule_names
+        assert len(set(declared)) == len(declared), f"{template_name}: a rule declared twice"
+        assert all(re.fullmatch(r"[a-z][a-z0-9_]*", rule) for rule in declared), declared
+        whole = configurations(family, template_name, space, None) if space.size() * len(cases) <= WHOLE else None
+        with recording() as seen:
+            for i, problem in enumerate(cases):
+                for config in whole or configurations(family, template_name, space, f"{template_name}/{i}"):
+                    template.violations(problem, config)
+        missing[template_name] = {k: v for k, v in unseen(template_name, declared, seen).items() if v}
+    assert not any(missing.values()), f"{name}: {missing}"
+
+
+def test_every_tensor_map_rule_is_seen_holding_and_breaking() -> None:
+    """The tensor-map validator's rules (``tma.RULE_NAMES``), on a valid request and one breaking
+    each rule (the templates build requests that only some of them can break)."""
+    ok = TensorMapRequest("float32", (64, 64), (256, 4), (8, 8), 256)
+    cases = [
+        ok,
+        dataclasses.replace(ok, dtype="float64"),  # dtype_known
+        dataclasses.replace(ok, shape=(64,), strides=(4,), box=(8,)),  # rank_2_to_5
+        dataclasses.replace(ok, box=(8,)),  # one_entry_per_dimension
+        dataclasses.replace(ok, address=8),  # address_aligned
+        dataclasses.replace(ok, shape=(0, 64)),  # shape_extent
+        dataclasses.replace(ok, strides=(256, 8)),  # innermost_stride_is_element
+        dataclasses.replace(ok, strides=(100, 4)),  # outer_stride
+        dataclasses.replace(ok, box=(300, 8)),  # box_extent
+        dataclasses.replace(ok, box=(8, 2)),  # box_inner_16_bytes
+        dataclasses.replace(ok, element_strides=(9, 1)),  # element_strides_range
+        dataclasses.replace(ok, shape=(512, 512), strides=(2048, 4), box=(256, 256)),  # box_bytes
+        dataclasses.replace(ok, swizzle="16B"),  # swizzle_known
+        dataclasses.replace(ok, swizzle="32B"),  # swizzle_spans_box holds (32 bytes of 32)
+        dataclasses.replace(ok, swizzle="32B", box=(8, 16)),  # swizzle_spans_box breaks
+        dataclasses.replace(ok, dtype="uint32", oob_fill="nan"),  # oob_fill
+        dataclasses.replace(ok, l2_promotion="512B"),  # l2_promotion
+    ]
+    with recording() as seen:
+        for request in cases:
+            tensor_map_violations(request)
+    missing = {k: v for k, v in unseen("tensor_map", RULE_NAMES, seen).items() if v}
+    assert not missing, missing
+
+
+def test_rules_are_recorded_only_inside_recording() -> None:
+    request = TensorMapRequest("float32", (64, 64), (256, 4), (8, 8), 256)
+    with recording() as seen:
+        tensor_map_violations(request)
+    assert ("tensor_map", "dtype_known", True) in seen
+    before = set(seen)
+    tensor_map_violations(dataclasses.replace(request, dtype="float64"))
+    assert seen == before
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -13,6 +13,7 @@ from typing import Literal
 
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X
+from ...rules import Rules
 from ..base import Arg, LaunchGeometry, ScalarArg
 from ..indexed import _warps
 from ..indexed_rows import RowsConfig, RowsTemplate, row_buffers
@@ -20,6 +21,8 @@ from .problem import GatherProblem
 
 
 class GatherRows(RowsTemplate[GatherProblem]):
+    rule_names = (*RowsTemplate.rule_names, "threads_busy", "rows_per_block_within_window")  # the column form's
+
     def kernel_name(self, p: GatherProblem) -> str:
         base = "gather_rows" if p.whole_rows else "gather_window" if p.axis == 0 else "gather_cols"
         return base + ("_masked" if p.mask else "")
@@ -49,20 +52,23 @@ class GatherRows(RowsTemplate[GatherProblem]):
         per_row = next((r for r in (16, 8, 4, 2) if r <= p.span and tiles * math.ceil(p.span / r) >= 1024), 1)
         return RowsConfig(rows_per_block=per_row, threads=threads, vec_bytes=16, check_bounds="true")
 
-    def team_violations(self, problem: GatherProblem, config: RowsConfig) -> list[str]:
+    def team_rules(self, rules: Rules, problem: GatherProblem, config: RowsConfig) -> None:
         p = problem
         if p.axis == 0:
-            return super().team_violations(p, config)
-        broken = []
+            super().team_rules(rules, p, config)
+            return
         vectors = math.ceil(p.count / (config.vec_bytes // element_type(p.element).itemsize))
-        if config.threads > max(64, _warps(vectors)):
-            broken.append(
-                f"{config.threads} threads exceed the {vectors} vectors of entries rounded up to whole "
-                "warps: threads would idle"
-            )
-        if config.rows_per_block > p.span:
-            broken.append(f"rows_per_block={config.rows_per_block} exceeds the window of {p.span} rows")
-        return broken
+        rules.require(
+            "threads_busy",
+            config.threads <= max(64, _warps(vectors)),
+            f"{config.threads} threads exceed the {vectors} vectors of entries rounded up to whole "
+            "warps: threads would idle",
+        )
+        rules.require(
+            "rows_per_block_within_window",
+            config.rows_per_block <= p.span,
+            f"rows_per_block={config.rows_per_block} exceeds the window of {p.span} rows",
+        )
 
     def geometry(self, problem: GatherProblem, config: RowsConfig) -> LaunchGeometry:
         if problem.axis == 0:

@@ -12,6 +12,7 @@ from typing import Literal
 
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X
+from ...rules import Rules
 from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..indexed import UNCHECKED_NEEDS_VALID, _warps, index_type
@@ -33,6 +34,7 @@ def blocks(p: ElementGatherProblem, config: ElementsConfig) -> int:
 class ElementsTemplate(KernelTemplate[ElementGatherProblem, ElementsConfig]):
     name = "elements"
     config_type = ElementsConfig
+    rule_names = ("threads_busy", "grid_fits", "unchecked_needs_valid")
     kernel = "gather/gather_elements.cu"
 
     def default(self, problem: ElementGatherProblem) -> ElementsConfig:
@@ -41,18 +43,19 @@ class ElementsTemplate(KernelTemplate[ElementGatherProblem, ElementsConfig]):
 
     def violations(self, problem: ElementGatherProblem, config: ElementsConfig) -> list[str]:
         threads, per_thread = config.threads, config.elems_per_thread
-        broken: list[str] = []
+        rules = Rules(self.name)
         busy = _warps(math.ceil(problem.tile[1] / per_thread))
-        if threads > max(64, busy):
-            broken.append(
-                f"{threads} threads exceed the {busy} threads a row of {problem.tile[1]} elements at "
-                f"{per_thread} per thread keeps busy"
-            )
-        if blocks(problem, config) > MAX_GRID_X:
-            broken.append(f"{blocks(problem, config)} blocks exceed the grid limit {MAX_GRID_X}")
-        if config.check_bounds == "false" and not problem.all_valid:
-            broken.append(UNCHECKED_NEEDS_VALID)
-        return broken
+        rules.require(
+            "threads_busy",
+            threads <= max(64, busy),
+            f"{threads} threads exceed the {busy} threads a row of {problem.tile[1]} elements at "
+            f"{per_thread} per thread keeps busy",
+        )
+        n = blocks(problem, config)
+        rules.require("grid_fits", n <= MAX_GRID_X, f"{n} blocks exceed the grid limit {MAX_GRID_X}")
+        if config.check_bounds == "false":
+            rules.require("unchecked_needs_valid", problem.all_valid, UNCHECKED_NEEDS_VALID)
+        return rules.broken
 
     def render(self, problem: ElementGatherProblem, config: ElementsConfig) -> Instantiation:
         members: dict[str, int | bool | CType] = {

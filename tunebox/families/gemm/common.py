@@ -10,6 +10,7 @@ from typing import Any
 
 from ...dtypes import element_type
 from ...limits import MAX_SHARED_BYTES
+from ...rules import Rules
 from ...tma import MAX_COORDINATE
 from ...tma import violations as tensor_map_violations
 from ..base import CType, TensorMapArg
@@ -50,26 +51,37 @@ def output_ctype(p: GemmProblem) -> str:
     return element_type(p.out_dtype).ctype
 
 
-def common_violations(p: GemmProblem, bm: int, bn: int, bounds: str, shared_bytes: int) -> list[str]:
+COMMON_RULES = ("shared_memory_fits", "full_tiles")  # common_rules's (full_tiles: bounds='false' only)
+TMA_RULES = ("coordinates_32bit",)  # tma_rules's own (the tensor maps' are tma.violations's)
+
+
+def common_rules(rules: Rules, p: GemmProblem, bm: int, bn: int, bounds: str, shared_bytes: int) -> None:
     """The rules of every template: the stages fit in shared memory; bounds='false' needs full tiles."""
-    broken = []
-    if shared_bytes > MAX_SHARED_BYTES:
-        broken.append(f"{shared_bytes} bytes of shared memory exceed {MAX_SHARED_BYTES}")
-    if bounds == "false" and (p.M % bm or p.N % bn):
-        broken.append(f"bounds='false' needs full tiles of D: M % BM = N % BN = 0 ({p.M} % {bm}, {p.N} % {bn})")
-    return broken
+    rules.require(
+        "shared_memory_fits",
+        shared_bytes <= MAX_SHARED_BYTES,
+        f"{shared_bytes} bytes of shared memory exceed {MAX_SHARED_BYTES}",
+    )
+    if bounds == "false":
+        rules.require(
+            "full_tiles",
+            p.M % bm == 0 and p.N % bn == 0,
+            f"bounds='false' needs full tiles of D: M % BM = N % BN = 0 ({p.M} % {bm}, {p.N} % {bn})",
+        )
 
 
-def tma_rules(p: GemmProblem, maps: Callable[[], Iterable[TensorMapArg]], earlier: list[str]) -> list[str]:
-    """The TMA templates' last rules: 32-bit coordinates, then (only where no ``earlier`` rule broke,
-    so that the maps can be built) the rules of ``cuTensorMapEncodeTiled`` each of ``maps()`` breaks on
+def tma_rules(rules: Rules, p: GemmProblem, maps: Callable[[], Iterable[TensorMapArg]]) -> None:
+    """The TMA templates' last rules: 32-bit coordinates, then (only where no earlier rule broke, so
+    that the maps can be built) the rules of ``cuTensorMapEncodeTiled`` each of ``maps()`` breaks on
     any 256-byte aligned address (the buffers' own are known at launch only)."""
-    if max(p.M, p.N, p.K) > MAX_COORDINATE:
-        return [f"TMA coordinates are 32-bit: M, N and K must stay below 2^31 ({p.M}, {p.N}, {p.K})"]
-    if earlier:
-        return []
-    return [
-        f"tensor map of {arg.buffer}: {b}"
-        for arg in maps()
-        for b in tensor_map_violations(dataclasses.replace(arg.request, address=256))
-    ]
+    rules.require(
+        "coordinates_32bit",
+        max(p.M, p.N, p.K) <= MAX_COORDINATE,
+        f"TMA coordinates are 32-bit: M, N and K must stay below 2^31 ({p.M}, {p.N}, {p.K})",
+    )
+    if not rules.broken:
+        rules.broken += [
+            f"tensor map of {arg.buffer}: {b}"
+            for arg in maps()
+            for b in tensor_map_violations(dataclasses.replace(arg.request, address=256))
+        ]

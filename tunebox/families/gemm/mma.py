@@ -7,13 +7,15 @@ import math
 from dataclasses import dataclass
 
 from ...limits import MAX_GRID_X, MAX_GRID_Y
+from ...rules import Rules
 from ...tma import SWIZZLE_BYTES
 from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .common import (
+    COMMON_RULES,
     MAX_ACCUMULATORS,
     bounds_choice,
-    common_violations,
+    common_rules,
     input_ctype,
     output_ctype,
     output_members,
@@ -43,6 +45,14 @@ class MmaTemplate(KernelTemplate[GemmProblem, MmaConfig]):
 
     name = "mma"
     config_type = MmaConfig
+    rule_names = (
+        "grid_fits",
+        "warp_tiles_whole_mma",
+        "accumulators_fit",
+        "full_k_steps",
+        "aligned_rows",
+        *COMMON_RULES,
+    )
     kernel = "gemm/gemm.cu"
 
     @staticmethod
@@ -58,27 +68,37 @@ class MmaTemplate(KernelTemplate[GemmProblem, MmaConfig]):
     def violations(self, problem: GemmProblem, config: MmaConfig) -> list[str]:
         p, c = problem, config
         bm, bn, bk, wm, wn = c.BM, c.BN, c.BK, c.warps_m, c.warps_n
-        broken = []
-        if math.ceil(p.M / bm) > MAX_GRID_Y or math.ceil(p.N / bn) > MAX_GRID_X:
-            broken.append(f"the grid of {math.ceil(p.N / bn)} x {math.ceil(p.M / bm)} blocks exceeds the limits")
-        if bm % (16 * wm) or bn % (8 * wn):
-            broken.append(
-                f"warp tiles of whole 16 x 8 MMA tiles need BM % (16 x warps_m) = BN % (8 x warps_n) = 0 "
-                f"(BM={bm}, BN={bn}, warps {wm} x {wn})"
-            )
-        elif (bm // wm // 16) * (bn // wn // 8) * 4 > MAX_ACCUMULATORS:
-            broken.append(
+        rules = Rules(self.name)
+        rules.require(
+            "grid_fits",
+            math.ceil(p.M / bm) <= MAX_GRID_Y and math.ceil(p.N / bn) <= MAX_GRID_X,
+            lambda: f"the grid of {math.ceil(p.N / bn)} x {math.ceil(p.M / bm)} blocks exceeds the limits",
+        )
+        if rules.require(
+            "warp_tiles_whole_mma",
+            bm % (16 * wm) == 0 and bn % (8 * wn) == 0,
+            f"warp tiles of whole 16 x 8 MMA tiles need BM % (16 x warps_m) = BN % (8 x warps_n) = 0 "
+            f"(BM={bm}, BN={bn}, warps {wm} x {wn})",
+        ):
+            rules.require(
+                "accumulators_fit",
+                (bm // wm // 16) * (bn // wn // 8) * 4 <= MAX_ACCUMULATORS,
                 f"a {bm // wm} x {bn // wn} warp tile holds {(bm // wm) * (bn // wn) // 32} float32 "
-                f"accumulators per thread (at most {MAX_ACCUMULATORS})"
+                f"accumulators per thread (at most {MAX_ACCUMULATORS})",
             )
         if c.bounds == "false":
-            if p.K % bk:
-                broken.append(f"bounds='false' needs full K steps on path 'mma': K % BK = 0 ({p.K} % {bk})")
-            if p.lda % 8 or p.ldb % 8:
-                broken.append(
-                    f"bounds='false' needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb})"
-                )
-        return broken + common_violations(p, bm, bn, c.bounds, self.shared_bytes(c))
+            rules.require(
+                "full_k_steps",
+                p.K % bk == 0,
+                f"bounds='false' needs full K steps on path 'mma': K % BK = 0 ({p.K} % {bk})",
+            )
+            rules.require(
+                "aligned_rows",
+                p.lda % 8 == 0 and p.ldb % 8 == 0,
+                f"bounds='false' needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb})",
+            )
+        common_rules(rules, p, bm, bn, c.bounds, self.shared_bytes(c))
+        return rules.broken
 
     def render(self, problem: GemmProblem, config: MmaConfig) -> Instantiation:
         c = config

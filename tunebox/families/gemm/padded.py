@@ -7,10 +7,11 @@ from __future__ import annotations
 import math
 
 from ...limits import MAX_GRID_Y
+from ...rules import Rules
 from ..base import Arg, BufferArg, CType, KernelLaunch, LaunchGeometry, ScalarArg
 from .common import input_ctype
 from .operation import GemmProblem, round8
-from .tma_wgmma import TmaWgmmaTemplate, WgmmaConfig
+from .tma_wgmma import WGMMA_RULES, TmaWgmmaTemplate, WgmmaConfig
 
 PAD_THREADS = 256  # pad_rows: threads per block
 PAD_SPAN = 8 * PAD_THREADS  # pad_rows: elements of a row per block step (one 16-byte store per thread)
@@ -20,11 +21,14 @@ COPY_SIZES = ("rows", "cols", "ld_src", "ld_dst")  # pad_rows: a copy's scalars 
 class PaddedTemplate(TmaWgmmaTemplate):
     name = "padded"
     helpers = ("pad_rows",)
+    rule_names = (*WGMMA_RULES, "rows_unaligned")
 
-    def alignment_violations(self, problem: GemmProblem) -> list[str]:
-        if not problem.unaligned():
-            return ["the rows of A and B are already 16-byte aligned: path 'wgmma' does the same without the copies"]
-        return []
+    def alignment_rule(self, rules: Rules, problem: GemmProblem) -> None:
+        rules.require(
+            "rows_unaligned",
+            bool(problem.unaligned()),
+            "the rows of A and B are already 16-byte aligned: path 'wgmma' does the same without the copies",
+        )
 
     def operand_source(self, name: str, cols: int, ld: int) -> tuple[str, int]:
         return (f"{name}_padded", round8(cols)) if ld % 8 else (name, ld)

@@ -15,10 +15,11 @@ import math
 from dataclasses import dataclass
 
 from ...dtypes import element_type
+from ...rules import Rules
 from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .common import MAX_ACCUMULATORS, common_violations, output_ctype, output_members, tma_rules
+from .common import MAX_ACCUMULATORS, TMA_RULES, common_rules, output_ctype, output_members, tma_rules
 from .operation import GemmProblem
 from .tma_wgmma import WG_BK
 
@@ -61,6 +62,16 @@ class PersistentConfig(TemplateConfig):
 class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
     name = "persistent"
     config_type = PersistentConfig
+    # common_rules's full_tiles applies to bounds='false' only, which this kernel has not
+    rule_names = (
+        "schedule_rows",
+        "accumulators_fit",
+        "register_budget",
+        "rows_aligned",
+        "tma_epilogue_chunks",
+        *TMA_RULES,
+        "shared_memory_fits",
+    )
     kernel = "gemm/gemm_persistent.cu"
 
     @staticmethod
@@ -96,36 +107,43 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
 
     def violations(self, problem: GemmProblem, config: PersistentConfig) -> list[str]:
         p, c = problem, config
-        broken = []
-        if c.BM not in ROWS[c.schedule]:
-            broken.append(
+        rules = Rules(self.name)
+        if rules.require(
+            "schedule_rows",
+            c.BM in ROWS[c.schedule],
+            lambda: (
                 f"schedule {c.schedule!r} gives each consumer warpgroup 1 or 2 tiles of 64 rows: "
                 f"BM must be {' or '.join(map(str, ROWS[c.schedule]))} (BM={c.BM})"
-            )
-        else:
+            ),
+        ):
             accumulators = c.BM // (2 if c.schedule == "cooperative" else 1) * c.BN // 128
-            if accumulators > MAX_ACCUMULATORS:
-                broken.append(
-                    f"{accumulators} float32 accumulators per consumer thread (at most {MAX_ACCUMULATORS}): "
-                    "lower BM or BN"
-                )
+            rules.require(
+                "accumulators_fit",
+                accumulators <= MAX_ACCUMULATORS,
+                f"{accumulators} float32 accumulators per consumer thread (at most {MAX_ACCUMULATORS}): lower BM or BN",
+            )
         budget = THREADS * LAUNCH_REGISTERS
-        if 128 * c.producer_registers + 256 * c.consumer_registers > budget:
-            broken.append(
-                f"register budget: 128 x {c.producer_registers} (producer) + 256 x {c.consumer_registers} "
-                f"(consumers) exceed the block's {budget} (384 threads x {LAUNCH_REGISTERS})"
+        rules.require(
+            "register_budget",
+            128 * c.producer_registers + 256 * c.consumer_registers <= budget,
+            f"register budget: 128 x {c.producer_registers} (producer) + 256 x {c.consumer_registers} "
+            f"(consumers) exceed the block's {budget} (384 threads x {LAUNCH_REGISTERS})",
+        )
+        rules.require(
+            "rows_aligned",
+            not p.unaligned(),
+            f"TMA needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb}): use path 'padded'",
+        )
+        if c.epilogue == "tma":
+            rules.require(
+                "tma_epilogue_chunks",
+                self.tma_stores_fit(p),
+                f"epilogue 'tma' needs D's rows and N in whole 16-byte chunks (ldd={p.ldd}, N={p.N}; a TMA "
+                "store writes whole chunks past N, over D's padding): use epilogue 'direct'",
             )
-        if p.unaligned():
-            broken.append(
-                f"TMA needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb}): use path 'padded'"
-            )
-        if c.epilogue == "tma" and not self.tma_stores_fit(p):
-            broken.append(
-                f"epilogue 'tma' needs D's rows and N in whole 16-byte chunks (ldd={p.ldd}, N={p.N}; a TMA store "
-                "writes whole chunks past N, over D's padding): use epilogue 'direct'"
-            )
-        broken += tma_rules(p, lambda: self.tensor_maps(p, c), broken)
-        return broken + common_violations(p, c.BM, c.BN, "true", self.shared_bytes(c))
+        tma_rules(rules, p, lambda: self.tensor_maps(p, c))
+        common_rules(rules, p, c.BM, c.BN, "true", self.shared_bytes(c))
+        return rules.broken
 
     def render(self, problem: GemmProblem, config: PersistentConfig) -> Instantiation:
         c = config

@@ -11,13 +11,16 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+from ...rules import Rules
 from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .common import (
+    COMMON_RULES,
     MAX_ACCUMULATORS,
+    TMA_RULES,
     bounds_choice,
-    common_violations,
+    common_rules,
     output_ctype,
     output_members,
     pipeline_stages,
@@ -28,6 +31,8 @@ from .common import (
 from .operation import GemmProblem
 
 WG_BK = 64  # K step of the wgmma kernel: one 128-byte swizzle row of bfloat16
+# the rules of both templates (each adds its alignment rule)
+WGMMA_RULES = ("consumer_rows", "whole_b_boxes", "accumulators_fit", "stages_at_least_2", *TMA_RULES, *COMMON_RULES)
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ class TmaWgmmaTemplate(KernelTemplate[GemmProblem, WgmmaConfig]):
     helpers: ClassVar[tuple[str, ...]] = ()  # helper kernels of the rendered module (launched by prologue)
 
     @abc.abstractmethod
-    def alignment_violations(self, problem: GemmProblem) -> list[str]:
+    def alignment_rule(self, rules: Rules, problem: GemmProblem) -> None:
         """The template's rule on the operands' row alignment."""
 
     @abc.abstractmethod
@@ -76,26 +81,30 @@ class TmaWgmmaTemplate(KernelTemplate[GemmProblem, WgmmaConfig]):
     def violations(self, problem: GemmProblem, config: WgmmaConfig) -> list[str]:
         p, c = problem, config
         bm, bn, consumers = c.BM, c.BN, c.consumers
-        broken = []
-        if bm % (64 * consumers) or bm // (64 * consumers) > 2:
-            broken.append(
-                f"each of the {consumers} consumer warpgroup(s) multiplies 1 or 2 tiles of 64 rows: "
-                f"BM must be {64 * consumers} or {128 * consumers} (BM={bm})"
-            )
-        elif bn % 64:
-            broken.append(f"B moves in boxes of 64 columns: BN must be 64, 128 or 256 (BN={bn})")
-        elif bm // (64 * consumers) * bn // 2 > MAX_ACCUMULATORS:
-            broken.append(
+        rules = Rules(self.name)
+        if rules.require(
+            "consumer_rows",
+            bm % (64 * consumers) == 0 and bm // (64 * consumers) <= 2,
+            f"each of the {consumers} consumer warpgroup(s) multiplies 1 or 2 tiles of 64 rows: "
+            f"BM must be {64 * consumers} or {128 * consumers} (BM={bm})",
+        ) and rules.require(
+            "whole_b_boxes", bn % 64 == 0, f"B moves in boxes of 64 columns: BN must be 64, 128 or 256 (BN={bn})"
+        ):
+            rules.require(
+                "accumulators_fit",
+                bm // (64 * consumers) * bn // 2 <= MAX_ACCUMULATORS,
                 f"{bm // (64 * consumers) * bn // 2} float32 accumulators per thread (at most "
-                f"{MAX_ACCUMULATORS}): lower BN or add a consumer"
+                f"{MAX_ACCUMULATORS}): lower BN or add a consumer",
             )
-        if c.stages < 2:
-            broken.append(
-                f"path {self.name!r} keeps one stage's products in flight while the next stage loads: stages >= 2"
-            )
-        broken += self.alignment_violations(p)
-        broken += tma_rules(p, lambda: self.tensor_maps(p, c), broken)
-        return broken + common_violations(p, bm, bn, c.bounds, self.shared_bytes(c))
+        rules.require(
+            "stages_at_least_2",
+            c.stages >= 2,
+            f"path {self.name!r} keeps one stage's products in flight while the next stage loads: stages >= 2",
+        )
+        self.alignment_rule(rules, p)
+        tma_rules(rules, p, lambda: self.tensor_maps(p, c))
+        common_rules(rules, p, bm, bn, c.bounds, self.shared_bytes(c))
+        return rules.broken
 
     def render(self, problem: GemmProblem, config: WgmmaConfig) -> Instantiation:
         c = config

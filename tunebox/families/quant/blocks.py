@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X
+from ...rules import Rules
 from ..base import Arg, BufferArg, CType, Instantiation, KernelLaunch, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .operation import AMAX_SLOTS
@@ -70,6 +71,15 @@ def amax_ctas(p: QuantProblem) -> int:
 class BlocksTemplate(KernelTemplate[QuantProblem, BlocksConfig]):
     name = "blocks"
     config_type = BlocksConfig
+    rule_names = (
+        "vec_bytes_whole_elements",
+        "ept_within_block",
+        "vector_within_ept",
+        "vectors_split_rows",
+        "registers_fit",
+        "threads_busy",
+        "grid_fits",
+    )
     kernel = "quant/quant.cu"
 
     def default(self, problem: QuantProblem) -> BlocksConfig:
@@ -83,34 +93,45 @@ class BlocksTemplate(KernelTemplate[QuantProblem, BlocksConfig]):
         p = problem
         size = element_type(p.element).itemsize
         ept, block = config.elems_per_thread, p.fmt.block
-        if config.vec_bytes % size:
-            return [f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element"]
+        rules = Rules(self.name)
+        if not rules.require(
+            "vec_bytes_whole_elements",
+            config.vec_bytes % size == 0,
+            f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element",
+        ):
+            return rules.broken
         vec = config.vec_bytes // size
-        broken = []
-        if ept > block:
-            broken.append(f"elems_per_thread={ept} exceeds the {p.format} block of {block} elements")
-        if vec > ept:
-            broken.append(f"a vector of {vec} elements exceeds elems_per_thread={ept}")
-        if p.cols % vec:
-            broken.append(
-                f"rows of {p.cols} elements do not split into {vec}-element vectors (vectors are aligned): "
-                "use a smaller vec_bytes"
-            )
+        rules.require(
+            "ept_within_block", ept <= block, f"elems_per_thread={ept} exceeds the {p.format} block of {block} elements"
+        )
+        rules.require("vector_within_ept", vec <= ept, f"a vector of {vec} elements exceeds elems_per_thread={ept}")
+        rules.require(
+            "vectors_split_rows",
+            p.cols % vec == 0,
+            f"rows of {p.cols} elements do not split into {vec}-element vectors (vectors are aligned): "
+            "use a smaller vec_bytes",
+        )
         held = config.blocks_per_thread * ept * size
-        if held > MAX_REGISTER_BYTES:
-            broken.append(
-                f"blocks_per_thread x elems_per_thread x {size} bytes = {held} exceed {MAX_REGISTER_BYTES} bytes "
-                "a thread holds in registers"
-            )
-        if config.threads > 64 and cta_blocks(p, config) > grid_blocks(p):
-            broken.append(
-                f"a CTA takes {cta_blocks(p, config)} scale blocks but the problem has {grid_blocks(p)}: threads "
-                "would idle"
+        rules.require(
+            "registers_fit",
+            held <= MAX_REGISTER_BYTES,
+            f"blocks_per_thread x elems_per_thread x {size} bytes = {held} exceed {MAX_REGISTER_BYTES} "
+            "bytes a thread holds in registers",
+        )
+        if config.threads > 64:
+            rules.require(
+                "threads_busy",
+                cta_blocks(p, config) <= grid_blocks(p),
+                lambda: (
+                    f"a CTA takes {cta_blocks(p, config)} scale blocks but the problem has {grid_blocks(p)}: "
+                    "threads would idle"
+                ),
             )
         grid = self.geometry(p, config).grid[0]
-        if grid > MAX_GRID_X:
-            broken.append(f"{grid} CTAs exceed the grid limit {MAX_GRID_X}: take more blocks per CTA")
-        return broken
+        rules.require(
+            "grid_fits", grid <= MAX_GRID_X, f"{grid} CTAs exceed the grid limit {MAX_GRID_X}: take more blocks per CTA"
+        )
+        return rules.broken
 
     def render(self, problem: QuantProblem, config: BlocksConfig) -> Instantiation:
         p = problem

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from ...limits import MAX_GRID_X, MAX_GRID_Y
+from ...rules import Rules
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .common import KERNEL, kernel_args, problem_members
@@ -49,6 +50,7 @@ class DecodeTemplate(KernelTemplate[QuantGemmProblem, DecodeConfig]):
 
     name = "decode"
     config_type = DecodeConfig
+    rule_names = ("warps_k_divides_warps", "tokens_within_m", "warps_along_n_busy", "splits_within_spans", "grid_fits")
     kernel = KERNEL
 
     def default(self, problem: QuantGemmProblem) -> DecodeConfig | None:
@@ -68,22 +70,35 @@ class DecodeTemplate(KernelTemplate[QuantGemmProblem, DecodeConfig]):
 
     def violations(self, problem: QuantGemmProblem, config: DecodeConfig) -> list[str]:
         p, c = problem, config
-        broken = []
-        if c.warps % c.warps_k:
-            broken.append(f"warps_k={c.warps_k} does not divide warps={c.warps}")
-        if c.tokens > max(8, -(-p.M // 8) * 8):
-            broken.append(f"tokens={c.tokens} past M={p.M} rounded up to 8: whole token tiles would idle")
-        if (warps_n(c) - 1) * c.rows >= p.N:
-            broken.append(f"{warps_n(c)} warps of {c.rows} rows along N={p.N}: whole warps would idle")
-        if c.splits * c.warps_k > max(1, full_spans(p)):
-            broken.append(
-                f"splits x warps_k = {c.splits * c.warps_k} exceeds the {full_spans(p)} whole spans of {SPAN} in "
-                f"K={p.K}: warps would idle"
-            )
+        rules = Rules(self.name)
+        rules.require(
+            "warps_k_divides_warps", c.warps % c.warps_k == 0, f"warps_k={c.warps_k} does not divide warps={c.warps}"
+        )
+        rules.require(
+            "tokens_within_m",
+            c.tokens <= max(8, -(-p.M // 8) * 8),
+            f"tokens={c.tokens} past M={p.M} rounded up to 8: whole token tiles would idle",
+        )
+        rules.require(
+            "warps_along_n_busy",
+            (warps_n(c) - 1) * c.rows < p.N,
+            lambda: f"{warps_n(c)} warps of {c.rows} rows along N={p.N}: whole warps would idle",
+        )
+        rules.require(
+            "splits_within_spans",
+            c.splits * c.warps_k <= max(1, full_spans(p)),
+            lambda: (
+                f"splits x warps_k = {c.splits * c.warps_k} exceeds the {full_spans(p)} whole spans of {SPAN} "
+                f"in K={p.K}: warps would idle"
+            ),
+        )
         x, _, z = self.geometry(p, c).grid
-        if x > MAX_GRID_X or z > MAX_GRID_Y:
-            broken.append(f"the grid of {x} x {c.splits} x {z} blocks exceeds the limits")
-        return broken
+        rules.require(
+            "grid_fits",
+            x <= MAX_GRID_X and z <= MAX_GRID_Y,
+            f"the grid of {x} x {c.splits} x {z} blocks exceeds the limits",
+        )
+        return rules.broken
 
     def render(self, problem: QuantGemmProblem, config: DecodeConfig) -> Instantiation:
         c = config

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from ...limits import MAX_GRID_X, MAX_GRID_Y, MAX_SHARED_BYTES
+from ...rules import Rules
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..gemm.common import MAX_ACCUMULATORS, pipeline_stages
@@ -55,6 +56,16 @@ class TiledTemplate(KernelTemplate[QuantGemmProblem, TiledConfig]):
 
     name = "tiled"
     config_type = TiledConfig
+    rule_names = (
+        "warp_tiles_whole_mma",
+        "accumulators_fit",
+        "fragment_registers_fit",
+        "bm_within_m",
+        "bk_within_k",
+        "stages_at_least_2",
+        "shared_memory_fits",
+        "grid_fits",
+    )
     kernel = KERNEL
 
     def default(self, problem: QuantGemmProblem) -> TiledConfig:
@@ -64,32 +75,52 @@ class TiledTemplate(KernelTemplate[QuantGemmProblem, TiledConfig]):
 
     def violations(self, problem: QuantGemmProblem, config: TiledConfig) -> list[str]:
         p, c = problem, config
-        broken = []
-        if c.BM % (16 * c.warps_m) or c.BN % (8 * c.warps_n):
-            broken.append(
-                f"warp tiles of whole 16 x 8 MMA tiles need BM % (16 x warps_m) = BN % (8 x warps_n) = 0 "
-                f"(BM={c.BM}, BN={c.BN}, warps {c.warps_m} x {c.warps_n})"
-            )
-        else:
+        rules = Rules(self.name)
+        if rules.require(
+            "warp_tiles_whole_mma",
+            c.BM % (16 * c.warps_m) == 0 and c.BN % (8 * c.warps_n) == 0,
+            f"warp tiles of whole 16 x 8 MMA tiles need BM % (16 x warps_m) = BN % (8 x warps_n) = 0 "
+            f"(BM={c.BM}, BN={c.BN}, warps {c.warps_m} x {c.warps_n})",
+        ):
             accumulators = c.BM * c.BN // (32 * c.warps_m * c.warps_n)
-            if accumulators > MAX_ACCUMULATORS:
-                broken.append(f"{accumulators} float32 accumulators per thread (at most {MAX_ACCUMULATORS})")
-            elif fragment_registers(c) > MAX_FRAGMENT_REGISTERS:
-                broken.append(
-                    f"{fragment_registers(c)} registers of fragments per thread (at most {MAX_FRAGMENT_REGISTERS})"
+            if rules.require(
+                "accumulators_fit",
+                accumulators <= MAX_ACCUMULATORS,
+                f"{accumulators} float32 accumulators per thread (at most {MAX_ACCUMULATORS})",
+            ):
+                rules.require(
+                    "fragment_registers_fit",
+                    fragment_registers(c) <= MAX_FRAGMENT_REGISTERS,
+                    lambda: (
+                        f"{fragment_registers(c)} registers of fragments per thread (at most {MAX_FRAGMENT_REGISTERS})"
+                    ),
                 )
-        if max(32, _power_ceiling(p.M)) < c.BM:
-            broken.append(f"BM={c.BM} is past M={p.M} rounded up to a power of two: token tiles would idle")
-        if max(64, _power_ceiling(p.K)) < c.BK:
-            broken.append(f"BK={c.BK} is past K={p.K} rounded up to a power of two: K steps would be padding")
-        if c.stages < 2:
-            broken.append("the pipeline loads the next K step while this one is multiplied: stages >= 2")
-        if shared_bytes(p, c) > MAX_SHARED_BYTES:
-            broken.append(f"{shared_bytes(p, c)} bytes of shared memory exceed {MAX_SHARED_BYTES}")
+        rules.require(
+            "bm_within_m",
+            max(32, _power_ceiling(p.M)) >= c.BM,
+            f"BM={c.BM} is past M={p.M} rounded up to a power of two: token tiles would idle",
+        )
+        rules.require(
+            "bk_within_k",
+            max(64, _power_ceiling(p.K)) >= c.BK,
+            f"BK={c.BK} is past K={p.K} rounded up to a power of two: K steps would be padding",
+        )
+        rules.require(
+            "stages_at_least_2",
+            c.stages >= 2,
+            "the pipeline loads the next K step while this one is multiplied: stages >= 2",
+        )
+        shared = shared_bytes(p, c)
+        rules.require(
+            "shared_memory_fits",
+            shared <= MAX_SHARED_BYTES,
+            f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}",
+        )
         x, y, _ = self.geometry(p, c).grid
-        if x > MAX_GRID_X or y > MAX_GRID_Y:
-            broken.append(f"the grid of {x} x {y} blocks exceeds the limits")
-        return broken
+        rules.require(
+            "grid_fits", x <= MAX_GRID_X and y <= MAX_GRID_Y, f"the grid of {x} x {y} blocks exceeds the limits"
+        )
+        return rules.broken
 
     def render(self, problem: QuantGemmProblem, config: TiledConfig) -> Instantiation:
         p, c = problem, config

@@ -14,6 +14,7 @@ import numpy as np
 
 from ...dtypes import element_type, random_bits
 from ...errors import InvalidProblem
+from ...rules import Rules
 from ..base import Baseline, BufferSpec, Problem, Work
 from ..contract import Operation
 from ..indexed import MAX_ELEMENTS, ceil_pow2, positive, reject_unknown
@@ -88,11 +89,13 @@ class RaggedProblem(Problem):
         return d
 
 
-def bm_violations(p: RaggedProblem, bm: int) -> list[str]:
+def bm_rule(rules: Rules, p: RaggedProblem, bm: int) -> None:
     """The rule both templates share: a tile no taller than Lmax rounded up to a power of two."""
-    if bm > ceil_pow2(p.max_len):
-        return [f"BM={bm} exceeds max_len={p.max_len} rounded up to a power of two"]
-    return []
+    rules.require(
+        "bm_within_max_len",
+        bm <= ceil_pow2(p.max_len),
+        f"BM={bm} exceeds max_len={p.max_len} rounded up to a power of two",
+    )
 
 
 class RaggedOperation(Operation[RaggedProblem]):

@@ -35,11 +35,12 @@ from dataclasses import dataclass
 
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X, MAX_SHARED_BYTES
+from ...rules import Rules
 from ...tma import MAX_COORDINATE, MBARRIER_BYTES, SWIZZLE_BYTES, TensorMapRequest, swizzle_period
 from ...tma import violations as tensor_map_violations
 from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .operation import BM_CHOICES, BM_DOC, RaggedProblem, bm_violations
+from .operation import BM_CHOICES, BM_DOC, RaggedProblem, bm_rule
 
 THREADS = 32  # one warp; its lane 0 issues every copy
 STAND_IN_ADDRESS = 1 << 40  # a 256-byte aligned device address standing in for a buffer's in the rules
@@ -83,7 +84,7 @@ class TmaLayout:
 
 
 def layout(p: RaggedProblem, config: TmaConfig) -> TmaLayout:
-    """The layout of a config that passes ``shape_violations``."""
+    """The layout of a config that passes ``shape_rules``."""
     size = p.itemsize
     span = SWIZZLE_BYTES[config.swizzle]
     g = (span or 16) // size
@@ -172,39 +173,52 @@ def largest_coordinates(p: RaggedProblem, config: TmaConfig) -> dict[str, int]:
     return largest
 
 
-def shape_violations(p: RaggedProblem, config: TmaConfig) -> list[str]:
-    """The rules the layout itself needs: whole head groups, 16-byte head strides, chunks that tile
-    the column block, and batched copies only without swizzle."""
+SHAPE_RULES = (
+    "group_divides_heads",
+    "head_stride_16_bytes",
+    "batched_without_swizzle",
+    "bn_whole_chunks",
+    "bn_below_depth",
+    "blocks_per_op_within_chunks",
+)
+
+
+def shape_rules(rules: Rules, p: RaggedProblem, config: TmaConfig) -> None:
+    """The rules the layout itself needs (``SHAPE_RULES``): whole head groups, 16-byte head strides,
+    chunks that tile the column block, and batched copies only without swizzle."""
     size = p.itemsize
     group, bn, bpo = config.group, config.BN, config.tma_blocks_per_op
     span = SWIZZLE_BYTES[config.swizzle]
     g = (span or 16) // size
-    broken = []
-    if p.heads % group:
-        broken.append(f"group={group} heads per block must divide the H={p.heads} heads")
-    if p.depth * size % 16:
-        broken.append(
-            f"TMA strides are 16-byte multiples: a head of D={p.depth} elements is {p.depth * size} "
-            "bytes; use template 'vector'"
+    rules.require(
+        "group_divides_heads", p.heads % group == 0, f"group={group} heads per block must divide the H={p.heads} heads"
+    )
+    rules.require(
+        "head_stride_16_bytes",
+        p.depth * size % 16 == 0,
+        f"TMA strides are 16-byte multiples: a head of D={p.depth} elements is {p.depth * size} "
+        "bytes; use template 'vector'",
+    )
+    rules.require(
+        "batched_without_swizzle",
+        not (bpo and span),
+        f"tma_blocks_per_op={bpo} batches 16-byte chunks through an extra dimension, which only "
+        f"swizzle='none' allows: set tma_blocks_per_op=0 or swizzle='none'",
+    )
+    if rules.require(
+        "bn_whole_chunks",
+        bn % g == 0,
+        f"BN={bn} must be a multiple of the chunk of G={g} elements (swizzle {config.swizzle}: "
+        f"{span or 16} bytes of {p.element})",
+    ) and rules.require(
+        "bn_below_depth", bn < p.depth, f"BN={bn} covers all of D={p.depth} in one column block: set BN=0"
+    ):
+        chunks = bn // g if bn else math.ceil(p.depth / g)
+        rules.require(
+            "blocks_per_op_within_chunks",
+            bpo <= chunks,
+            f"tma_blocks_per_op={bpo} exceeds the {chunks} chunks of G={g} elements in a column block",
         )
-    if bpo and span:
-        broken.append(
-            f"tma_blocks_per_op={bpo} batches 16-byte chunks through an extra dimension, which only "
-            f"swizzle='none' allows: set tma_blocks_per_op=0 or swizzle='none'"
-        )
-    if bn % g:
-        broken.append(
-            f"BN={bn} must be a multiple of the chunk of G={g} elements (swizzle {config.swizzle}: "
-            f"{span or 16} bytes of {p.element})"
-        )
-    elif bn >= p.depth:
-        broken.append(f"BN={bn} covers all of D={p.depth} in one column block: set BN=0")
-    elif bpo > (bn // g if bn else math.ceil(p.depth / g)):
-        broken.append(
-            f"tma_blocks_per_op={bpo} exceeds the {bn // g if bn else math.ceil(p.depth / g)} chunks "
-            f"of G={g} elements in a column block"
-        )
-    return broken
 
 
 class TmaTemplate(KernelTemplate[RaggedProblem, TmaConfig]):
@@ -214,37 +228,44 @@ class TmaTemplate(KernelTemplate[RaggedProblem, TmaConfig]):
     name = "tma"
     config_type = TmaConfig
     kernel = "ragged3d/ragged3d_tma.cu"
+    rule_names = (*SHAPE_RULES, "shared_memory_fits", "coordinates_32bit", "grid_fits", "bm_within_max_len")
 
     def default(self, problem: RaggedProblem) -> TmaConfig | None:
         return None  # the default is the vector template's, which every device runs
 
     def violations(self, problem: RaggedProblem, config: TmaConfig) -> list[str]:
-        """Every rule of template tma that ``config`` breaks for ``problem``."""
+        """The shape's rules first (the others need its layout); the tensor maps' (``tma.violations``,
+        each message after the map's buffer) only where no other broke; the tile's height last."""
         p = problem
-        shape = shape_violations(p, config)
-        if shape:
-            return shape + bm_violations(p, config.BM)
-        broken = []
+        rules = Rules(self.name)
+        shape_rules(rules, p, config)
+        if rules.broken:
+            bm_rule(rules, p, config.BM)
+            return rules.broken
         lay = layout(p, config)
-        if lay.shared_bytes > MAX_SHARED_BYTES:
-            broken.append(
-                f"the tile needs {lay.shared_bytes} bytes of shared memory, more than {MAX_SHARED_BYTES}: "
-                "use a smaller BM, group or BN"
-            )
+        rules.require(
+            "shared_memory_fits",
+            lay.shared_bytes <= MAX_SHARED_BYTES,
+            f"the tile needs {lay.shared_bytes} bytes of shared memory, more than {MAX_SHARED_BYTES}: "
+            "use a smaller BM, group or BN",
+        )
         for what, value in largest_coordinates(p, config).items():
-            if value > MAX_COORDINATE:
-                broken.append(
-                    f"TMA coordinates are signed 32-bit: {what} reaches {value} (at most "
-                    f"{MAX_COORDINATE}): the problem is too large for template 'tma'"
-                )
+            rules.require(
+                "coordinates_32bit",
+                value <= MAX_COORDINATE,
+                f"TMA coordinates are signed 32-bit: {what} reaches {value} (at most "
+                f"{MAX_COORDINATE}): the problem is too large for template 'tma'",
+            )
         n = blocks(p, config)
-        if n > MAX_GRID_X:
-            broken.append(f"{n} blocks exceed the grid limit {MAX_GRID_X}: use a larger BM, group or BN")
-        if not broken:
+        rules.require(
+            "grid_fits", n <= MAX_GRID_X, f"{n} blocks exceed the grid limit {MAX_GRID_X}: use a larger BM, group or BN"
+        )
+        if not rules.broken:
             for arg in tensor_maps(p, config):
                 stand_in = dataclasses.replace(arg.request, address=STAND_IN_ADDRESS + arg.offset_bytes)
-                broken += [f"tensor map of {arg.buffer}: {b}" for b in tensor_map_violations(stand_in)]
-        return broken + bm_violations(p, config.BM)
+                rules.broken += [f"tensor map of {arg.buffer}: {b}" for b in tensor_map_violations(stand_in)]
+        bm_rule(rules, p, config.BM)
+        return rules.broken
 
     def render(self, problem: RaggedProblem, config: TmaConfig) -> Instantiation:
         lay = layout(problem, config)

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X
+from ...rules import Rules
 from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..indexed import _warps, ceil_pow2
-from .operation import BM_CHOICES, BM_DOC, RaggedProblem, bm_violations
+from .operation import BM_CHOICES, BM_DOC, RaggedProblem, bm_rule
 
 TILE_BYTES = 64 * 1024  # the default config's tiles: up to 64 KiB
 
@@ -33,6 +34,7 @@ class VectorTemplate(KernelTemplate[RaggedProblem, VectorConfig]):
     name = "vector"
     config_type = VectorConfig
     kernel = "ragged3d/ragged3d.cu"
+    rule_names = ("threads_busy", "grid_fits", "bm_within_max_len")
 
     def default(self, problem: RaggedProblem) -> VectorConfig:
         """The largest BM (up to 128, within Lmax rounded up) whose tile fits 64 KiB, the fewest of 256,
@@ -48,17 +50,18 @@ class VectorTemplate(KernelTemplate[RaggedProblem, VectorConfig]):
     def violations(self, problem: RaggedProblem, config: VectorConfig) -> list[str]:
         p = problem  # every vec_bytes choice is a multiple of every element size
         bm, threads = config.BM, config.threads
-        broken = []
+        rules = Rules(self.name)
         vectors = math.ceil(bm * p.row * p.itemsize / config.vec_bytes)
-        if threads > max(64, _warps(vectors)):
-            broken.append(
-                f"{threads} threads exceed the {vectors} vectors of a tile of {bm} rows rounded up to "
-                "whole warps: threads would idle"
-            )
+        rules.require(
+            "threads_busy",
+            threads <= max(64, _warps(vectors)),
+            f"{threads} threads exceed the {vectors} vectors of a tile of {bm} rows rounded up to "
+            "whole warps: threads would idle",
+        )
         n = blocks(p, config)
-        if n > MAX_GRID_X:
-            broken.append(f"{n} blocks exceed the grid limit {MAX_GRID_X}")
-        return broken + bm_violations(p, bm)
+        rules.require("grid_fits", n <= MAX_GRID_X, f"{n} blocks exceed the grid limit {MAX_GRID_X}")
+        bm_rule(rules, p, bm)
+        return rules.broken
 
     def render(self, problem: RaggedProblem, config: VectorConfig) -> Instantiation:
         et = element_type(problem.element)

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...rules import Rules
 from ..contract import choice
 from .operation import TileCopyProblem
-from .staged import STAGING, StagedConfig, StagedTemplate
+from .staged import STAGED_RULES, STAGING, StagedConfig, StagedTemplate
 
 WORD = 4  # bytes of a staged pair
 
@@ -30,19 +31,27 @@ class PairedTemplate(StagedTemplate[PairedConfig]):
     config_type = PairedConfig
     kernel = "tile_copy/tile_copy_paired.cu"
     kernel_name = "tile_copy_paired"
+    rule_names = (*STAGED_RULES, "paired_two_byte_elements", "paired_needs_transpose", "paired_whole_words")
 
     def default(self, problem: TileCopyProblem) -> None:
         return None
 
-    def transport_violations(self, problem: TileCopyProblem, config: PairedConfig) -> list[str]:
-        broken = []
-        if problem.itemsize != 2:
-            broken.append(f"template 'paired' pairs 2-byte elements into words, not {problem.itemsize}-byte ones")
-        if not problem.transpose:
-            broken.append("template 'paired' pairs source rows of a transpose: a copy has none to pair")
-        if config.vec_bytes < WORD:
-            broken.append(f"a pair of rows moves vectors of whole words: vec_bytes={config.vec_bytes} is too small")
-        return broken
+    def transport_rules(self, rules: Rules, problem: TileCopyProblem, config: PairedConfig) -> None:
+        rules.require(
+            "paired_two_byte_elements",
+            problem.itemsize == 2,
+            f"template 'paired' pairs 2-byte elements into words, not {problem.itemsize}-byte ones",
+        )
+        rules.require(
+            "paired_needs_transpose",
+            problem.transpose,
+            "template 'paired' pairs source rows of a transpose: a copy has none to pair",
+        )
+        rules.require(
+            "paired_whole_words",
+            config.vec_bytes >= WORD,
+            f"a pair of rows moves vectors of whole words: vec_bytes={config.vec_bytes} is too small",
+        )
 
     def shared_bytes(self, problem: TileCopyProblem, config: PairedConfig) -> int:
         """The staged word tile: BN / 2 rows (source row pairs) of BM words, one word more per row when

@@ -8,14 +8,16 @@ import abc
 from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
+from ...rules import Rules
 from ..base import Arg, BufferArg, CType, Instantiation, ScalarArg, instantiate
 from ..contract import choice
 from .operation import TileCopyProblem
-from .tiles import TileConfig, TileTemplate, element_ctype, vector_elements
+from .tiles import TILE_RULES, TileConfig, TileTemplate, element_ctype, vector_elements
 
 BOUNDS = {"checked": 0, "split": 1, "unchecked": 2}  # tb::Bounds
 STAGING = {"none": 0, "plain": 1, "padded": 2, "swizzled": 3}  # 0: registers only; else tb::Staging
 MAX_SLOTS = 16  # aligned-window slots per thread and phase of the staged path (unrolled code size)
+STAGED_RULES = (*TILE_RULES, "staged_slots_fit", "unchecked_needs_full_tiles")  # a template adds its transport's
 
 
 @dataclass(frozen=True)
@@ -64,20 +66,24 @@ class StagedTemplate(TileTemplate[S]):
         return problem.kernel_view
 
     @abc.abstractmethod
-    def transport_violations(self, problem: TileCopyProblem, config: S) -> list[str]:
+    def transport_rules(self, rules: Rules, problem: TileCopyProblem, config: S) -> None:
         """The rules of this template's transport."""
 
-    def own_violations(self, problem: TileCopyProblem, config: S) -> list[str]:
-        broken = self.transport_violations(problem, config)
+    def own_rules(self, rules: Rules, problem: TileCopyProblem, config: S) -> None:
+        self.transport_rules(rules, problem, config)
         if config.staged:
             vec = vector_elements(problem, config)
             rows, width = (config.BN, config.BM) if problem.transpose else (config.BM, config.BN)
             slots = -(-rows * (width // vec + 1) // config.threads)
-            if slots > MAX_SLOTS:
-                broken.append(f"{slots} aligned-window slots per thread exceed {MAX_SLOTS}")
-        if config.bounds == "unchecked" and not every_tile_full(problem, config):
-            broken.append("bounds='unchecked' needs every tile full, inside src and aligned")
-        return broken
+            rules.require(
+                "staged_slots_fit", slots <= MAX_SLOTS, f"{slots} aligned-window slots per thread exceed {MAX_SLOTS}"
+            )
+        if config.bounds == "unchecked":
+            rules.require(
+                "unchecked_needs_full_tiles",
+                every_tile_full(problem, config),
+                "bounds='unchecked' needs every tile full, inside src and aligned",
+            )
 
     def members(self, problem: TileCopyProblem, config: S) -> dict[str, int | bool | CType]:
         """The kernel's configuration struct (a template adds its own members)."""

@@ -11,6 +11,7 @@ from typing import TypeVar
 
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X, MAX_SHARED_BYTES
+from ...rules import Rules
 from ..base import CType, LaunchGeometry, ScalarArg
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .operation import TileCopyProblem
@@ -28,6 +29,14 @@ class TileConfig(TemplateConfig):
 
 
 C = TypeVar("C", bound=TileConfig)
+# the rules of every template (``TileTemplate.violations``)
+TILE_RULES = (
+    "vec_bytes_whole_elements",
+    "vector_divides_tile",
+    "vectors_split_over_threads",
+    "shared_memory_fits",
+    "grid_fits",
+)
 
 
 def vector_elements(problem: TileCopyProblem, config: TileConfig) -> int:
@@ -45,14 +54,14 @@ def tile_counts(problem: TileCopyProblem, config: TileConfig) -> tuple[int, int]
     return math.ceil(problem.dst[0] / config.BM), math.ceil(problem.dst[1] / config.BN)
 
 
-def pipeline_violations(stages: int, tiles_per_block: int) -> list[str]:
+def pipeline_rule(rules: Rules, stages: int, tiles_per_block: int) -> None:
     """The rule of the templates that keep ``stages`` source blocks in flight (cp_async, tma)."""
-    if stages > tiles_per_block:
-        return [
-            f"stages={stages} exceeds tiles_per_block={tiles_per_block}: a block never has more source "
-            "blocks in flight than it copies"
-        ]
-    return []
+    rules.require(
+        "stages_within_tiles",
+        stages <= tiles_per_block,
+        f"stages={stages} exceeds tiles_per_block={tiles_per_block}: a block never has more source "
+        "blocks in flight than it copies",
+    )
 
 
 def round_up(n: int, multiple: int) -> int:
@@ -63,8 +72,9 @@ class TileTemplate(KernelTemplate[TileCopyProblem, C]):
     """A tile_copy template: its own rules and shared-memory layout on top of the shared ones."""
 
     @abc.abstractmethod
-    def own_violations(self, problem: TileCopyProblem, config: C) -> list[str]:
-        """The rules of this template's own parameters and transport."""
+    def own_rules(self, rules: Rules, problem: TileCopyProblem, config: C) -> None:
+        """The rules of this template's own parameters and transport (``rule_names`` adds them to
+        ``TILE_RULES``)."""
 
     @abc.abstractmethod
     def shared_bytes(self, problem: TileCopyProblem, config: C) -> int:
@@ -78,23 +88,37 @@ class TileTemplate(KernelTemplate[TileCopyProblem, C]):
     def violations(self, problem: TileCopyProblem, config: C) -> list[str]:
         problem = self.view(problem)
         size = problem.itemsize
-        if config.vec_bytes % size:
-            return [f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element"]
+        rules = Rules(self.name)
+        if not rules.require(
+            "vec_bytes_whole_elements",
+            config.vec_bytes % size == 0,
+            f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element",
+        ):
+            return rules.broken
         vec = vector_elements(problem, config)
-        broken = []
-        if config.BN % vec or (problem.transpose and config.BM % vec):
-            broken.append(f"a vector of {vec} elements must divide BN (and BM when transposed)")
+        rules.require(
+            "vector_divides_tile",
+            not (config.BN % vec or (problem.transpose and config.BM % vec)),
+            f"a vector of {vec} elements must divide BN (and BM when transposed)",
+        )
         vectors = config.BM * config.BN // vec
-        if vectors < config.threads or vectors % config.threads:
-            broken.append(f"the tile's {vectors} vectors must split evenly over {config.threads} threads")
-        broken += self.own_violations(problem, config)
+        rules.require(
+            "vectors_split_over_threads",
+            vectors >= config.threads and vectors % config.threads == 0,
+            f"the tile's {vectors} vectors must split evenly over {config.threads} threads",
+        )
+        self.own_rules(rules, problem, config)
         shared = self.shared_bytes(problem, config)
-        if shared > MAX_SHARED_BYTES:
-            broken.append(f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}")
+        rules.require(
+            "shared_memory_fits",
+            shared <= MAX_SHARED_BYTES,
+            f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}",
+        )
         blocks = self.geometry(problem, config).grid[0]
-        if blocks > MAX_GRID_X:
-            broken.append(f"{blocks} blocks exceed the grid limit {MAX_GRID_X}: use larger tiles")
-        return broken
+        rules.require(
+            "grid_fits", blocks <= MAX_GRID_X, f"{blocks} blocks exceed the grid limit {MAX_GRID_X}: use larger tiles"
+        )
+        return rules.broken
 
     def geometry(self, problem: TileCopyProblem, config: C) -> LaunchGeometry:
         problem = self.view(problem)

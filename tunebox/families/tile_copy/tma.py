@@ -8,12 +8,22 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from ...rules import Rules
 from ...tma import MAX_BOX_EXTENT, MAX_COORDINATE, MBARRIER_BYTES, SWIZZLE_BYTES, TensorMapRequest, swizzle_period
 from ...tma import violations as tensor_map_violations
 from ..base import Arg, Instantiation, ScalarArg, TensorMapArg, instantiate
 from ..contract import choice
 from .operation import TileCopyProblem
-from .tiles import TileConfig, TileTemplate, element_ctype, pipeline_violations, round_up, tile_counts, vector_elements
+from .tiles import (
+    TILE_RULES,
+    TileConfig,
+    TileTemplate,
+    element_ctype,
+    pipeline_rule,
+    round_up,
+    tile_counts,
+    vector_elements,
+)
 
 
 @dataclass(frozen=True)
@@ -76,36 +86,42 @@ class TmaTemplate(TileTemplate[TmaConfig]):
     name = "tma"
     config_type = TmaConfig
     kernel = "tile_copy/tile_copy_tma.cu"
+    rule_names = (*TILE_RULES, "stages_within_tiles", "whole_boxes", "origin_16_bytes", "coordinates_32bit")
 
     def default(self, problem: TileCopyProblem) -> None:
         return None
 
-    def own_violations(self, problem: TileCopyProblem, config: TmaConfig) -> list[str]:
+    def own_rules(self, rules: Rules, problem: TileCopyProblem, config: TmaConfig) -> None:
         """The pipeline's rule; whole boxes, 16-byte coordinates, 32-bit coordinates and, when those
-        hold, the driver's rules of both tensor maps."""
+        hold, the driver's rules of both tensor maps (``tma.violations``, each message after the map's
+        buffer)."""
+        pipeline_rule(rules, config.stages, config.tiles_per_block)
         layout = _tma_layout(problem, config)
         width = config.BM if problem.transpose else config.BN
-        broken = []
-        if width % layout.box or config.BN % layout.out_box:
-            broken.append(
-                f"swizzle {config.swizzle} moves boxes {layout.box} elements wide: the source block's "
-                f"{width} and the tile's {config.BN} columns must be whole boxes"
-            )
-        if problem.origin[1] * problem.itemsize % 16:
-            broken.append(
-                f"TMA boxes start at 16-byte multiples of a row: origin column {problem.origin[1]} x "
-                f"{problem.itemsize} bytes is not one"
-            )
+        boxes = rules.require(
+            "whole_boxes",
+            width % layout.box == 0 and config.BN % layout.out_box == 0,
+            f"swizzle {config.swizzle} moves boxes {layout.box} elements wide: the source block's "
+            f"{width} and the tile's {config.BN} columns must be whole boxes",
+        )
+        origin = rules.require(
+            "origin_16_bytes",
+            problem.origin[1] * problem.itemsize % 16 == 0,
+            f"TMA boxes start at 16-byte multiples of a row: origin column {problem.origin[1]} x "
+            f"{problem.itemsize} bytes is not one",
+        )
         last = max(_last_tma_coordinates(problem, config, layout))
-        if last > MAX_COORDINATE:
-            broken.append(f"TMA coordinates are 32-bit: a box would start at {last} (at most {MAX_COORDINATE})")
-        if not broken:
+        coordinates = rules.require(
+            "coordinates_32bit",
+            last <= MAX_COORDINATE,
+            f"TMA coordinates are 32-bit: a box would start at {last} (at most {MAX_COORDINATE})",
+        )
+        if boxes and origin and coordinates:
             for arg in _tensor_maps(problem, config):
-                broken += [
+                rules.broken += [
                     f"tensor map of {arg.buffer}: {b}"
                     for b in tensor_map_violations(dataclasses.replace(arg.request, address=256))
                 ]
-        return pipeline_violations(config.stages, config.tiles_per_block) + broken
 
     def shared_bytes(self, problem: TileCopyProblem, config: TmaConfig) -> int:
         """Alignment slack, the stages' input buffers, the output buffers and the mbarriers."""

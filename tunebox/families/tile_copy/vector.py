@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...rules import Rules
 from .operation import TileCopyProblem
-from .staged import StagedConfig, StagedTemplate, staged_block_bytes
+from .staged import STAGED_RULES, StagedConfig, StagedTemplate, staged_block_bytes
 
 MAX_REGISTER_BYTES = 256  # per thread in flight for the register path (64 registers)
 ADDRESS_REGISTERS = 40  # registers a thread of the register path needs besides its data
@@ -20,6 +21,7 @@ class VectorConfig(StagedConfig):
 class VectorTemplate(StagedTemplate[VectorConfig]):
     name = "vector"
     config_type = VectorConfig
+    rule_names = (*STAGED_RULES, "transpose_needs_staging", "registers_fit")
     kernel_name = "tile_copy"
 
     def default(self, problem: TileCopyProblem) -> VectorConfig:
@@ -36,14 +38,20 @@ class VectorTemplate(StagedTemplate[VectorConfig]):
             BM=8, BN=256, threads=256, vec_bytes=16, tiles_per_block=1, bounds="checked", staging="none"
         )
 
-    def transport_violations(self, problem: TileCopyProblem, config: VectorConfig) -> list[str]:
+    def transport_rules(self, rules: Rules, problem: TileCopyProblem, config: VectorConfig) -> None:
         if config.staged:
-            return []
-        broken = ["a transpose needs a shared-memory staging layout, not 'none'"] if problem.transpose else []
+            return
+        rules.require(
+            "transpose_needs_staging",
+            not problem.transpose,
+            "a transpose needs a shared-memory staging layout, not 'none'",
+        )
         budget = min(MAX_REGISTER_BYTES, 4 * (min(255, 65536 // config.threads) - ADDRESS_REGISTERS))
-        if config.BM * config.BN * problem.itemsize // config.threads > budget:
-            broken.append(f"more than {budget} bytes per thread in registers at {config.threads} threads")
-        return broken
+        rules.require(
+            "registers_fit",
+            config.BM * config.BN * problem.itemsize // config.threads <= budget,
+            f"more than {budget} bytes per thread in registers at {config.threads} threads",
+        )
 
     def shared_bytes(self, problem: TileCopyProblem, config: VectorConfig) -> int:
         """The staged source block, once (none on the register path)."""

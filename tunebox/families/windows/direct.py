@@ -6,9 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...dtypes import element_type
+from ...rules import Rules
 from ..contract import choice
 from ..indexed import _warps, ceil_pow2
-from .layout import BlockConfig, Variant, WindowsTemplate, items
+from .layout import BLOCK_RULES, BlockConfig, Variant, WindowsTemplate, items
 from .operation import WindowsProblem
 
 
@@ -23,6 +24,7 @@ class DirectConfig(BlockConfig):
 class DirectTemplate(WindowsTemplate[DirectConfig]):
     name = "direct"
     config_type = DirectConfig
+    rule_names = ("reduction_vector_1", "vector_fits_window", *BLOCK_RULES)
 
     def variant(self, config: DirectConfig) -> Variant:
         return Variant(config.BI, config.BJ, config.threads, config.vector, config.staging == "shared", False)
@@ -40,15 +42,19 @@ class DirectTemplate(WindowsTemplate[DirectConfig]):
         threads = max((t for t in (64, 128, 256) if t <= max(64, _warps(work))), default=64)
         return DirectConfig(BI=bi, BJ=bj, threads=threads, vector=vector, staging="none")
 
-    def own_violations(self, problem: WindowsProblem, config: DirectConfig) -> list[str]:
+    def own_rules(self, rules: Rules, problem: WindowsProblem, config: DirectConfig) -> None:
         p, vector = problem, config.vector
         size = element_type(p.element).itemsize
-        broken = []
-        if p.reduces and vector != 1:
-            broken.append(f"vector={vector}: a reduction writes one float per window and takes vector=1")
-        if not p.reduces and (p.window[1] % vector or vector * size > 16):
-            broken.append(
-                f"vector={vector} must divide the window width {p.window[1]} and span at most 16 bytes "
-                f"({size}-byte elements)"
+        if p.reduces:
+            rules.require(
+                "reduction_vector_1",
+                vector == 1,
+                f"vector={vector}: a reduction writes one float per window and takes vector=1",
             )
-        return broken
+        else:
+            rules.require(
+                "vector_fits_window",
+                p.window[1] % vector == 0 and vector * size <= 16,
+                f"vector={vector} must divide the window width {p.window[1]} and span at most 16 bytes "
+                f"({size}-byte elements)",
+            )

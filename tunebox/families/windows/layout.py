@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from ...dtypes import element_type, padding_bits
 from ...limits import MAX_GRID_X, MAX_GRID_Y, MAX_SHARED_BYTES
+from ...rules import Rules
 from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..indexed import _warps, ceil_pow2
@@ -74,27 +75,36 @@ def items(p: WindowsProblem, v: Variant) -> int:
     return count
 
 
-def block_violations(p: WindowsProblem, v: Variant) -> list[str]:
+BLOCK_RULES = ("block_within_grid", "grid_fits", "threads_busy", "shared_memory_fits")  # block_rules's
+
+
+def block_rules(rules: Rules, p: WindowsProblem, v: Variant) -> None:
     """The rules every template keeps: blocks within the window grid and the grid limits, no idle
     threads, shared memory within a block's."""
-    broken = []
     nr, nc = p.grid
-    if ceil_pow2(nr) < v.BI or ceil_pow2(nc) < v.BJ:
-        broken.append(
-            f"BI={v.BI} x BJ={v.BJ} windows per block exceed the {nr} x {nc} windows rounded up to powers of two"
-        )
+    rules.require(
+        "block_within_grid",
+        ceil_pow2(nr) >= v.BI and ceil_pow2(nc) >= v.BJ,
+        f"BI={v.BI} x BJ={v.BJ} windows per block exceed the {nr} x {nc} windows rounded up to powers of two",
+    )
     columns, rows = blocks(p, v)
-    if rows > MAX_GRID_Y or columns > MAX_GRID_X:
-        broken.append(f"a grid of {columns} x {rows} blocks exceeds the limits {MAX_GRID_X} x {MAX_GRID_Y}")
+    rules.require(
+        "grid_fits",
+        rows <= MAX_GRID_Y and columns <= MAX_GRID_X,
+        f"a grid of {columns} x {rows} blocks exceeds the limits {MAX_GRID_X} x {MAX_GRID_Y}",
+    )
     work = items(p, v)
-    if v.threads > max(64, _warps(work)):
-        broken.append(
-            f"{v.threads} threads exceed the {work} work items of a block rounded up to whole warps: threads would idle"
-        )
+    rules.require(
+        "threads_busy",
+        v.threads <= max(64, _warps(work)),
+        f"{v.threads} threads exceed the {work} work items of a block rounded up to whole warps: threads would idle",
+    )
     shared = shared_bytes(p, v)
-    if shared > MAX_SHARED_BYTES:
-        broken.append(f"{shared} bytes of shared memory exceed the {MAX_SHARED_BYTES} a block may have")
-    return broken
+    rules.require(
+        "shared_memory_fits",
+        shared <= MAX_SHARED_BYTES,
+        f"{shared} bytes of shared memory exceed the {MAX_SHARED_BYTES} a block may have",
+    )
 
 
 C = TypeVar("C", bound=BlockConfig)
@@ -110,11 +120,14 @@ class WindowsTemplate(KernelTemplate[WindowsProblem, C]):
     def variant(self, config: C) -> Variant: ...
 
     @abc.abstractmethod
-    def own_violations(self, problem: WindowsProblem, config: C) -> list[str]:
-        """The rules of this template's own parameters."""
+    def own_rules(self, rules: Rules, problem: WindowsProblem, config: C) -> None:
+        """The rules of this template's own parameters (``rule_names`` adds them to ``BLOCK_RULES``)."""
 
     def violations(self, problem: WindowsProblem, config: C) -> list[str]:
-        return self.own_violations(problem, config) + block_violations(problem, self.variant(config))
+        rules = Rules(self.name)
+        self.own_rules(rules, problem, config)
+        block_rules(rules, problem, self.variant(config))
+        return rules.broken
 
     def render(self, problem: WindowsProblem, config: C) -> Instantiation:
         p, v = problem, self.variant(config)

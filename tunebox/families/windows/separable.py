@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .layout import BlockConfig, Variant, WindowsTemplate
+from ...rules import Rules
+from .layout import BLOCK_RULES, BlockConfig, Variant, WindowsTemplate
 from .operation import WindowsProblem
 
 
@@ -18,6 +19,7 @@ class SeparableConfig(BlockConfig):
 class SeparableTemplate(WindowsTemplate[SeparableConfig]):
     name = "separable"
     config_type = SeparableConfig
+    rule_names = ("needs_reduction", *BLOCK_RULES)
 
     def variant(self, config: SeparableConfig) -> Variant:
         return Variant(config.BI, config.BJ, config.threads, 1, True, True)
@@ -26,9 +28,9 @@ class SeparableTemplate(WindowsTemplate[SeparableConfig]):
         """None: the untuned default walks each window (template ``direct``)."""
         return None
 
-    def own_violations(self, problem: WindowsProblem, config: SeparableConfig) -> list[str]:
-        if not problem.reduces:
-            return [
-                "template 'separable' reduces the staged region: it needs a reduction (op sum, max or min), not unfold"
-            ]
-        return []
+    def own_rules(self, rules: Rules, problem: WindowsProblem, config: SeparableConfig) -> None:
+        rules.require(
+            "needs_reduction",
+            problem.reduces,
+            "template 'separable' reduces the staged region: it needs a reduction (op sum, max or min), not unfold",
+        )

@@ -1,0 +1,53 @@
+"""Named validity rules: what a template's ``violations`` (and the tensor-map validator) checks.
+
+A check collects its rules in a ``Rules``: each ``require`` names a rule (snake_case, unique within
+its owner), says whether it holds and why not (a message, or a callable where the message costs more
+than formatting a few numbers: called only when the rule breaks), and returns whether it held, so
+that a rule another one depends on can gate it. ``broken`` lists the broken rules' messages in the
+order they were required (a TMA template adds its tensor maps' there, from ``tma.violations``, whose
+own ``Rules`` has the owner ``tensor_map``).
+
+``recording()`` observes every ``require`` evaluated inside it as (owner, rule, held): the
+conformance test shows each rule both holding and breaking. Outside it a ``Rules`` costs one check
+per rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+Outcome = tuple[str, str, bool]  # (owner, rule, held)
+
+_RECORDING: ContextVar[set[Outcome] | None] = ContextVar("tunebox_rules_recording", default=None)
+
+
+class Rules:
+    """The outcomes of one check of ``owner``'s rules (a template's name, or ``tensor_map``)."""
+
+    __slots__ = ("owner", "broken", "_seen")
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.broken: list[str] = []
+        self._seen = _RECORDING.get()
+
+    def require(self, rule: str, ok: bool, why: str | Callable[[], str]) -> bool:
+        """Rule ``rule`` holds when ``ok``; else ``why`` (or what it returns) joins ``broken``."""
+        if self._seen is not None:
+            self._seen.add((self.owner, rule, ok))
+        if not ok:
+            self.broken.append(why if isinstance(why, str) else why())
+        return ok
+
+
+@contextmanager
+def recording() -> Iterator[set[Outcome]]:
+    """The set of (owner, rule, held) of every rule required inside the block (this context only)."""
+    seen: set[Outcome] = set()
+    token = _RECORDING.set(seen)
+    try:
+        yield seen
+    finally:
+        _RECORDING.reset(token)
