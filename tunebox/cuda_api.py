@@ -73,6 +73,13 @@ def pack(args: tuple[Arg, ...], buffers: Mapping[str, Any]) -> PackedArgs:
     return PackedArgs(bytes(data))
 
 
+def zero_bytes(buffer: Any, size: int, stream: Any) -> None:
+    """Fill the first ``size`` bytes of a cuda.core ``buffer`` with zeros, in ``stream``'s order."""
+    from cuda.bindings import driver
+
+    checked(driver.cuMemsetD8Async(int(buffer.handle), 0, size, int(stream.handle)))
+
+
 def address(buffer: Any) -> int:
     """Device address of a cuda.core Buffer, or of an address given as int."""
     return buffer if isinstance(buffer, int) else int(buffer.handle)

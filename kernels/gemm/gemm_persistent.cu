@@ -18,6 +18,14 @@
 // across tiles. Registers move from the producer (setmaxnreg.dec to PRODUCER_REGISTERS) to the
 // consumers (setmaxnreg.inc to CONSUMER_REGISTERS) within the 168 per thread of the launch bounds.
 //
+// Split-K (Cfg::SPLITS > 1, for problems with fewer tiles than SMs): the work units are (tile, split)
+// pairs, unit u = tile * SPLITS + split, each over the K steps [split * k_steps / SPLITS, (split + 1)
+// * k_steps / SPLITS). A unit stores its float32 partial sums (rows < M, columns < N) in slot `split`
+// of `partials` (SPLITS x M x N, row-major), then counts its arrival on its tile's counter (one per
+// tile and consumer part; zero before the launch, and left zero: the last unit resets it). The unit
+// that arrives last sums the SPLITS slots in split order, so D is the same whichever unit is last,
+// and runs the epilogue; the others skip it.
+//
 // Epilogue (alpha, ReLU, conversion to O): Cfg::TMA_EPILOGUE (D's rows 16-byte aligned) writes 64-row
 // x 128-byte chunks of a consumer's tile into one of its two shared buffers (128-byte swizzle, no bank
 // conflicts) and stores each with one TMA store, which clips at D's edges; otherwise bounded direct
@@ -43,6 +51,25 @@ __device__ __forceinline__ void barrier_sync(int id, int threads) {
 }
 __device__ __forceinline__ void barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
+}
+// A named barrier that also ORs a predicate over its threads: whether any thread passed `value` != 0.
+__device__ __forceinline__ bool barrier_any(int id, int threads, u32 value) {
+  u32 any;
+  asm volatile(
+      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n barrier.cta.red.or.pred q, %2, %3, p;\n"
+      " selp.u32 %0, 1, 0, q;\n}"
+      : "=r"(any)
+      : "r"(value), "r"(id), "r"(threads)
+      : "memory");
+  return any != 0;
+}
+
+// The K steps of work unit `unit`'s split: [first, first + count) of `k_steps`.
+template <int SPLITS>
+__device__ __forceinline__ int2 split_steps(int unit, int k_steps) {
+  const int split = unit % SPLITS;
+  const int first = split * k_steps / SPLITS;
+  return make_int2(first, (split + 1) * k_steps / SPLITS - first);
 }
 
 // A position in the ring: the buffer and the parity of its current use (flips with each lap).
@@ -105,15 +132,34 @@ struct Pair {
   }
 };
 
+// Calls f(v0, v1, r, c, both) for each pair of adjacent accumulators of a consumer thread inside D
+// (r < M, c < N): v0 and v1 hold elements (r, c) and (r, c + 1), `both` when c + 1 < N too. The wgmma
+// m64nBN layout: thread (warp, g, t4) holds rows warp * 16 + g and + 8 of each m64 tile, columns
+// 8 j + 2 t4 and + 1; m0 and n0 are the consumer's first row and column of D.
+template <int MT, int BN, class F>
+__device__ __forceinline__ void for_each_pair(float (&acc)[MT][BN / 2], int warp, int g, int t4, i64 m0, i64 n0,
+                                              i64 M, i64 N, F&& f) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const i64 r = m0 + i * 64 + warp * 16 + g + 8 * h, c = n0 + j * 8 + 2 * t4;
+        if (r < M && c < N) f(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1], r, c, c + 1 < N);
+      }
+}
+
 }  // namespace
 
 template <class Cfg>
 __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map, const tb::TensorMap& b_map,
                                                      const tb::TensorMap* d_map, typename Cfg::O* __restrict__ D,
+                                                     float* __restrict__ partials, u32* __restrict__ counters,
                                                      long long M, long long N, long long K, long long ldd,
                                                      float alpha) {
   using O = typename Cfg::O;
-  constexpr int BM = Cfg::BM, BN = Cfg::BN, STAGES = Cfg::STAGES;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, STAGES = Cfg::STAGES, SPLITS = Cfg::SPLITS;
   constexpr bool COOPERATIVE = Cfg::COOPERATIVE, TMA_EPILOGUE = Cfg::TMA_EPILOGUE;
   constexpr int ROWS = COOPERATIVE ? BM / 2 : BM;  // rows of a tile one consumer multiplies
   constexpr int MT = ROWS / 64;                    // its m64 wgmma tiles
@@ -142,16 +188,17 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
 
   const int k_steps = (int)((K + BK - 1) / BK);
   const int tiles_m = (int)((M + BM - 1) / BM), tiles_n = (int)((N + BN - 1) / BN);
-  const int tiles = tiles_m * tiles_n;
+  const int units = tiles_m * tiles_n * SPLITS;
 
   if (warpgroup == 0) {  // producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::PRODUCER_REGISTERS));
     if (tid == 0) {
       Ring<STAGES> ring;
       int filled = 0;  // buffers used so far, up to STAGES: the first lap waits for no release
-      for (int tile = (int)blockIdx.x; tile < tiles; tile += (int)gridDim.x) {
-        const int2 t = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(tile, tiles_m, tiles_n);
-        for (int kt = 0; kt < k_steps; ++kt, ring.advance()) {
+      for (int unit = (int)blockIdx.x; unit < units; unit += (int)gridDim.x) {
+        const int2 t = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(unit / SPLITS, tiles_m, tiles_n);
+        const int2 steps = split_steps<SPLITS>(unit, k_steps);
+        for (int kt = steps.x; kt < steps.x + steps.y; ++kt, ring.advance()) {
           if (filled < STAGES) {
             ++filled;
           } else {
@@ -179,25 +226,27 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
   u32 chunk = 0;  // epilogue chunks this consumer stored: chunk % EPI_BUFFERS is the next buffer
   float acc[MT][BN / 2];
 
-  // Pingpong: consumer c takes every other tile of the block, starting with its c-th; its ring
-  // position skips the K steps of the other's tiles.
+  // Pingpong: consumer c takes every other unit of the block, starting with its c-th; its ring
+  // position skips the K steps of the other's units.
   const int blocks = (int)gridDim.x;
   const int first = (int)blockIdx.x + (COOPERATIVE ? 0 : consumer * blocks);
   const int stride = (COOPERATIVE ? 1 : 2) * blocks;
-  if (!COOPERATIVE) ring.skip(consumer * k_steps);
-  for (int tile = first; tile < tiles; tile += stride) {
+  if (!COOPERATIVE && consumer == 1) ring.skip(split_steps<SPLITS>((int)blockIdx.x, k_steps).y);
+  for (int unit = first; unit < units; unit += stride) {
+    const int tile = unit / SPLITS;
     const int2 t = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(tile, tiles_m, tiles_n);
+    const int k_count = split_steps<SPLITS>(unit, k_steps).y;
     // Pingpong: wait for the other consumer to have waited on every full barrier of its tile, so
     // every earlier use of a buffer completed before this one waits on that buffer's parity (the
     // other consumer's arrival comes after its mainloop; the block's first tile waits for nobody).
-    if (!COOPERATIVE && tile != (int)blockIdx.x) barrier_sync(ORDER_BARRIER + consumer, 256);
+    if (!COOPERATIVE && unit != (int)blockIdx.x) barrier_sync(ORDER_BARRIER + consumer, 256);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int e = 0; e < BN / 2; ++e) acc[i][e] = 0.f;
 
     int previous = 0;  // the buffer of the previous K step, released once its products are done
-    for (int kt = 0; kt < k_steps; ++kt, ring.advance()) {
+    for (int kt = 0; kt < k_count; ++kt, ring.advance()) {
       mbarrier_wait(&full[ring.stage], ring.phase);
       const unsigned char* stage = smem + ring.stage * STAGE;
 #pragma unroll
@@ -219,17 +268,59 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
       if (tid == 0 && kt > 0) mbarrier_arrive(&empty[previous]);
       previous = ring.stage;
     }
-    if (!COOPERATIVE) {
-      // The other consumer's next tile (this block's next) may start its mainloop.
-      if (tile + blocks < tiles) barrier_arrive(ORDER_BARRIER + (1 - consumer), 256);
-      ring.skip(k_steps);
+    if (!COOPERATIVE && unit + blocks < units) {
+      // The other consumer's next unit (this block's next) may start its mainloop.
+      barrier_arrive(ORDER_BARRIER + (1 - consumer), 256);
+      ring.skip(split_steps<SPLITS>(unit + blocks, k_steps).y);
     }
     wgmma_wait<0>();
-    if (tid == 0) mbarrier_arrive(&empty[previous]);  // the tile's last buffer
+    if (tid == 0) mbarrier_arrive(&empty[previous]);  // the unit's last buffer
 #pragma unroll
     for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
 
     const i64 m0 = (i64)t.x * BM + (COOPERATIVE ? consumer * ROWS : 0), n0 = (i64)t.y * BN;
+    if constexpr (SPLITS > 1) {
+      // This unit's partial sums into its slot; the arrival counted once every thread's stores are
+      // visible device-wide; the last unit of the tile (part) sums the slots in split order.
+      // (the workspace holds at most 2^23 floats a slot: 32-bit offsets, which keep registers free)
+      const int n32 = (int)N, slot_size = (int)(M * N);
+      const bool vectors = n32 % 2 == 0;  // float2 accesses: every pair's offset even
+      float* slot = partials + (unit % SPLITS) * slot_size;
+      for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool both) {
+        float* out = slot + ((int)r * n32 + (int)c);
+        if (both && vectors) {
+          *reinterpret_cast<float2*>(out) = make_float2(v0, v1);
+        } else {
+          out[0] = v0;
+          if (both) out[1] = v1;
+        }
+      });
+      __threadfence();
+      barrier_sync(EPI_BARRIER + consumer, 128);
+      u32 last = 0;
+      if (tid == 0) {
+        u32* counter = counters + 2 * tile + (COOPERATIVE ? consumer : 0);
+        last = atomicAdd(counter, 1u) == SPLITS - 1;
+        if (last) atomicExch(counter, 0u);  // zero again for the next launch
+      }
+      if (!barrier_any(EPI_BARRIER + consumer, 128, last)) continue;
+      __threadfence();
+      for (int s = 0; s < SPLITS; ++s) {
+        const float* other = partials + s * slot_size;
+        for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool both) {
+          const float* in = other + ((int)r * n32 + (int)c);
+          float2 p = make_float2(0.f, 0.f);
+          if (both && vectors) {
+            p = __ldcg(reinterpret_cast<const float2*>(in));
+          } else {
+            p.x = __ldcg(in);
+            if (both) p.y = __ldcg(in + 1);
+          }
+          v0 = s ? v0 + p.x : p.x;
+          v1 = s ? v1 + p.y : p.y;
+        });
+      }
+    }
     if constexpr (TMA_EPILOGUE) {
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
@@ -260,34 +351,41 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
         }
       }
     } else {
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const i64 r = m0 + i * 64 + warp * 16 + g + 8 * h, c = n0 + j * 8 + 2 * t4;
-            if (r >= M || c >= N) continue;
-            const Pair<O> pair(epilogue_value(acc[i][4 * j + 2 * h], alpha, Cfg::RELU),
-                               epilogue_value(acc[i][4 * j + 2 * h + 1], alpha, Cfg::RELU));
-            O* out = D + r * ldd + c;
-            if (c + 1 < N && paired) {
-              *reinterpret_cast<decltype(pair.bits)*>(out) = pair.bits;
-            } else {
-              out[0] = pair.first();
-              if (c + 1 < N) out[1] = pair.second();
-            }
-          }
+      for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool both) {
+        const Pair<O> pair(epilogue_value(v0, alpha, Cfg::RELU), epilogue_value(v1, alpha, Cfg::RELU));
+        O* out = D + r * ldd + c;
+        if (both && paired) {
+          *reinterpret_cast<decltype(pair.bits)*>(out) = pair.bits;
+        } else {
+          out[0] = pair.first();
+          if (both) out[1] = pair.second();
+        }
+      });
     }
   }
   if (TMA_EPILOGUE && tid == 0) bulk_wait_group<0>();  // shared memory stays until the stores read it
 }
 
+// The members a configuration's argument struct has only with the TMA epilogue (d_map) or split-K
+// (partials, counters), or null.
+template <class Cfg>
+__device__ __forceinline__ const tb::TensorMap* d_map_of(const typename Cfg::Args& a) {
+  if constexpr (Cfg::TMA_EPILOGUE) return &a.d_map;
+  else return nullptr;
+}
+template <class Cfg>
+__device__ __forceinline__ float* partials_of(const typename Cfg::Args& a) {
+  if constexpr (Cfg::SPLITS > 1) return a.partials;
+  else return nullptr;
+}
+template <class Cfg>
+__device__ __forceinline__ u32* counters_of(const typename Cfg::Args& a) {
+  if constexpr (Cfg::SPLITS > 1) return a.counters;
+  else return nullptr;
+}
+
 template <class Cfg>
 __global__ void __launch_bounds__(384, 1) gemm_persistent(const __grid_constant__ typename Cfg::Args a) {
-  if constexpr (Cfg::TMA_EPILOGUE) {
-    gemm_persistent_body<Cfg>(a.a_map, a.b_map, &a.d_map, a.D, a.M, a.N, a.K, a.ldd, a.alpha);
-  } else {
-    gemm_persistent_body<Cfg>(a.a_map, a.b_map, nullptr, a.D, a.M, a.N, a.K, a.ldd, a.alpha);
-  }
+  gemm_persistent_body<Cfg>(a.a_map, a.b_map, d_map_of<Cfg>(a), a.D, partials_of<Cfg>(a), counters_of<Cfg>(a), a.M,
+                            a.N, a.K, a.ldd, a.alpha);
 }

@@ -1,5 +1,6 @@
 """gemm's template ``persistent`` on the GPU, verified by the worker against the float64 reference
-within the family's tolerance (NaN never passes; D's padding columns must still hold poison): ragged,
+within the family's tolerance (NaN never passes; D's padding columns must still hold poison): split-K
+(verified, and bit for bit the same D at repeated launches), ragged,
 tiny (1 x 1 x 1), decode and large shapes, odd leading dimensions (D's rows or N not in 16-byte
 chunks: the direct epilogue only; else TMA stores too, clipped at M and at N with D's padding beyond
 untouched), alpha and ReLU, bfloat16 and float32 output, both
@@ -129,3 +130,77 @@ def test_times_beside_the_torch_baseline(runner, builder, schedule, bm):
     outcomes = retime_with_baseline(runner, builder, GEMM, problem, persistent(BM=bm, schedule=schedule))
     assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
     assert outcomes[1].status is Status.OK and outcomes[1].baseline.startswith("torch: "), outcomes[1].message
+
+
+SPLIT_SHAPES = [
+    {"M": 1, "N": 8, "K": 512},
+    {"M": 16, "N": 4096, "K": 4096},  # decode
+    {"M": 65, "N": 97, "K": 1000, "lda": 1000, "ldb": 104, "ldd": 104},  # odd N: partial sums one by one
+    {"M": 128, "N": 1024, "K": 4096},
+    {"M": 300, "N": 130, "K": 2570, "lda": 2576, "ldb": 136, "ldd": 131, "alpha": -0.75, "relu": True},
+    {"M": 64, "N": 256, "K": 200, "lda": 200},  # 4 K steps: 8 splits are refused, 4 take one step each
+]
+
+
+SPLIT_CONFIGS = (  # (splits, schedule, BM, BN, epilogue): each case tries three, the first valid ones
+    (2, "cooperative", 128, 128, "tma"),
+    (8, "pingpong", 64, 128, "direct"),
+    (4, "pingpong", 64, 64, "tma"),
+    (8, "cooperative", 128, 256, "tma"),
+    (4, "cooperative", 128, 128, "direct"),
+    (2, "pingpong", 64, 64, "direct"),
+    (4, "cooperative", 256, 128, "tma"),
+)
+
+
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=str)
+def test_split_k_is_within_tolerance(runner, builder, shape, out_dtype):
+    """K split over 2, 4 and 8 work units per tile (where the problem's K steps and workspace allow; K
+    steps not a multiple of the splits too), both schedules and epilogues; the worker verifies each
+    variant's first launch."""
+    problem = GEMM.parse_problem({**shape, "out_dtype": out_dtype})
+    tried = 0
+    for splits, schedule, bm, bn, epilogue in SPLIT_CONFIGS:
+        config = persistent(BM=bm, BN=bn, schedule=schedule, epilogue=epilogue, splits=splits)
+        if tried == 3 or GEMM.violations(problem, config):
+            continue
+        tried += 1
+        outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
+        assert outcome.status is Status.OK, (config.label(), outcome.message)
+    assert tried
+
+
+@pytest.mark.parametrize("schedule, bm", [("cooperative", 128), ("pingpong", 64)])
+def test_split_k_gives_the_same_d_at_every_launch(tmp_path, schedule, bm):
+    """Repeated launches through tunebox.launch (workspace zeroed once, at allocation): each leaves the
+    arrival counters zero for the next, and the fixed summation order gives D bit for bit the same."""
+    torch = pytest.importorskip("torch")
+    from tunebox.records import EvalRecord, Timing, WinnerKey
+    from tunebox.runtime.arrays import device_array
+    from tunebox.runtime.launch import Launcher
+    from tunebox.store.winners import WinnersDB
+
+    m, n, k = 16, 4096, 4096
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    config = persistent(BM=bm, BN=128, schedule=schedule, splits=8)
+    launcher = Launcher(tmp_path / "winners.sqlite", cache_dir=tmp_path / "cubins")
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    problem = GEMM.problem_from_arrays({"A": device_array(a), "B": device_array(b), "D": device_array(d)})
+    GEMM.check(problem, config)
+    record = EvalRecord(
+        "gemm", problem.to_dict(), config.as_dict(), Status.OK, timing=Timing((1.0,)), device=launcher.device_info()
+    )
+    with WinnersDB(tmp_path / "winners.sqlite") as db:
+        assert db.put(WinnerKey.of(record, GEMM.source_hash(), problem.key(), problem.dtype), record)
+    results = []
+    for _ in range(5):
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        served = launcher("gemm", {"A": a, "B": b, "D": d}, use="tunebox")
+        torch.cuda.synchronize()
+        assert served.config["splits"] == 8
+        results.append(d)
+    want = a.double() @ b.double()
+    assert ((results[0].double() - want).abs() <= 1e-2 * want.abs() + 0.1).all()
+    assert all(torch.equal(r, results[0]) for r in results[1:])

@@ -42,12 +42,15 @@ class LaunchGeometry:
 class BufferSpec:
     """A device buffer of a problem. Outputs are poisoned before every launch and verified;
     workspace is scratch a variant may use (allocated once per problem, neither initialised nor
-    verified; ``tunebox.launch`` allocates it for the caller)."""
+    verified; ``tunebox.launch`` allocates it for the caller). A ``zeroed`` workspace holds zeros
+    when allocated and before every verified launch, and the kernels using it leave it zero (the
+    arrival counters of split-K, say)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str  # element type name, see tunebox.dtypes
     role: Literal["input", "output", "workspace"]
+    zeroed: bool = False
 
 
 @dataclass(frozen=True)

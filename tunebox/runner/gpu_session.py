@@ -154,16 +154,21 @@ class GpuSession:
             else:
                 size = math.prod(spec.shape) * buffer_type(spec.dtype).itemsize
                 buffers[spec.name] = self.device.allocate(max(size, 1), stream=self.stream)
+                if spec.zeroed:
+                    self.fill(buffers[spec.name], 0, 1, size)
             if spec.role == "output":
                 expected_dev[spec.name] = self.upload(expected[spec.name])
         self.state = ProblemState(family, problem, seed, inputs, buffers, pristine, expected_dev, expected, tolerance)
         return self.state
 
     def poison_outputs(self, st: ProblemState) -> None:
+        """Outputs poisoned, zeroed workspace zeroed (a faulty variant's leftovers never reach the next)."""
         for spec in st.family.buffers(st.problem):
             if spec.role == "output":
                 et = buffer_type(spec.dtype)
                 self.fill(st.buffers[spec.name], et.poison, et.itemsize, math.prod(spec.shape))
+            elif spec.zeroed:
+                self.fill(st.buffers[spec.name], 0, 1, math.prod(spec.shape) * buffer_type(spec.dtype).itemsize)
 
     def verify(self, st: ProblemState) -> str:
         """'' when outputs match the reference bit for bit and inputs are unchanged, else why not.

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder, nvrtc_version
-from ..cuda_api import load_kernel, pack, steps_launcher
+from ..cuda_api import load_kernel, pack, steps_launcher, zero_bytes
 from ..dtypes import element_type
 from ..errors import CompileError, InvalidProblem
 from ..families import get as get_family
@@ -309,13 +309,13 @@ class Launcher:
         key = (family.name, problem, handle)
         if key not in self._bindings:
             stream = Stream.from_handle(handle)
-            workspace = {
-                spec.name: self._device.allocate(
-                    max(1, math.prod(spec.shape) * element_type(spec.dtype).itemsize), stream=stream
-                )
-                for spec in family.buffers(problem)
-                if spec.role == "workspace"
-            }
+            workspace = {}
+            for spec in family.buffers(problem):
+                if spec.role == "workspace":
+                    size = max(1, math.prod(spec.shape) * element_type(spec.dtype).itemsize)
+                    workspace[spec.name] = self._device.allocate(size, stream=stream)
+                    if spec.zeroed:
+                        zero_bytes(workspace[spec.name], size, stream)
             self._bindings[key] = _Binding(stream, workspace)
         return self._bindings[key]
 

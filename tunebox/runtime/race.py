@@ -88,7 +88,7 @@ def race(
         expected = baselines[-1].run({k: _bits(torch, v) for k, v in inputs.items()})
         tolerance = family.tolerance(problem, _HostInputs(torch, inputs))
         workspace = {
-            b.name: torch.empty(
+            b.name: (torch.zeros if b.zeroed else torch.empty)(
                 max(1, int(np.prod(b.shape)) * element_type(b.dtype).itemsize), dtype=torch.uint8, device=device
             )
             for b in buffers

@@ -39,6 +39,7 @@ DEFAULT = PersistentConfig(
     epilogue="tma",
     producer_registers=40,
     consumer_registers=232,
+    splits=1,
 )
 assert_rule = partial(family_checks.assert_rule, G)
 
@@ -154,6 +155,42 @@ def test_rules_each_pass_and_fail() -> None:
     )
 
 
+def test_split_k_rules_each_pass_and_fail() -> None:
+    """Every split needs a K step; the partial sums (splits x M x N floats) fit the 32 MiB workspace;
+    the direct epilogue beside the sums takes at most 64 accumulators per consumer thread."""
+    decode = problem(M=16)  # 16 x 4096: 8 slots of 256 KiB
+    assert decode.split_slots() == 8 and problem().split_slots() == 0 and problem(lda=4097).split_slots() == 0
+    assert problem(M=512).split_slots() == 4  # 8 MiB a slot
+    assert_problem_rule(problem(M=16, K=512), problem(M=16, K=448), config(splits=8), "K steps")
+    assert_problem_rule(problem(M=256), problem(M=512), config(splits=8), "exceed the workspace's 4 slots")
+    assert_problem_rule(decode, problem(), config(splits=2), "exceed the workspace's 0 slots")
+    direct = {"epilogue": "direct", "splits": 2}
+    assert_rule(decode, config(**direct, BN=128), config(**direct), "spill registers")
+    assert_rule(decode, config(splits=2), config(**direct), "use epilogue 'tma' or a smaller tile")
+
+
+def test_split_k_geometry_buffers_and_arguments() -> None:
+    """Units of tiles x splits over at most SM_COUNT blocks; workspace for the partial sums and the
+    zeroed counters (32 bits per 64 x 64 tile half) only where two sums fit; the struct gains both."""
+    decode = problem(M=16)
+    assert G.geometry(decode, config(splits=1)).grid == (16, 1, 1)  # 1 x 16 tiles of 128 x 256
+    assert G.geometry(decode, config(splits=4)).grid == (64, 1, 1)
+    assert G.geometry(decode, config(splits=8, BN=128)).grid == (SM_COUNT, 1, 1)  # 256 units
+    buffers = {b.name: b for b in G.buffers(decode)}
+    assert (buffers["partials"].shape, buffers["partials"].dtype, buffers["partials"].zeroed) == (
+        (8, 16, 4096),
+        "float32",
+        False,
+    )
+    assert (buffers["counters"].shape, buffers["counters"].dtype, buffers["counters"].zeroed) == ((512,), "uint8", True)
+    assert all(b.role == "workspace" for name, b in buffers.items() if name in ("partials", "counters"))
+    assert "partials" not in {b.name for b in G.buffers(problem())}
+    names = [a.name for a in G.args(decode, config(splits=4))]
+    assert names[:6] == ["a_map", "b_map", "d_map", "D", "partials", "counters"]
+    assert "partials" not in [a.name for a in G.args(decode, config())]
+    assert members(G.render(decode, config(splits=4)))["SPLITS"] == "4"
+
+
 def test_the_default() -> None:
     """Cooperative 128 x 256 (x 128 for narrow D), 4 stages, TMA epilogue where D's rows and N are
     16-byte chunks; none where A's or B's rows are not (TMA loads them)."""
@@ -219,6 +256,7 @@ def test_the_configuration_struct_names_every_value() -> None:
         "TMA_EPILOGUE": "false",
         "PRODUCER_REGISTERS": "40",
         "CONSUMER_REGISTERS": "232",
+        "SPLITS": "1",
         "SHARED_BYTES": str(4 * 320 * 128 + 4 * 16 + 1024),
         "Args": "Args_t",
     }
@@ -250,6 +288,9 @@ def space_sample(count: int) -> list[tuple]:
     ):
         bm = 128 if schedule == "cooperative" else 64
         cases.append((problem(out_dtype=out_dtype, relu=True), config(schedule=schedule, BM=bm, epilogue=epilogue)))
+        bn = 256 if epilogue == "tma" else 128  # split-K: the most accumulators each epilogue allows
+        split = config(schedule=schedule, BM=bm, BN=bn, epilogue=epilogue, splits=4)
+        cases.append((problem(M=16, out_dtype=out_dtype, relu=True), split))
     return cases
 
 
@@ -264,7 +305,7 @@ def compiled():
 
 def test_defaults_and_a_sample_of_the_space_compile(compiled) -> None:
     """sm_90a, 168 registers (the launch bounds' share; setmaxnreg moves them), no spill, no stack frame."""
-    assert len(compiled) >= len(DEFAULT_PROBLEMS) + 8 + 3
+    assert len(compiled) >= len(DEFAULT_PROBLEMS) + 16 + 3
     for (p, c), result in compiled:
         assert G.violations(p, c) == []
         assert result.status is Status.OK, (c.label(), result.log[-2000:])

@@ -29,7 +29,10 @@ Four templates (the paths), three in ``kernels/gemm/gemm.cu``:
   wgmma (``schedule`` "cooperative": both on each tile; "pingpong": alternate tiles, one's epilogue
   beside the other's mainloop), registers move to the consumers with setmaxnreg, and the epilogue
   stores D with TMA through shared memory (D's rows 16-byte aligned) or directly. A's and B's rows
-  must be 16-byte aligned.
+  must be 16-byte aligned. ``splits`` > 1 (split-K, for shapes with fewer tiles than SMs: decode,
+  narrow N, long K) cuts each tile's K steps over that many work units; each stores its float32
+  partial sums in workspace, and the last to arrive sums them in split order (the same D whichever
+  unit is last) and runs the epilogue.
 
 Verification is within a tolerance (``GemmOperation.tolerance``): the float64 reference, rounded to
 D's type, may differ by ``atol + rtol * |want|`` with ``rtol = 1e-2`` and ``atol = 1e-2 * sqrt(K / 64)
@@ -39,7 +42,9 @@ NaN never passes.
 Problem keys: ``M``, ``N``, ``K`` (positive), ``lda`` (K), ``ldb`` (N), ``ldd`` (N), ``out_dtype``
 ("bfloat16" or "float32", default "bfloat16"), ``alpha`` (1.0), ``relu`` (false). Buffers: inputs
 ``A`` (M, lda) and ``B`` (K, ldb) bfloat16; output ``D`` (M, ldd); workspace ``A_padded`` /
-``B_padded`` when ``lda`` / ``ldb`` is not a multiple of 8.
+``B_padded`` when ``lda`` / ``ldb`` is not a multiple of 8, and split-K's ``partials`` (float32, up to
+8 x M x N within 32 MiB) and ``counters`` (zeroed, one per 64 x 64 tile half) where rows are aligned
+and two partial sums fit.
 """
 
 from ..contract import Family

@@ -7,7 +7,10 @@ run on across tiles, two consumer warpgroups multiply with wgmma (``cooperative`
 ``pingpong``: alternate tiles, one's epilogue beside the other's mainloop), registers move from the
 producer to the consumers with setmaxnreg, and the epilogue stores D through shared memory with TMA
 (``epilogue = "tma"``: D's rows and N 16-byte aligned, since a TMA store writes whole 16-byte chunks
-of a row, past N too, measured on the H200) or directly from registers (``"direct"``)."""
+of a row, past N too, measured on the H200) or directly from registers (``"direct"``). With ``splits``
+> 1 each tile's K steps are cut over that many work units (split-K, for shapes with fewer tiles than
+SMs), whose float32 partial sums meet in workspace; the last unit to arrive sums them in split order
+and runs the epilogue."""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .common import MAX_ACCUMULATORS, TMA_RULES, common_rules, output_ctype, output_members, tma_rules
-from .operation import GemmProblem
+from .operation import SPLIT_WORKSPACE_BYTES, GemmProblem
 from .tma_wgmma import WG_BK
 
 SM_COUNT = 132  # the H200's multiprocessors: the grid's upper bound (any grid computes the same D)
@@ -29,6 +32,7 @@ LAUNCH_REGISTERS = 65536 // THREADS // 8 * 8  # 168: the register file over the 
 EPI_BUFFER_BYTES = 64 * 128  # an epilogue chunk: 64 rows of one 128-byte swizzle span
 EPI_BUFFERS = 2  # chunk buffers per consumer (kernels/gemm/gemm_persistent.cu)
 ROWS = {"cooperative": (128, 256), "pingpong": (64, 128)}  # BM each schedule takes
+SPLIT_DIRECT_ACCUMULATORS = 64  # split-K with the direct epilogue: more spilled (ptxas, 168 registers)
 
 
 def tile_coordinates(index: int, tiles_m: int, tiles_n: int, raster: str, group: int) -> tuple[int, int]:
@@ -57,6 +61,7 @@ class PersistentConfig(TemplateConfig):
     epilogue: str = choice("tma", "direct", doc="D through shared memory and TMA stores, or stored from registers")
     producer_registers: int = choice(24, 40, doc="registers per thread of the producer warpgroup (setmaxnreg)")
     consumer_registers: int = choice(224, 232, 240, doc="registers per thread of the consumers (setmaxnreg)")
+    splits: int = choice(1, 2, 4, 8, doc="work units per tile along K (split-K), summed through workspace in order")
 
 
 class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
@@ -69,6 +74,9 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         "register_budget",
         "rows_aligned",
         "tma_epilogue_chunks",
+        "splits_within_k_steps",
+        "splits_within_workspace",
+        "split_direct_registers",
         *TMA_RULES,
         "shared_memory_fits",
     )
@@ -96,6 +104,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
             epilogue="tma" if self.tma_stores_fit(problem) else "direct",
             producer_registers=40,
             consumer_registers=232,
+            splits=1,
         )
 
     @staticmethod
@@ -117,6 +126,13 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
             ),
         ):
             accumulators = c.BM // (2 if c.schedule == "cooperative" else 1) * c.BN // 128
+            if c.splits > 1 and c.epilogue == "direct":
+                rules.require(
+                    "split_direct_registers",
+                    accumulators <= SPLIT_DIRECT_ACCUMULATORS,
+                    f"split-K's sums beside the direct epilogue: {accumulators} accumulators per consumer thread "
+                    f"spill registers (at most {SPLIT_DIRECT_ACCUMULATORS}): use epilogue 'tma' or a smaller tile",
+                )
             rules.require(
                 "accumulators_fit",
                 accumulators <= MAX_ACCUMULATORS,
@@ -141,6 +157,21 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
                 f"epilogue 'tma' needs D's rows and N in whole 16-byte chunks (ldd={p.ldd}, N={p.N}; a TMA "
                 "store writes whole chunks past N, over D's padding): use epilogue 'direct'",
             )
+        if c.splits > 1:
+            steps = math.ceil(p.K / WG_BK)
+            rules.require(
+                "splits_within_k_steps",
+                c.splits <= steps,
+                f"{c.splits} K splits need as many K steps of {WG_BK} (K={p.K} has {steps})",
+            )
+            rules.require(
+                "splits_within_workspace",
+                c.splits <= p.split_slots(),
+                lambda: (
+                    f"split-K's partial sums: {c.splits} x M x N floats exceed the workspace's "
+                    f"{p.split_slots()} slots ({SPLIT_WORKSPACE_BYTES >> 20} MiB; rows 16-byte aligned): fewer splits"
+                ),
+            )
         tma_rules(rules, p, lambda: self.tensor_maps(p, c))
         common_rules(rules, p, c.BM, c.BN, "true", self.shared_bytes(c))
         return rules.broken
@@ -159,6 +190,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
                 "RASTER_M": c.raster == "m",
                 "GROUP": c.group,
                 "TMA_EPILOGUE": c.epilogue == "tma",
+                "SPLITS": c.splits,
                 "PRODUCER_REGISTERS": c.producer_registers,
                 "CONSUMER_REGISTERS": c.consumer_registers,
                 "SHARED_BYTES": self.shared_bytes(c),
@@ -171,16 +203,18 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         return math.ceil(problem.M / config.BM) * math.ceil(problem.N / config.BN)
 
     def geometry(self, problem: GemmProblem, config: PersistentConfig) -> LaunchGeometry:
-        return LaunchGeometry(
-            (min(self.tiles(problem, config), SM_COUNT), 1, 1), (THREADS, 1, 1), self.shared_bytes(config)
-        )
+        units = self.tiles(problem, config) * config.splits
+        return LaunchGeometry((min(units, SM_COUNT), 1, 1), (THREADS, 1, 1), self.shared_bytes(config))
 
     def args(self, problem: GemmProblem, config: PersistentConfig) -> tuple[Arg, ...]:
-        """The members of ``Cfg::Args``: a_map, b_map, d_map (epilogue 'tma'), D, M, N, K, ldd, alpha."""
+        """The members of ``Cfg::Args``: a_map, b_map, d_map (epilogue 'tma'), D, partials and counters
+        (split-K), M, N, K, ldd, alpha."""
         p = problem
+        split_k = (BufferArg("partials", "float"), BufferArg("counters", "unsigned int")) if config.splits > 1 else ()
         return (
             *self.tensor_maps(p, config),
             BufferArg("D", output_ctype(p)),
+            *split_k,
             *(ScalarArg("i64", getattr(p, name), name) for name in ("M", "N", "K", "ldd")),
             ScalarArg("f32", p.alpha, "alpha"),
         )
