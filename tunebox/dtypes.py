@@ -67,6 +67,16 @@ def element_type(name: object) -> ElementType:
     return ELEMENT_TYPES[name]
 
 
+# byte buffers (family quant's packed values and scales, counters in workspace): codes, so every byte
+# is valid and the poison only marks, not proves, an unwritten byte
+BYTES = ElementType("uint8", 1, np.uint8, "unsigned char", 0xAD)
+
+
+def buffer_type(name: str) -> ElementType:
+    """The type of an output or workspace buffer: an element type, or uint8 (bytes)."""
+    return BYTES if name == "uint8" else element_type(name)
+
+
 def padding_bits(etype: ElementType, mode: str, value: float = 0.0) -> int:
     """Bit pattern written for out-of-bounds elements under padding ``mode``."""
     values = {"zero": 0.0, "neg_zero": -0.0, "nan": math.nan, "pos_inf": math.inf, "neg_inf": -math.inf, "value": value}

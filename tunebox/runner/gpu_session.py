@@ -18,7 +18,7 @@ from numpy.typing import DTypeLike
 
 from ..build.nvrtc import NvrtcBuilder, nvrtc_version
 from ..cuda_api import checked, load_kernel, pack, steps_launcher
-from ..dtypes import ElementType, element_type
+from ..dtypes import buffer_type
 from ..errors import HarnessError
 from ..families import get as get_family
 from ..families.base import KernelSource, Problem, Tolerance
@@ -32,14 +32,6 @@ from .timing import BenchConfig
 log = logging.getLogger(__name__)
 
 _WORD = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int"}  # compare kernels by word size
-# byte buffers (family quant's packed values and scales): codes, so every byte is valid and the poison
-# only marks, not proves, an unwritten byte
-_BYTES = ElementType("uint8", 1, np.uint8, "unsigned char", 0xAD)
-
-
-def buffer_type(name: str) -> ElementType:
-    """The type of an output or workspace buffer: an element type, or uint8."""
-    return _BYTES if name == "uint8" else element_type(name)
 
 
 @dataclass

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..cuda_api import pack, steps_launcher
-from ..dtypes import element_type
+from ..dtypes import buffer_type, element_type
 from ..families.base import Problem
 from ..families.contract import Family
 from ..params import Config
@@ -89,7 +89,7 @@ def race(
         tolerance = family.tolerance(problem, _HostInputs(torch, inputs))
         workspace = {
             b.name: (torch.zeros if b.zeroed else torch.empty)(
-                max(1, int(np.prod(b.shape)) * element_type(b.dtype).itemsize), dtype=torch.uint8, device=device
+                max(1, int(np.prod(b.shape)) * buffer_type(b.dtype).itemsize), dtype=torch.uint8, device=device
             )
             for b in buffers
             if b.role == "workspace"
