@@ -18,13 +18,13 @@
 // across tiles. Registers move from the producer (setmaxnreg.dec to PRODUCER_REGISTERS) to the
 // consumers (setmaxnreg.inc to CONSUMER_REGISTERS) within the 168 per thread of the launch bounds.
 //
-// Split-K (Cfg::SPLITS > 1, for problems with fewer tiles than SMs): the work units are (tile, split)
-// pairs, unit u = tile * SPLITS + split, each over the K steps [split * k_steps / SPLITS, (split + 1)
-// * k_steps / SPLITS). A unit stores its float32 partial sums (rows < M, columns < N) in slot `split`
-// of `partials` (SPLITS x M x N, row-major), then counts its arrival on its tile's counter (one per
-// tile and consumer part; zero before the launch, and left zero: the last unit resets it). The unit
-// that arrives last sums the SPLITS slots in split order, so D is the same whichever unit is last,
-// and runs the epilogue; the others skip it.
+// Split-K (Cfg::SPLITS > 1, for problems with fewer tiles than SMs; with the TMA epilogue): the work
+// units are (tile, split) pairs, unit u = tile * SPLITS + split, each over the K steps
+// [split * k_steps / SPLITS, (split + 1) * k_steps / SPLITS). A unit stores its float32 partial sums
+// (rows < M, columns < N) in slot `split` of `partials` (SPLITS x M x N, row-major), then counts its
+// arrival on its tile's counter (one per tile and consumer part; zero before the launch, and left
+// zero: the last unit resets it). The unit that arrives last sums the SPLITS slots in split order, so
+// D is the same whichever unit is last, and runs the epilogue; the others skip it.
 //
 // Epilogue (alpha, ReLU, conversion to O): Cfg::TMA_EPILOGUE (D's rows 16-byte aligned) writes 64-row
 // x 128-byte chunks of a consumer's tile into one of its two shared buffers (128-byte swizzle, no bank
@@ -132,10 +132,10 @@ struct Pair {
   }
 };
 
-// Calls f(v0, v1, r, c, both) for each pair of adjacent accumulators of a consumer thread inside D
-// (r < M, c < N): v0 and v1 hold elements (r, c) and (r, c + 1), `both` when c + 1 < N too. The wgmma
-// m64nBN layout: thread (warp, g, t4) holds rows warp * 16 + g and + 8 of each m64 tile, columns
-// 8 j + 2 t4 and + 1; m0 and n0 are the consumer's first row and column of D.
+// Calls f(v0, v1, r, c, inside, both) for each pair of adjacent accumulators of a consumer thread:
+// v0 and v1 hold elements (r, c) and (r, c + 1) of D, `inside` when r < M and c < N, `both` when
+// c + 1 < N too. The wgmma m64nBN layout: thread (warp, g, t4) holds rows warp * 16 + g and + 8 of
+// each m64 tile, columns 8 j + 2 t4 and + 1; m0 and n0 are the consumer's first row and column of D.
 template <int MT, int BN, class F>
 __device__ __forceinline__ void for_each_pair(float (&acc)[MT][BN / 2], int warp, int g, int t4, i64 m0, i64 n0,
                                               i64 M, i64 N, F&& f) {
@@ -146,7 +146,8 @@ __device__ __forceinline__ void for_each_pair(float (&acc)[MT][BN / 2], int warp
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const i64 r = m0 + i * 64 + warp * 16 + g + 8 * h, c = n0 + j * 8 + 2 * t4;
-        if (r < M && c < N) f(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1], r, c, c + 1 < N);
+        const bool inside = r < M && c < N;
+        f(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1], r, c, inside, inside && c + 1 < N);
       }
 }
 
@@ -281,19 +282,15 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
     const i64 m0 = (i64)t.x * BM + (COOPERATIVE ? consumer * ROWS : 0), n0 = (i64)t.y * BN;
     if constexpr (SPLITS > 1) {
       // This unit's partial sums into its slot; the arrival counted once every thread's stores are
-      // visible device-wide; the last unit of the tile (part) sums the slots in split order.
-      // (the workspace holds at most 2^23 floats a slot: 32-bit offsets, which keep registers free)
-      const int n32 = (int)N, slot_size = (int)(M * N);
-      const bool vectors = n32 % 2 == 0;  // float2 accesses: every pair's offset even
-      float* slot = partials + (unit % SPLITS) * slot_size;
-      for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool both) {
-        float* out = slot + ((int)r * n32 + (int)c);
-        if (both && vectors) {
-          *reinterpret_cast<float2*>(out) = make_float2(v0, v1);
-        } else {
-          out[0] = v0;
-          if (both) out[1] = v1;
-        }
+      // visible device-wide; the last unit of the tile (part) sums the slots in split order. Split-K
+      // takes the TMA epilogue (a rule), so N is even: every pair is whole and 8-byte aligned. A slot
+      // holds at most 2^23 floats: 32-bit offsets, which keep registers free.
+      const int n32 = (int)N, slot_pairs = (int)(M * N / 2);
+      float2* slots = reinterpret_cast<float2*>(partials);
+      float2* slot = slots + (unit % SPLITS) * slot_pairs;
+      for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
+                                                                bool) {
+        if (inside) slot[((int)r * n32 + (int)c) / 2] = make_float2(v0, v1);
       });
       __threadfence();
       barrier_sync(EPI_BARRIER + consumer, 128);
@@ -305,21 +302,21 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
       }
       if (!barrier_any(EPI_BARRIER + consumer, 128, last)) continue;
       __threadfence();
-      for (int s = 0; s < SPLITS; ++s) {
-        const float* other = partials + s * slot_size;
-        for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool both) {
-          const float* in = other + ((int)r * n32 + (int)c);
-          float2 p = make_float2(0.f, 0.f);
-          if (both && vectors) {
-            p = __ldcg(reinterpret_cast<const float2*>(in));
-          } else {
-            p.x = __ldcg(in);
-            if (both) p.y = __ldcg(in + 1);
-          }
-          v0 = s ? v0 + p.x : p.x;
-          v1 = s ? v1 + p.y : p.y;
-        });
-      }
+      // A pair's sums in split order from its SPLITS slots, the loads without a branch so that they
+      // are all in flight together (a pair outside D reads the slots' first pair and is left).
+      for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
+                                                                bool) {
+        const float2* in = slots + (inside ? ((int)r * n32 + (int)c) / 2 : 0);
+        float2 sum = __ldcg(in);
+#pragma unroll
+        for (int s = 1; s < SPLITS; ++s) {
+          const float2 part = __ldcg(in + s * slot_pairs);
+          sum.x += part.x;
+          sum.y += part.y;
+        }
+        v0 = inside ? sum.x : v0;
+        v1 = inside ? sum.y : v1;
+      });
     }
     if constexpr (TMA_EPILOGUE) {
 #pragma unroll
@@ -351,7 +348,9 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
         }
       }
     } else {
-      for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool both) {
+      for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
+                                                                bool both) {
+        if (!inside) return;
         const Pair<O> pair(epilogue_value(v0, alpha, Cfg::RELU), epilogue_value(v1, alpha, Cfg::RELU));
         O* out = D + r * ldd + c;
         if (both && paired) {

@@ -30,9 +30,9 @@ Four templates (the paths), three in ``kernels/gemm/gemm.cu``:
   beside the other's mainloop), registers move to the consumers with setmaxnreg, and the epilogue
   stores D with TMA through shared memory (D's rows 16-byte aligned) or directly. A's and B's rows
   must be 16-byte aligned. ``splits`` > 1 (split-K, for shapes with fewer tiles than SMs: decode,
-  narrow N, long K) cuts each tile's K steps over that many work units; each stores its float32
-  partial sums in workspace, and the last to arrive sums them in split order (the same D whichever
-  unit is last) and runs the epilogue.
+  narrow N, long K; TMA epilogue only) cuts each tile's K steps over that many work units; each stores
+  its float32 partial sums in workspace, and the last to arrive sums them in split order (the same D
+  whichever unit is last) and runs the epilogue.
 
 Verification is within a tolerance (``GemmOperation.tolerance``): the float64 reference, rounded to
 D's type, may differ by ``atol + rtol * |want|`` with ``rtol = 1e-2`` and ``atol = 1e-2 * sqrt(K / 64)

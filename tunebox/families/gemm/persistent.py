@@ -9,8 +9,8 @@ producer to the consumers with setmaxnreg, and the epilogue stores D through sha
 (``epilogue = "tma"``: D's rows and N 16-byte aligned, since a TMA store writes whole 16-byte chunks
 of a row, past N too, measured on the H200) or directly from registers (``"direct"``). With ``splits``
 > 1 each tile's K steps are cut over that many work units (split-K, for shapes with fewer tiles than
-SMs), whose float32 partial sums meet in workspace; the last unit to arrive sums them in split order
-and runs the epilogue."""
+SMs; TMA epilogue), whose float32 partial sums meet in workspace; the last unit to arrive sums them
+in split order and runs the epilogue."""
 
 from __future__ import annotations
 
@@ -32,7 +32,6 @@ LAUNCH_REGISTERS = 65536 // THREADS // 8 * 8  # 168: the register file over the 
 EPI_BUFFER_BYTES = 64 * 128  # an epilogue chunk: 64 rows of one 128-byte swizzle span
 EPI_BUFFERS = 2  # chunk buffers per consumer (kernels/gemm/gemm_persistent.cu)
 ROWS = {"cooperative": (128, 256), "pingpong": (64, 128)}  # BM each schedule takes
-SPLIT_DIRECT_ACCUMULATORS = 64  # split-K with the direct epilogue: more spilled (ptxas, 168 registers)
 
 
 def tile_coordinates(index: int, tiles_m: int, tiles_n: int, raster: str, group: int) -> tuple[int, int]:
@@ -76,7 +75,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         "tma_epilogue_chunks",
         "splits_within_k_steps",
         "splits_within_workspace",
-        "split_direct_registers",
+        "split_tma_epilogue",
         *TMA_RULES,
         "shared_memory_fits",
     )
@@ -126,13 +125,6 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
             ),
         ):
             accumulators = c.BM // (2 if c.schedule == "cooperative" else 1) * c.BN // 128
-            if c.splits > 1 and c.epilogue == "direct":
-                rules.require(
-                    "split_direct_registers",
-                    accumulators <= SPLIT_DIRECT_ACCUMULATORS,
-                    f"split-K's sums beside the direct epilogue: {accumulators} accumulators per consumer thread "
-                    f"spill registers (at most {SPLIT_DIRECT_ACCUMULATORS}): use epilogue 'tma' or a smaller tile",
-                )
             rules.require(
                 "accumulators_fit",
                 accumulators <= MAX_ACCUMULATORS,
@@ -158,6 +150,11 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
                 "store writes whole chunks past N, over D's padding): use epilogue 'direct'",
             )
         if c.splits > 1:
+            rules.require(
+                "split_tma_epilogue",
+                c.epilogue == "tma",
+                "split-K takes epilogue 'tma' (beside the direct one, its sums spilled registers): use splits = 1",
+            )
             steps = math.ceil(p.K / WG_BK)
             rules.require(
                 "splits_within_k_steps",
