@@ -80,6 +80,12 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
 REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "a8a42ec": "validity rules named (issue 14 item 7): violations equal on 5,698,834 (problem, configuration) "
     "pairs of every sweep problem and tma.violations on 50,000 requests, old against new",
+    "c986e53": "split-K for template persistent: a parameter (absent from every carried persistent winner, which "
+    "are dropped instead), its kernel path, and workspace only it binds; BufferSpec.zeroed (default off) and the "
+    "allocators that honour it; no other template's source, geometry or arguments change",
+    "b0c5d2c": "buffer_type moved into dtypes (the same function), read by allocators only",
+    "4bd1fd6": "split-K's sums (SPLITS > 1 only): the machine code of 29 of the 30 unsplit grid winners is "
+    "identical (scripts/sass_identity.py); the other one and the split winners are dropped, not carried",
 }
 
 
