@@ -23,7 +23,7 @@ from tunebox.dtypes import element_type
 from tunebox.families import get
 from tunebox.families.base import BufferArg, KernelSource, LaunchGeometry, ScalarArg, TensorMapArg
 from tunebox.families.kernel_args import ArgStruct
-from tunebox.families.ragged3d import tma as ragged3d_tma
+from tunebox.families.ragged3d import tma_layout
 from tunebox.kernels_dir import kernels_dir
 
 PLACEMENTS = ("front", "tail")
@@ -204,8 +204,8 @@ def load_through_clipping_map(placement: str, dyn: int = CLIP_DYN) -> str:
         {"template": "tma", "BM": CLIP_BM, "group": 1, "BN": 0, "swizzle": "none", "tma_blocks_per_op": 0}
     )
     _, typed = family.typed(config)
-    assert isinstance(typed, ragged3d_tma.TmaConfig)
-    clip = ragged3d_tma.tensor_maps(p, typed)[1]
+    assert isinstance(typed, tma_layout.TmaConfig)
+    clip = tma_layout.tensor_maps(p, typed)[1]
     assert clip.buffer == "out" and clip.offset_bytes == -CLIP_BM * p.row * 2
     rows = np.random.default_rng(3).integers(1, 2**16, (p.total, p.heads, p.depth), dtype=np.uint16)
     chunk = 8  # 16 bytes of bfloat16

@@ -25,7 +25,7 @@ from tunebox import cuda_api
 from tunebox.errors import InvalidConfig, InvalidProblem
 from tunebox.families import get
 from tunebox.families.base import BufferArg, KernelSource, ScalarArg, TensorMapArg
-from tunebox.families.ragged3d import FAMILY, RaggedProblem, TmaConfig, VectorConfig
+from tunebox.families.ragged3d import FAMILY, RaggedProblem, TmaConfig, VectorConfig, tma_layout
 from tunebox.families.ragged3d import tma as ragged3d_tma
 from tunebox.params import Config
 from tunebox.records import Status
@@ -60,7 +60,7 @@ def tma(**values) -> Config:
 
 
 def typed_tma(p: RaggedProblem, config: Config) -> TmaConfig:
-    """``config`` as the tma template's dataclass (what ``ragged3d_tma``'s functions take)."""
+    """``config`` as the tma template's dataclass (what ``tma_layout``'s functions take)."""
     template, typed = R.typed(config)
     assert template.name == "tma" and isinstance(typed, TmaConfig)
     return typed
@@ -368,7 +368,7 @@ def test_rule_tma_column_blocks_are_whole_chunks() -> None:
 
 def test_rule_tma_shared_memory() -> None:
     """128 rows x 8 heads x 128 bfloat16 columns (256 KiB) do not fit; 4 heads (128 KiB) do."""
-    assert ragged3d_tma.layout(BF16, typed_tma(BF16, tma(BM=128, group=4))).shared_bytes == 128 + 16 * 8192 + 8
+    assert tma_layout.layout(BF16, typed_tma(BF16, tma(BM=128, group=4))).shared_bytes == 128 + 16 * 8192 + 8
     assert_rule(R, BF16, tma(BM=128, group=4), tma(BM=128, group=8), "bytes of shared memory")
 
 
@@ -428,7 +428,7 @@ def test_rule_tma_bm_within_max_len() -> None:
 
 def test_the_rules_see_the_offset_address(monkeypatch) -> None:
     """The stand-in address is offset like the real one: a misaligned offset breaks the driver's rule."""
-    good = ragged3d_tma.tensor_maps(BF16, typed_tma(BF16, tma()))
+    good = tma_layout.tensor_maps(BF16, typed_tma(BF16, tma()))
     assert all(m.offset_bytes % 16 == 0 for m in good) and R.violations(BF16, tma()) == []
     moved = tuple(dataclasses.replace(m, offset_bytes=m.offset_bytes - 8) for m in good)
     monkeypatch.setattr(ragged3d_tma, "tensor_maps", lambda p, c: moved)
@@ -525,7 +525,7 @@ def test_tma_geometry_and_template() -> None:
     }
     # BN = 0 with batches of 4: D = 40 has 5 chunks, rounded up to 8 slots of whole copies
     narrow = R.parse_problem({**BF16.to_dict(), "depth": 40, "direction": "unpack"})
-    lay = ragged3d_tma.layout(narrow, typed_tma(narrow, tma(tma_blocks_per_op=4)))
+    lay = tma_layout.layout(narrow, typed_tma(narrow, tma(tma_blocks_per_op=4)))
     assert (lay.chunks, lay.ops, lay.column_blocks) == (8, 2, 1)
     assert members(R.render(narrow, tma(swizzle="32B"))) == {
         "E": "unsigned short",
@@ -579,7 +579,7 @@ def emulate(p: RaggedProblem, config: Config, source: np.ndarray):
     """(out, writes per out element, reads per source element) of the kernel on ``source``."""
     src, dst, _, *scalars = R.args(p, config)
     lmax, depth, m_count, tiles, column_blocks = (s.value for s in scalars)
-    lay = ragged3d_tma.layout(p, typed_tma(p, config))
+    lay = tma_layout.layout(p, typed_tma(p, config))
     bm, group, pack = int(config["BM"]), int(config["group"]), p.direction == "pack"
     out_shape = p.ragged_shape if pack else p.padded_shape
     size = source.itemsize
@@ -682,7 +682,7 @@ def test_a_clipped_store_writes_exactly_the_tiles_rows_inside_the_sequence() -> 
         }
     )
     for cfg in (tma(BM=8, group=2), tma(BM=8, group=2, tma_blocks_per_op=2), tma(BM=8, group=1, swizzle="64B")):
-        lay = ragged3d_tma.layout(p, typed_tma(p, cfg))
+        lay = tma_layout.layout(p, typed_tma(p, cfg))
         _, dst, *_ = R.args(p, cfg)
         group = int(cfg["group"])
         for dyn in range(9):

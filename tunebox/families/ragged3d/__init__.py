@@ -38,7 +38,8 @@ is always the vector template's.
 
 from ..contract import Family
 from .operation import RaggedOperation, RaggedProblem
-from .tma import TmaConfig, TmaLayout, TmaTemplate
+from .tma import TmaTemplate
+from .tma_layout import TmaConfig, TmaLayout
 from .vector import VectorConfig, VectorTemplate
 
 FAMILY = Family(RaggedOperation(), (VectorTemplate(), TmaTemplate()))
