@@ -86,6 +86,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "b0c5d2c": "buffer_type moved into dtypes (the same function), read by allocators only",
     "4bd1fd6": "split-K's sums (SPLITS > 1 only): the machine code of 29 of the 30 unsplit grid winners is "
     "identical (scripts/sass_identity.py); the other one and the split winners are dropped, not carried",
+    "c97bba6": "ragged3d's tma layout and maps moved verbatim into tma_layout.py",
 }
 
 
