@@ -51,3 +51,13 @@ def recording() -> Iterator[set[Outcome]]:
         yield seen
     finally:
         _RECORDING.reset(token)
+
+
+def whole_elements(rules: Rules, vec_bytes: int, size: int) -> bool:
+    """The rule ``vec_bytes_whole_elements`` (templates moving ``vec_bytes`` vectors): a vector holds
+    whole ``size``-byte elements. Returns whether it held."""
+    return rules.require(
+        "vec_bytes_whole_elements",
+        vec_bytes % size == 0,
+        f"vec_bytes={vec_bytes} is not a multiple of the {size}-byte element",
+    )

@@ -22,7 +22,7 @@ from typing import ClassVar, TypeVar
 import numpy as np
 
 from ..dtypes import element_type
-from ..rules import Rules
+from ..rules import Rules, whole_elements
 from .base import BufferArg, CType, Instantiation, LaunchGeometry, instantiate
 from .contract import KernelTemplate, TemplateConfig, choice
 from .indexed import MASK_CTYPE, UNCHECKED_NEEDS_VALID, IndexedProblem, _warps, index_type
@@ -124,11 +124,7 @@ class RowsTemplate(KernelTemplate[PR, RowsConfig]):
     def violations(self, problem: PR, config: RowsConfig) -> list[str]:
         size = element_type(problem.element).itemsize
         rules = Rules(self.name)
-        if not rules.require(
-            "vec_bytes_whole_elements",
-            config.vec_bytes % size == 0,
-            f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element",
-        ):
+        if not whole_elements(rules, config.vec_bytes, size):
             return rules.broken
         self.team_rules(rules, problem, config)
         if config.check_bounds == "false":

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X
-from ...rules import Rules
+from ...rules import Rules, whole_elements
 from ..base import Arg, BufferArg, CType, Instantiation, KernelLaunch, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .operation import AMAX_SLOTS
@@ -94,11 +94,7 @@ class BlocksTemplate(KernelTemplate[QuantProblem, BlocksConfig]):
         size = element_type(p.element).itemsize
         ept, block = config.elems_per_thread, p.fmt.block
         rules = Rules(self.name)
-        if not rules.require(
-            "vec_bytes_whole_elements",
-            config.vec_bytes % size == 0,
-            f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element",
-        ):
+        if not whole_elements(rules, config.vec_bytes, size):
             return rules.broken
         vec = config.vec_bytes // size
         rules.require(

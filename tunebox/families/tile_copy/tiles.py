@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X, MAX_SHARED_BYTES
-from ...rules import Rules
+from ...rules import Rules, whole_elements
 from ..base import CType, LaunchGeometry, ScalarArg
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .operation import TileCopyProblem
@@ -89,11 +89,7 @@ class TileTemplate(KernelTemplate[TileCopyProblem, C]):
         problem = self.view(problem)
         size = problem.itemsize
         rules = Rules(self.name)
-        if not rules.require(
-            "vec_bytes_whole_elements",
-            config.vec_bytes % size == 0,
-            f"vec_bytes={config.vec_bytes} is not a multiple of the {size}-byte element",
-        ):
+        if not whole_elements(rules, config.vec_bytes, size):
             return rules.broken
         vec = vector_elements(problem, config)
         rules.require(
