@@ -87,6 +87,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "4bd1fd6": "split-K's sums (SPLITS > 1 only): the machine code of 29 of the 30 unsplit grid winners is "
     "identical (scripts/sass_identity.py); the other one and the split winners are dropped, not carried",
     "c97bba6": "ragged3d's tma layout and maps moved verbatim into tma_layout.py",
+    "04668f1": "one rule helper (rules.whole_elements) replaces three copies: same rule, message and order",
 }
 
 
