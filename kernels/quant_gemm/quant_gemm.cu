@@ -99,25 +99,6 @@ __device__ __forceinline__ void block_factors(u32 c, u32& first, u32& second) {
   }
 }
 
-// Copy B bytes (4, 8 or 16; dst and src B-aligned) from global to shared by cp.async, the first
-// `valid` of them read and the rest zero (src is not read when valid is 0). Below 4 bytes, byte by
-// byte (synchronous).
-template <int B>
-__device__ __forceinline__ void copy_zfill(void* dst, const void* src, int valid) {
-  if constexpr (B >= 4) {
-    const u32 to = (u32)__cvta_generic_to_shared(dst);
-    if constexpr (B == 16)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid) : "memory");
-    else
-      asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(to), "l"(src), "n"(B), "r"(valid)
-                   : "memory");
-  } else {
-#pragma unroll
-    for (int i = 0; i < B; ++i)
-      reinterpret_cast<u8*>(dst)[i] = i < valid ? __ldg(reinterpret_cast<const u8*>(src) + i) : (u8)0;
-  }
-}
-
 // Copy a ROWS x BYTES tile at byte (r0, c0) of a global matrix of R rows x C bytes (ld bytes apart) to
 // shared memory (PITCH bytes a row) in chunks of W bytes, zero past R and C. SWAP: the chunks of odd rows
 // trade halves of each 128-byte line.
@@ -129,7 +110,7 @@ __device__ __forceinline__ void copy_tile(u8* s, const u8* __restrict__ g, i64 R
     const int at = SWAP ? (c * W ^ (r & 1) * 64) : c * W;
     const i64 gr = r0 + r, gc = c0 + (i64)c * W;
     const int valid = gr < R ? (int)max((i64)0, min((i64)W, C - gc)) : 0;
-    copy_zfill<W>(s + r * PITCH + at, valid ? g + gr * ld + gc : g, valid);
+    cp_async_zfill<W>(s + r * PITCH + at, valid ? g + gr * ld + gc : g, valid);
   }
 }
 

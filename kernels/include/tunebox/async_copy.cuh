@@ -21,6 +21,25 @@ __device__ __forceinline__ void cp_async_copy(void* dst, const void* src) {
     asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(to), "l"(src), "n"(B) : "memory");
 }
 
+// Copy B bytes (1, 2, 4, 8 or 16; dst and src B-aligned) from global `src` to shared `dst`, the first `valid`
+// of them read and the rest zero (src is not read when valid is 0): cp.async with its source size for
+// 4, 8 or 16 bytes, byte by byte (synchronous) below 4.
+template <int B>
+__device__ __forceinline__ void cp_async_zfill(void* dst, const void* src, int valid) {
+  if constexpr (B >= 4) {
+    const u32 to = (u32)__cvta_generic_to_shared(dst);
+    if constexpr (B == 16)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(to), "l"(src), "r"(valid) : "memory");
+    else
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(to), "l"(src), "n"(B), "r"(valid)
+                   : "memory");
+  } else {
+#pragma unroll
+    for (int i = 0; i < B; ++i)
+      reinterpret_cast<u8*>(dst)[i] = i < valid ? __ldg(reinterpret_cast<const u8*>(src) + i) : (u8)0;
+  }
+}
+
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
 template <int N>
