@@ -99,15 +99,11 @@ __device__ __forceinline__ void load_block(const E* __restrict__ src, E* stage, 
     }
   } else {
     constexpr int SLOTS = W / VEC + 1, TOTAL = H * SLOTS;
-#pragma unroll
-    for (int k = 0; k < (TOTAL + THREADS - 1) / THREADS; ++k) {
-      const int idx = threadIdx.x + k * THREADS;
-      if (TOTAL % THREADS == 0 || idx < TOTAL) {
-        const int r = idx / SLOTS;
-        load_slot<E, VEC, W, PATH == CHECKED_PATH>(src, Ms, Ns, r0 + r, c0, idx % SLOTS, pad,
-                                                  [&](int c, E v) { at(r, c) = v; });
-      }
-    }
+    strided<TOTAL, THREADS>([&](int idx) {
+      const int r = idx / SLOTS;
+      load_slot<E, VEC, W, PATH == CHECKED_PATH>(src, Ms, Ns, r0 + r, c0, idx % SLOTS, pad,
+                                                [&](int c, E v) { at(r, c) = v; });
+    });
   }
 }
 
@@ -158,15 +154,11 @@ __device__ __forceinline__ void store_block(E* __restrict__ dst, const E* stage,
     }
   } else {
     constexpr int SLOTS = BN / VEC + 1, TOTAL = BM * SLOTS;
-#pragma unroll
-    for (int k = 0; k < (TOTAL + THREADS - 1) / THREADS; ++k) {
-      const int idx = threadIdx.x + k * THREADS;
-      if (TOTAL % THREADS == 0 || idx < TOTAL) {
-        const int i = idx / SLOTS;
-        store_slot<E, VEC, BN, PATH == CHECKED_PATH>(dst, Md, Nd, i0 + i, j0, idx % SLOTS,
-                                                    [&](int j) { return value(i, j); });
-      }
-    }
+    strided<TOTAL, THREADS>([&](int idx) {
+      const int i = idx / SLOTS;
+      store_slot<E, VEC, BN, PATH == CHECKED_PATH>(dst, Md, Nd, i0 + i, j0, idx % SLOTS,
+                                                  [&](int j) { return value(i, j); });
+    });
   }
 }
 

@@ -39,28 +39,20 @@ __device__ __forceinline__ void paired_tile(const u16* __restrict__ src, u16* __
   const i64 r0 = oy + j0, c0 = ox + i0;
   if (PATH == PAIR_FAST) {
     constexpr int PER_ROW = BM / VEC, TOTAL = HP * PER_ROW;
+    strided<TOTAL, THREADS>([&](int idx) {
+      const int p = idx / PER_ROW, c = (idx % PER_ROW) * VEC;
+      const u16* a = src + (r0 + 2 * p) * Ns + c0 + c;
+      const Halves<VEC> va = load_halves<VEC>(a), vb = load_halves<VEC>(a + Ns);
 #pragma unroll
-    for (int k = 0; k < (TOTAL + THREADS - 1) / THREADS; ++k) {
-      const int idx = threadIdx.x + k * THREADS;
-      if (TOTAL % THREADS == 0 || idx < TOTAL) {
-        const int p = idx / PER_ROW, c = (idx % PER_ROW) * VEC;
-        const u16* a = src + (r0 + 2 * p) * Ns + c0 + c;
-        const Halves<VEC> va = load_halves<VEC>(a), vb = load_halves<VEC>(a + Ns);
-#pragma unroll
-        for (int m = 0; m < VEC / 2; ++m) interleave(va.w[m], vb.w[m], at(p, c + 2 * m), at(p, c + 2 * m + 1));
-      }
-    }
+      for (int m = 0; m < VEC / 2; ++m) interleave(va.w[m], vb.w[m], at(p, c + 2 * m), at(p, c + 2 * m + 1));
+    });
   } else {
     constexpr int SLOTS = BM / VEC + 1, TOTAL = HP * SLOTS;
-#pragma unroll
-    for (int k = 0; k < (TOTAL + THREADS - 1) / THREADS; ++k) {
-      const int idx = threadIdx.x + k * THREADS;
-      if (TOTAL % THREADS == 0 || idx < TOTAL) {
-        const int p = idx / SLOTS;
-        load_pair_slot<VEC, BM, PATH == PAIR_CHECKED>(src, Ms, Ns, r0 + 2 * p, c0, idx % SLOTS, pad,
-                                                     [&](int c, u32 w) { at(p, c) = w; });
-      }
-    }
+    strided<TOTAL, THREADS>([&](int idx) {
+      const int p = idx / SLOTS;
+      load_pair_slot<VEC, BM, PATH == PAIR_CHECKED>(src, Ms, Ns, r0 + 2 * p, c0, idx % SLOTS, pad,
+                                                   [&](int c, u32 w) { at(p, c) = w; });
+    });
   }
   __syncthreads();
   if (PATH == PAIR_FAST) {
@@ -76,15 +68,11 @@ __device__ __forceinline__ void paired_tile(const u16* __restrict__ src, u16* __
     }
   } else {
     constexpr int SLOTS = BN / VEC + 1, TOTAL = BM * SLOTS;
-#pragma unroll
-    for (int k = 0; k < (TOTAL + THREADS - 1) / THREADS; ++k) {
-      const int idx = threadIdx.x + k * THREADS;
-      if (TOTAL % THREADS == 0 || idx < TOTAL) {
-        const int i = idx / SLOTS;
-        store_pair_slot<VEC, BN, PATH == PAIR_CHECKED>(dst, Md, Nd, i0 + i, j0, idx % SLOTS,
-                                                      [&](int q) { return at(q, i); });
-      }
-    }
+    strided<TOTAL, THREADS>([&](int idx) {
+      const int i = idx / SLOTS;
+      store_pair_slot<VEC, BN, PATH == PAIR_CHECKED>(dst, Md, Nd, i0 + i, j0, idx % SLOTS,
+                                                    [&](int q) { return at(q, i); });
+    });
   }
   __syncthreads();  // the next tile reuses the stage
 }

@@ -180,4 +180,15 @@ __device__ __forceinline__ bool box_inside(i64 r0, i64 c0, i64 h, i64 w, i64 row
   return r0 >= 0 && c0 >= 0 && r0 + h <= rows && c0 + w <= cols;
 }
 
+// Calls f(i) for every i < TOTAL, thread t of the block's THREADS taking t, t + THREADS, ... (the
+// loop unrolled; no test where THREADS divides TOTAL).
+template <int TOTAL, int THREADS, class F>
+__device__ __forceinline__ void strided(F&& f) {
+#pragma unroll
+  for (int k = 0; k < (TOTAL + THREADS - 1) / THREADS; ++k) {
+    const int idx = threadIdx.x + k * THREADS;
+    if (TOTAL % THREADS == 0 || idx < TOTAL) f(idx);
+  }
+}
+
 }  // namespace tb
