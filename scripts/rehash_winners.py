@@ -4,14 +4,15 @@ Up to commit 82eb236 a family's hash covered its files byte for byte; since, Pyt
 their syntax tree (``source_graph.digest``), so reformatting them no longer voids winners. The
 winners measured on 82eb236 are kept only where that is true of the code measured:
 
-    python scripts/rehash_winners.py MEASURED_TREE [DB]   (DB: results/winners.sqlite)
+    python scripts/rehash_winners.py MEASURED_COMMIT [DB]   (DB: results/winners.sqlite)
 
-MEASURED_TREE is a checkout of the measured commit. For each family, the rows stored under the
-byte-for-byte hash of MEASURED_TREE's sources move to the current hash if every source file has the
-same digest in both trees (same syntax trees, same device sources), except the files of REVIEWED
-and those a commit of REVIEWED_COMMITS changed, whose differences were read and change no result
-(printed with the reason; a reviewed file may be new); otherwise nothing moves and the family is
-reported.
+MEASURED_COMMIT is the commit the winners were measured (or last carried) on. For each family, the
+rows stored under the hash MEASURED_COMMIT's own code computes move to the current hash if every
+source file has the same digest in both trees (same syntax trees, same device sources), or differs
+only by reviewed changes (printed with the reasons; a reviewed file may be new): a file is reviewed
+when every commit since MEASURED_COMMIT that touched it is in REVIEWED_COMMITS and it has no
+uncommitted change, or, for winners measured on 82eb236, when REVIEWED names it. Otherwise nothing
+moves and the family is reported.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tunebox.families import get, names
@@ -90,22 +92,27 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "04668f1": "one rule helper (rules.whole_elements) replaces three copies: same rule, message and order",
     "c532c11": "cp_async_zfill moved from quant_gemm.cu to async_copy.cuh: instructions identical (quant_gemm 40 of "
     "40, gemm 24 of 24 sampled variants); the other includers never instantiate it",
+    "35d0c80": "tb::strided replaces five copies of the block-strided loop in tile_copy's kernels: the 5 tile_copy "
+    "winners' instructions identical, gather's 10 sampled too; the other includers never instantiate it",
 }
 
 
-def reviewed() -> dict[str, str]:
-    """REVIEWED with the files of REVIEWED_COMMITS (a file named in both keeps REVIEWED's reason)."""
+def git(*args: str) -> list[str]:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+
+
+def reviewed(measured: str) -> dict[str, str]:
+    """The files changed since ``measured`` whose every change is reviewed, with the reasons."""
+    if git("rev-parse", measured) == git("rev-parse", "82eb236"):
+        return dict(REVIEWED)
+    reasons = {git("rev-parse", commit)[0]: f"{commit}: {reason}" for commit, reason in REVIEWED_COMMITS.items()}
+    dirty = set(git("diff", "--name-only", "HEAD"))
     found = {}
-    for commit, reason in REVIEWED_COMMITS.items():
-        changed = subprocess.run(
-            ["git", "diff-tree", "--no-commit-id", "--name-only", "-r", commit],
-            cwd=REPO,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.split()
-        found.update(dict.fromkeys(changed, f"{commit}: {reason}"))
-    return {**found, **REVIEWED}
+    for path in git("diff", "--name-only", measured, "HEAD"):
+        commits = git("log", "--format=%H", f"{measured}..HEAD", "--", path)
+        if path not in dirty and commits and all(c in reasons for c in commits):
+            found[path] = "; ".join(reasons[c] for c in commits)
+    return found
 
 
 def measured_hashes(measured: Path) -> dict[str, str]:
@@ -122,9 +129,16 @@ def measured_hashes(measured: Path) -> dict[str, str]:
     return dict(ast.literal_eval(out))
 
 
-def main(measured: Path, db: Path) -> None:
+def main(commit: str, db: Path) -> None:
+    with tempfile.TemporaryDirectory() as tree:
+        archive = subprocess.run(["git", "archive", commit], cwd=REPO, capture_output=True, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        carry(Path(tree), reviewed(commit), db)
+
+
+def carry(measured: Path, known: dict[str, str], db: Path) -> None:
+    """Move the rows of each family whose sources differ from ``measured``'s by ``known`` files only."""
     old_hashes = measured_hashes(measured)
-    known = reviewed()
     connection = sqlite3.connect(db)
     with connection:
         for name in names():
@@ -153,4 +167,4 @@ def main(measured: Path, db: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]).resolve(), Path(sys.argv[2]) if len(sys.argv) > 2 else REPO / "results" / "winners.sqlite")
+    main(sys.argv[1], Path(sys.argv[2]) if len(sys.argv) > 2 else REPO / "results" / "winners.sqlite")
