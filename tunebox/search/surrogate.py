@@ -160,8 +160,33 @@ def _fit(x: np.ndarray, y: np.ndarray, dims: int, hyper: tuple[float, float] | N
     return _Fit(scale, noise, inverse, inverse.T @ (inverse @ z), mean, std)
 
 
-def _expected_improvement(fit: _Fit, x: np.ndarray, candidates: np.ndarray, best: float, xi: float) -> np.ndarray:
-    k = _matern(_squared_distances(candidates, x), fit.scale)
+class _Columns:
+    """The Matern kernel between every configuration (rows of ``x``) and each answered one, at one
+    length scale: a column is computed once per answer and scale, so an ask between two refits at
+    the same scale costs one new column, not a matrix of every configuration against every answer."""
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.x = x
+        self.norms = (x * x).sum(1)
+        self.scale = 0.0
+        self.columns: dict[int, np.ndarray] = {}
+
+    def column(self, i: int, scale: float) -> np.ndarray:
+        """Kernel values of every configuration against configuration ``i``."""
+        if scale != self.scale:
+            self.scale, self.columns = scale, {}
+        if i not in self.columns:
+            squared = np.maximum(self.norms + self.norms[i] - 2.0 * (self.x @ self.x[i]), 0.0)
+            self.columns[i] = _matern(squared, scale)
+        return self.columns[i]
+
+    def matrix(self, told: Sequence[int], scale: float) -> np.ndarray:
+        """Configurations x ``told``."""
+        return np.stack([self.column(i, scale) for i in told], axis=1)
+
+
+def _expected_improvement(fit: _Fit, k: np.ndarray, best: float, xi: float) -> np.ndarray:
+    """Expected improvement of every configuration, ``k`` the kernel between them and the answered ones."""
     mu = k @ fit.alpha
     v = fit.inverse @ k.T
     sigma = np.sqrt(np.maximum(1.0 - (v * v).sum(axis=0), 1e-12))
@@ -172,11 +197,11 @@ def _expected_improvement(fit: _Fit, x: np.ndarray, candidates: np.ndarray, best
     return np.asarray(gap * cdf + sigma * pdf, dtype=float)
 
 
-def _penalised(scores: np.ndarray, x: np.ndarray, pick: int, scale: float) -> np.ndarray:
-    """``scores`` (expected improvement of every row of ``x``) for a later ask before the next
-    answer: lowered around ``pick`` by the model's correlation (local penalisation), to zero at the
-    pick itself, so a batch of asks spreads instead of clustering."""
-    near = _matern(_squared_distances(x, x[pick : pick + 1]), scale)[:, 0]
+def _penalised(scores: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """``scores`` (expected improvement of every configuration) for a later ask before the next
+    answer: lowered around the pick by the model's correlation with it (``near``, the kernel's column
+    of the pick: local penalisation), to zero at the pick itself, so a batch of asks spreads instead
+    of clustering."""
     return np.asarray(scores * (1.0 - near), dtype=float)
 
 
@@ -209,6 +234,7 @@ class SurrogateStrategy:
         self.options = options
         self._index = {canonical_json(c.as_dict()): i for i, c in enumerate(self.configs)}
         self._x = features(space, self.configs, options.ratios)
+        self._columns = _Columns(self._x)
         self._rng = np.random.default_rng(seed)
         self._model: tuple[bytes, _Fit] | None = None  # the last fit and the answers it knew
         self._grid_at = 0  # answers the last search of the (length scale, noise) grid saw
@@ -276,10 +302,11 @@ class SurrogateStrategy:
                 self._model, self._grid_at = (known, _fit(x, y, self._x.shape[1])), len(told)
             else:
                 self._model = (known, _fit(x, y, self._x.shape[1], (previous.scale, previous.noise)))
-            self._scores = _expected_improvement(self._model[1], x, self._x, min(finite.values()), self.options.xi)
+            k = self._columns.matrix(told, self._model[1].scale)
+            self._scores = _expected_improvement(self._model[1], k, min(finite.values()), self.options.xi)
         assert self._scores is not None  # set with the fit
         pick = self._tie(left, self._scores[left])
-        self._scores = _penalised(self._scores, self._x, pick, self._model[1].scale)
+        self._scores = _penalised(self._scores, self._columns.column(pick, self._model[1].scale))
         return pick
 
     def _tie(self, left: np.ndarray, score: np.ndarray) -> int:

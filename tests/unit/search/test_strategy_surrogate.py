@@ -156,7 +156,7 @@ def test_a_batch_of_asks_spreads_around_its_picks(monkeypatch) -> None:
         return float(gaps[~np.eye(len(values), dtype=bool)].min())
 
     spread = batch()
-    monkeypatch.setattr(surrogate, "_penalised", lambda scores, x, pick, scale: scores)
+    monkeypatch.setattr(surrogate, "_penalised", lambda scores, near: scores)
     plain = batch()
     assert spread[0] == plain[0] and spread != plain
     assert closest(spread) > closest(plain)
