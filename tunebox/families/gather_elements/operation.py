@@ -1,5 +1,6 @@
 """The gather_elements operation: its problem (``ElementGatherProblem``), parsing, seeded inputs, the
-numpy reference, work, distance, the torch baseline and the problem of a caller's arrays."""
+numpy reference, work, distance and the problem of a caller's arrays (the torch baseline:
+``baselines.py``)."""
 
 from __future__ import annotations
 
@@ -28,8 +29,8 @@ from ..indexed import (
     positive,
     rate,
     reject_unknown,
-    signed,
 )
+from .baselines import torch_baseline
 
 
 @dataclass(frozen=True)
@@ -277,25 +278,4 @@ class GatherElementsOperation(Operation[ElementGatherProblem]):
         return sum(abs(math.log2(x / y)) for x, y in pairs)
 
     def baselines(self, problem: ElementGatherProblem) -> tuple[Baseline, ...]:
-        import torch
-
-        p = problem
-        pad = signed(p.pad_bits, element_type(p.element).itemsize)
-        shape = "ri[:, None], ci[None, :]" if p.broadcast else "ri, ci"
-
-        def indices(t: dict[str, Any]) -> tuple[Any, Any]:
-            r, c = t["ri"].long(), t["ci"].long()
-            return (r[:, None], c[None, :]) if p.broadcast else (r, c)
-
-        if p.all_valid:
-            return (Baseline(f"torch: A[{shape}]", lambda t: {"out": t["A"][indices(t)]}),)
-
-        def padded(t: dict[str, Any]) -> dict[str, Any]:
-            r, c = indices(t)
-            valid = (r >= 0) & (r < p.rows) & (c >= 0) & (c < p.cols)
-            if p.mask:
-                valid = valid & (t["mask"].view(torch.uint8) != 0)
-            out = t["A"][r.clamp(0, p.rows - 1), c.clamp(0, p.cols - 1)]
-            return {"out": out.masked_fill_(~valid, pad)}
-
-        return (Baseline(f"torch: A[clamp({shape})].masked_fill_(~valid, {p.padding})", padded),)
+        return (torch_baseline(problem),)
