@@ -94,6 +94,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "40, gemm 24 of 24 sampled variants); the other includers never instantiate it",
     "35d0c80": "tb::strided replaces five copies of the block-strided loop in tile_copy's kernels: the 5 tile_copy "
     "winners' instructions identical, gather's 10 sampled too; the other includers never instantiate it",
+    "3d6bcb9": "gather_elements' torch baseline moved verbatim from operation.py to baselines.py",
 }
 
 
@@ -130,6 +131,9 @@ def measured_hashes(measured: Path) -> dict[str, str]:
 
 
 def main(commit: str, db: Path) -> None:
+    imported = Path(sys.modules["tunebox"].__file__ or "").resolve().parent
+    if imported != REPO / "tunebox":  # an installed copy would hash its own files, and carry nothing
+        sys.exit(f"tunebox is imported from {imported}, not this checkout: run with PYTHONPATH={REPO}")
     with tempfile.TemporaryDirectory() as tree:
         archive = subprocess.run(["git", "archive", commit], cwd=REPO, capture_output=True, check=True).stdout
         subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
