@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, cast
 
@@ -21,6 +21,20 @@ from .protocol import EvaluateJob, Outcome, PrepareJob, RetimeJob, variant_of
 from .timing import FINAL, SCREEN
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One variant to verify and then screen-time: ``build`` is None on replay, which compiles nothing
+    and answers as recorded; with ``cutoff_ms``, a variant whose probe samples are all slower keeps
+    them (``EvaluateJob``)."""
+
+    family: Family[Any]
+    problem: Problem
+    config: Config
+    build: BuildResult | None
+    seed: int
+    cutoff_ms: float | None = None
 
 
 class Backend(Protocol):
@@ -39,18 +53,8 @@ class Backend(Protocol):
         """The canonical JSON of every configuration this backend can evaluate for ``problem``: None
         for all (a GPU); a recording's recorded ones (ReplayMiss when it never saw the problem)."""
 
-    def submit(
-        self,
-        family: Family[Any],
-        problem: Problem,
-        config: Config,
-        build: BuildResult | None,
-        seed: int,
-        cutoff_ms: float | None = None,
-    ) -> None:
-        """Queue an evaluation (verify, then screen-time; with ``cutoff_ms``, a variant whose probe
-        samples are all slower keeps them: ``EvaluateJob``); ``build`` is None on replay, which
-        compiles nothing and answers as recorded. Raises ReplayMiss when a recording has no answer."""
+    def submit(self, evaluation: Evaluation) -> None:
+        """Queue an evaluation. Raises ReplayMiss when a recording has no answer."""
 
     def next_outcome(self) -> Outcome:
         """The outcome of the oldest queued evaluation."""
@@ -80,17 +84,11 @@ class GpuBackend:
         self.runner.submit(PrepareJob(family.name, problem.to_dict(), seed))
         self._preparing += 1
 
-    def submit(
-        self,
-        family: Family[Any],
-        problem: Problem,
-        config: Config,
-        build: BuildResult | None,
-        seed: int,
-        cutoff_ms: float | None = None,
-    ) -> None:
-        variant = variant_of(family, problem, config, _compiled(build))
-        self.runner.submit(EvaluateJob(family.name, problem.to_dict(), variant, SCREEN, seed, cutoff_ms=cutoff_ms))
+    def submit(self, evaluation: Evaluation) -> None:
+        e = evaluation
+        variant = variant_of(e.family, e.problem, e.config, _compiled(e.build))
+        job = EvaluateJob(e.family.name, e.problem.to_dict(), variant, SCREEN, e.seed, cutoff_ms=e.cutoff_ms)
+        self.runner.submit(job)
 
     def next_outcome(self) -> Outcome:
         """The next evaluation's outcome; worker seconds spent preparing ahead are added to its
@@ -214,16 +212,9 @@ class ReplayBackend:
     def _find(self, family: Family[Any], problem: Problem, config: dict[str, Any], phase: str) -> EvalRecord | None:
         return self._index.get((family.name, problem.key(), canonical_json(config), phase))
 
-    def submit(
-        self,
-        family: Family[Any],
-        problem: Problem,
-        config: Config,
-        build: BuildResult | None,
-        seed: int,
-        cutoff_ms: float | None = None,
-    ) -> None:
-        record = self._find(family, problem, config.as_dict(), "screen")
+    def submit(self, evaluation: Evaluation) -> None:
+        config = evaluation.config
+        record = self._find(evaluation.family, evaluation.problem, config.as_dict(), "screen")
         if record is None:
             raise ReplayMiss(f"{config.label()} is not in the recording {self.recording}")
         self._answers.append(_outcome(record))

@@ -15,7 +15,7 @@ from ..families.base import Problem
 from ..families.contract import Family
 from ..params import Config
 from ..records import DeviceInfo
-from .backends import ReplayBackend
+from .backends import Evaluation, ReplayBackend
 from .protocol import Outcome
 
 PACED_STAGES = ("verify", "time")
@@ -40,16 +40,8 @@ class PacedReplay:
     def answerable(self, family: Family[Any], problem: Problem) -> set[str]:
         return self.inner.answerable(family, problem)
 
-    def submit(
-        self,
-        family: Family[Any],
-        problem: Problem,
-        config: Config,
-        build: BuildResult | None,
-        seed: int,
-        cutoff_ms: float | None = None,
-    ) -> None:
-        self.inner.submit(family, problem, config, build, seed, cutoff_ms)
+    def submit(self, evaluation: Evaluation) -> None:
+        self.inner.submit(evaluation)
         self._submitted.append(time.monotonic())
 
     def next_outcome(self) -> Outcome:

@@ -31,7 +31,7 @@ from ..families.base import Problem
 from ..families.contract import Family
 from ..params import Config
 from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json, fastest
-from ..runner.backends import Backend
+from ..runner.backends import Backend, Evaluation
 from ..runner.protocol import Outcome, harness_checked, variant_of
 from ..runner.sanitizer import Sanitizer
 from ..store.evallog import EvalLog, RecordLog
@@ -351,7 +351,7 @@ class Sweep:
         with self._stage("compile_wait"):
             build = future.result()  # a compile past its timeout comes back as a TIMEOUT result
         if build is None:  # replayed: the recording answers for the configuration
-            self.backend.submit(self.family, problem, config, None, seed)
+            self.backend.submit(Evaluation(self.family, problem, config, None, seed))
             return Queued(Kind.DEVICE, ask, config, identity=(canonical_json(config.as_dict()),))
         if not build.cache_hit:
             self.breakdown["compile"] += build.seconds
@@ -367,7 +367,7 @@ class Sweep:
             return Queued(Kind.KNOWN, ask, config, record=twin(binaries[identity], config))
         if any(q.kind is Kind.DEVICE and q.identity == identity for q in queued):
             return Queued(Kind.SAME_BINARY, ask, config, identity=identity)
-        self.backend.submit(self.family, problem, config, build, seed, cutoff_ms)
+        self.backend.submit(Evaluation(self.family, problem, config, build, seed, cutoff_ms))
         return Queued(Kind.DEVICE, ask, config, identity=identity)
 
     def _complete(

@@ -85,10 +85,10 @@ class QueueBackend:
     def prepare(self, family, problem, seed) -> None:
         self.prepared_before_first_submit += not self.submitted
 
-    def submit(self, family, problem, config, build, seed, cutoff_ms=None) -> None:
-        self.queue.append(config.label())
-        self.submitted.append(config.label())
-        self.cutoffs.append(cutoff_ms)
+    def submit(self, evaluation) -> None:
+        self.queue.append(evaluation.config.label())
+        self.submitted.append(evaluation.config.label())
+        self.cutoffs.append(evaluation.cutoff_ms)
         self.deepest = max(self.deepest, len(self.queue))
 
     def next_outcome(self) -> Outcome:

@@ -67,8 +67,8 @@ class Device:
     def prepare(self, family, problem, seed) -> None:
         pass
 
-    def submit(self, family, problem, config, build, seed, cutoff_ms=None) -> None:
-        self.queue.append(config.as_dict()["fault"])
+    def submit(self, evaluation) -> None:
+        self.queue.append(evaluation.config.as_dict()["fault"])
 
     def _timed(self, fault: str) -> Outcome:
         return Outcome(Status.OK, samples_ms=(MS[fault],) * 10, clocks=CLOCKS)
