@@ -35,29 +35,11 @@
 #include "tunebox/fp4.cuh"
 #include "tunebox/async_copy.cuh"
 #include "tunebox/mma.cuh"
+#include "tunebox/split_sums.cuh"
 
 namespace {
 
 using namespace tb;
-
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-
-__device__ __forceinline__ u32 cluster_rank() {
-  u32 r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-  return r;
-}
-
-// The float at the same shared-memory offset as p in block `rank` of the cluster.
-__device__ __forceinline__ float load_cluster(const float* p, u32 rank) {
-  u32 remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(shared_address(p)), "r"(rank));
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-}
 
 // 16 bytes at p (B-byte aligned, B = 16, 8, 4, 2 or 1) as four words.
 template <int B>
@@ -279,42 +261,14 @@ __device__ __forceinline__ void decode_body(const u16* __restrict__ A, const u8*
     run(ring[0], full, true);
   }
 
-  // The warps' sums: sums[kw][token][row], then their total (in warp order) into sums[0].
-  float* mine = sums + kw * SUMS;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e)
-        mine[(j * 8 + 2 * t + e % 2) * PITCH + wn * RW + i * 16 + g + 8 * (e / 2)] = acc[i][j][e];
-  __syncthreads();
-  for (int e = threadIdx.x; e < TOK * ROWS_CTA; e += THREADS) {
-    const int at = e / ROWS_CTA * PITCH + e % ROWS_CTA;
-    float total = sums[at];
-#pragma unroll
-    for (int w = 1; w < WK; ++w) total += sums[w * SUMS + at];
-    sums[at] = total;
-  }
-  constexpr int SLICE = TOK * ROWS_CTA / SPLITS;
-  const int rank = SPLITS > 1 ? (int)cluster_rank() : 0;
-  if constexpr (SPLITS > 1)
-    cluster_sync();
-  else
-    __syncthreads();
-  for (int e = rank * SLICE + threadIdx.x; e < (rank + 1) * SLICE; e += THREADS) {
-    const int token = e / ROWS_CTA, r = e % ROWS_CTA, at = token * PITCH + r;
-    float total = sums[at];
-    if constexpr (SPLITS > 1) {
-      total = load_cluster(sums + at, 0);
-#pragma unroll
-      for (int c = 1; c < SPLITS; ++c) total += load_cluster(sums + at, c);
-    }
+  // The warps' sums (sums[kw][token][row]) added in warp order, then over the cluster in rank order.
+  store_fragment_sums<MT, NT, PITCH>(sums + kw * SUMS, acc, wn * RW);
+  add_split_sums<WK, TOK, ROWS_CTA, PITCH, SPLITS, THREADS, 1>(sums, [&](int token, int r, const float (&v)[1]) {
+    float total = v[0];
     if constexpr (NV) total = total * fp4::NV_UNDO * tscale;
     const i64 m = m0 + token, n = n0 + r;
     if (m < M && n < N) D[m * N + n] = (u16)fp4::bf16_out(total);
-  }
-  if constexpr (SPLITS > 1) cluster_sync();  // no block leaves while the cluster reads its sums
+  });
 }
 
 template <class Cfg>

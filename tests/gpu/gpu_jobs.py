@@ -59,3 +59,40 @@ def assert_sabotage_caught(
     outcome = evaluate(runner, builder, family, problem, config, sabotaged)
     assert outcome.status is Status.WRONG_RESULT and expect in outcome.message, outcome.message
     assert evaluate(runner, builder, family, problem, config).status is Status.OK
+
+
+def assert_gemm_launches_agree(tmp_path, config: Config, launches: int = 5) -> None:
+    """``config`` stored as the winner of a 16 x 4096 x 4096 gemm, then served by ``tunebox.launch``
+    ``launches`` times on the same inputs (D poisoned with NaN before each): within the family's
+    tolerance of the float64 product, and D bit for bit the same at every launch."""
+    import torch
+
+    from tunebox.families import get
+    from tunebox.records import EvalRecord, Timing, WinnerKey
+    from tunebox.runtime.arrays import device_array
+    from tunebox.runtime.launch import Launcher
+    from tunebox.store.winners import WinnersDB
+
+    gemm = get("gemm")
+    m, n, k = 16, 4096, 4096
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    launcher = Launcher(tmp_path / "winners.sqlite", cache_dir=tmp_path / "cubins")
+    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    problem = gemm.problem_from_arrays({"A": device_array(a), "B": device_array(b), "D": device_array(d)})
+    gemm.check(problem, config)
+    record = EvalRecord(
+        "gemm", problem.to_dict(), config.as_dict(), Status.OK, timing=Timing((1.0,)), device=launcher.device_info()
+    )
+    with WinnersDB(tmp_path / "winners.sqlite") as db:
+        assert db.put(WinnerKey.of(record, gemm.source_hash(), problem.key(), problem.dtype), record)
+    results = []
+    for _ in range(launches):
+        d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        served = launcher("gemm", {"A": a, "B": b, "D": d}, use="tunebox")
+        torch.cuda.synchronize()
+        assert all(served.config[key] == value for key, value in config.as_dict().items()), served.config
+        results.append(d)
+    want = a.double() @ b.double()
+    assert ((results[0].double() - want).abs() <= 1e-2 * want.abs() + 0.1).all()
+    assert all(torch.equal(r, results[0]) for r in results[1:])

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from gpu_jobs import assert_sabotage_caught, evaluate, retime_with_baseline
+from gpu_jobs import assert_gemm_launches_agree, assert_sabotage_caught, evaluate, retime_with_baseline
 
 from tunebox.families import get
 from tunebox.records import Status
@@ -173,32 +173,5 @@ def test_split_k_is_within_tolerance(runner, builder, shape, out_dtype):
 def test_split_k_gives_the_same_d_at_every_launch(tmp_path, schedule, bm):
     """Repeated launches through tunebox.launch (workspace zeroed once, at allocation): each leaves the
     arrival counters zero for the next, and the fixed summation order gives D bit for bit the same."""
-    torch = pytest.importorskip("torch")
-    from tunebox.records import EvalRecord, Timing, WinnerKey
-    from tunebox.runtime.arrays import device_array
-    from tunebox.runtime.launch import Launcher
-    from tunebox.store.winners import WinnersDB
-
-    m, n, k = 16, 4096, 4096
-    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
-    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
-    config = persistent(BM=bm, BN=128, schedule=schedule, splits=8)
-    launcher = Launcher(tmp_path / "winners.sqlite", cache_dir=tmp_path / "cubins")
-    d = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    problem = GEMM.problem_from_arrays({"A": device_array(a), "B": device_array(b), "D": device_array(d)})
-    GEMM.check(problem, config)
-    record = EvalRecord(
-        "gemm", problem.to_dict(), config.as_dict(), Status.OK, timing=Timing((1.0,)), device=launcher.device_info()
-    )
-    with WinnersDB(tmp_path / "winners.sqlite") as db:
-        assert db.put(WinnerKey.of(record, GEMM.source_hash(), problem.key(), problem.dtype), record)
-    results = []
-    for _ in range(5):
-        d = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        served = launcher("gemm", {"A": a, "B": b, "D": d}, use="tunebox")
-        torch.cuda.synchronize()
-        assert served.config["splits"] == 8
-        results.append(d)
-    want = a.double() @ b.double()
-    assert ((results[0].double() - want).abs() <= 1e-2 * want.abs() + 0.1).all()
-    assert all(torch.equal(r, results[0]) for r in results[1:])
+    pytest.importorskip("torch")
+    assert_gemm_launches_agree(tmp_path, persistent(BM=bm, BN=128, schedule=schedule, splits=8))

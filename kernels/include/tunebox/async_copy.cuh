@@ -47,4 +47,27 @@ __device__ __forceinline__ void cp_async_wait_group() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
 
+// A STAGES-deep cp.async pipeline over steps 0 .. count - 1 run by every thread of the block:
+// load(step, buffer) issues the copies of a step into one of STAGES buffers, STAGES - 1 steps ahead;
+// compute(step, buffer) reads the step's buffer between two block barriers (the second lets the
+// buffer be refilled). Returns with no copy pending.
+template <int STAGES, class Load, class Compute>
+__device__ __forceinline__ void cp_async_ring(i64 count, Load load, Compute compute) {
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < count) load((i64)s, s);
+    cp_async_commit_group();
+  }
+  for (i64 step = 0; step < count; ++step) {
+    const i64 next = step + STAGES - 1;
+    if (next < count) load(next, (int)(next % STAGES));
+    cp_async_commit_group();
+    cp_async_wait_group<STAGES - 1>();
+    __syncthreads();
+    compute(step, (int)(step % STAGES));
+    __syncthreads();
+  }
+  cp_async_wait_group<0>();
+}
+
 }  // namespace tb

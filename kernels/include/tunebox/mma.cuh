@@ -25,6 +25,15 @@ __device__ __forceinline__ void ldmatrix_x2_trans(const void* row, u32* b) {
                : "r"(shared_address(row)));
 }
 
+// A fragment of an mma from a shared tile stored K-major (element (k, m) at row k): ldmatrix.x4.trans,
+// lane l passing the address of row k0 + l % 8 + 8 * (l / 16), columns m0 + 8 * (l / 8 % 2) .. + 7;
+// four registers per lane, the m16n8k16 A fragment of the 16 x 16 block (rows m0 .., columns k0 ..).
+__device__ __forceinline__ void ldmatrix_x4_trans(const void* row, u32* a) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(a[0]), "=r"(a[1]), "=r"(a[2]), "=r"(a[3])
+               : "r"(shared_address(row)));
+}
+
 // -- wgmma (sm_90a) -------------------------------------------------------------------------------
 
 // Shared-memory matrix descriptor with the 128-byte swizzle (PTX ISA, "Matrix Descriptor Format"):

@@ -48,6 +48,7 @@ and two partial sums fit.
 """
 
 from ..contract import Family
+from .decode import DecodeConfig, DecodeTemplate
 from .mma import MmaConfig, MmaTemplate
 from .operation import GemmOperation, GemmProblem
 from .padded import PaddedTemplate
@@ -55,10 +56,14 @@ from .persistent import PersistentConfig, PersistentTemplate
 from .tma_wgmma import WgmmaConfig
 from .wgmma import WgmmaTemplate
 
-FAMILY = Family(GemmOperation(), (MmaTemplate(), WgmmaTemplate(), PaddedTemplate(), PersistentTemplate()))
+FAMILY = Family(
+    GemmOperation(), (MmaTemplate(), WgmmaTemplate(), PaddedTemplate(), PersistentTemplate(), DecodeTemplate())
+)
 
 __all__ = [
     "FAMILY",
+    "DecodeConfig",
+    "DecodeTemplate",
     "GemmOperation",
     "GemmProblem",
     "MmaConfig",

@@ -13,7 +13,7 @@ from ...limits import MAX_SHARED_BYTES
 from ...rules import Rules
 from ...tma import MAX_COORDINATE
 from ...tma import violations as tensor_map_violations
-from ..base import CType, TensorMapArg
+from ..base import Arg, BufferArg, CType, ScalarArg, TensorMapArg
 from ..contract import choice
 from .operation import GemmProblem
 
@@ -49,6 +49,18 @@ def input_ctype(p: GemmProblem) -> str:
 def output_ctype(p: GemmProblem) -> str:
     """The C++ type of D's elements (``Cfg::O``)."""
     return element_type(p.out_dtype).ctype
+
+
+def pointer_args(p: GemmProblem) -> tuple[Arg, ...]:
+    """The members of ``Cfg::Args`` of the kernels reading A and B through pointers (templates mma and
+    decode): A, B, D, M, N, K, lda, ldb, ldd, alpha."""
+    return (
+        BufferArg("A", f"const {input_ctype(p)}"),
+        BufferArg("B", f"const {input_ctype(p)}"),
+        BufferArg("D", output_ctype(p)),
+        *(ScalarArg("i64", getattr(p, name), name) for name in ("M", "N", "K", "lda", "ldb", "ldd")),
+        ScalarArg("f32", p.alpha, "alpha"),
+    )
 
 
 COMMON_RULES = ("shared_memory_fits", "full_tiles")  # common_rules's (full_tiles: bounds='false' only)

@@ -9,17 +9,16 @@ from dataclasses import dataclass
 from ...limits import MAX_GRID_X, MAX_GRID_Y
 from ...rules import Rules
 from ...tma import SWIZZLE_BYTES
-from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, instantiate
+from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .common import (
     COMMON_RULES,
     MAX_ACCUMULATORS,
     bounds_choice,
     common_rules,
-    input_ctype,
-    output_ctype,
     output_members,
     pipeline_stages,
+    pointer_args,
     tile_columns,
     tile_rows,
 )
@@ -126,12 +125,4 @@ class MmaTemplate(KernelTemplate[GemmProblem, MmaConfig]):
         )
 
     def args(self, problem: GemmProblem, config: MmaConfig) -> tuple[Arg, ...]:
-        """The members of ``Cfg::Args``: A, B, D, M, N, K, lda, ldb, ldd, alpha."""
-        p = problem
-        return (
-            BufferArg("A", f"const {input_ctype(p)}"),
-            BufferArg("B", f"const {input_ctype(p)}"),
-            BufferArg("D", output_ctype(p)),
-            *(ScalarArg("i64", getattr(p, name), name) for name in ("M", "N", "K", "lda", "ldb", "ldd")),
-            ScalarArg("f32", p.alpha, "alpha"),
-        )
+        return pointer_args(problem)
