@@ -80,6 +80,11 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
 
 
 REVIEWED_COMMITS = {  # commits whose every changed file changes no result
+    "fd9fe38": "template decode added after the measured ones (its own kernel, gemm_decode.cu; no stored winner "
+    "uses it); gemm.cu's tile helpers moved into gemm_tiles.cuh and quant_gemm's reduction into split_sums.cuh "
+    "(instructions identical: gemm 48 of 48, quant_gemm 40 of 40 sampled variants, scripts/sass_identity.py); new "
+    "device-library functions used only by the new kernel (cp_async_ring, ldmatrix_x4_trans); the mma template's "
+    "arguments through common.pointer_args (the same list)",
     "a8a42ec": "validity rules named (issue 14 item 7): violations equal on 5,698,834 (problem, configuration) "
     "pairs of every sweep problem and tma.violations on 50,000 requests, old against new",
     "c986e53": "split-K for template persistent: a parameter (absent from every carried persistent winner, which "

@@ -108,7 +108,7 @@ def sample(count: int) -> list[tuple]:
 def test_defaults_and_a_sample_of_the_space_compile() -> None:
     compiled = family_checks.compile_cases(G, sample(2))
     assert len(compiled) == 4 + 2 * 10
-    for (p, c), result in compiled:
+    for (_, c), result in compiled:
         assert result.status is Status.OK, (c.label(), result.log[-2000:])
         assert result.spill_bytes == 0 and re.search(r"\b0 bytes stack frame", result.log), (c.label(), result.log)
         assert "warning" not in result.log, result.log
