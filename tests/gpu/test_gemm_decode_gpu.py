@@ -25,15 +25,19 @@ SHAPES = [
     {"M": 128, "N": 520, "K": 2570, "lda": 2576, "ldb": 520, "ldd": 521, "alpha": 0.5, "relu": True},
     {"M": 300, "N": 130, "K": 257, "lda": 264, "ldb": 136, "ldd": 131},  # three blocks of tokens
 ]
-CONFIGS = (  # BN, tokens, BK, warps_n, warps_k, stages, swizzle, splits: each case takes the valid ones
-    (64, 16, 64, 1, 4, 4, "none", 1),
-    (32, 8, 128, 2, 4, 8, "128B", 8),
-    (128, 64, 64, 2, 2, 3, "none", 4),
-    (64, 32, 128, 1, 8, 4, "64B", 2),
-    (256, 8, 64, 4, 1, 6, "32B", 8),
-    (64, 128, 64, 4, 2, 3, "none", 2),
+CONFIGS = (  # BN, tokens, BK, warps_n, warps_k, stages, swizzle, splits, load: each case takes the valid ones
+    (64, 16, 64, 1, 4, 4, "none", 1, "cp_async"),
+    (32, 8, 128, 2, 4, 8, "128B", 8, "cp_async"),
+    (128, 64, 64, 2, 2, 3, "none", 4, "cp_async"),
+    (64, 32, 128, 1, 8, 4, "64B", 2, "cp_async"),
+    (256, 8, 64, 4, 1, 6, "32B", 8, "cp_async"),
+    (64, 128, 64, 4, 2, 3, "none", 2, "cp_async"),
+    (64, 16, 64, 1, 4, 4, "128B", 1, "tma"),
+    (128, 8, 128, 2, 4, 6, "128B", 8, "tma"),
+    (256, 32, 64, 4, 2, 3, "128B", 4, "tma"),
+    (64, 64, 256, 1, 4, 2, "128B", 2, "tma"),
 )
-FIELDS = ("BN", "tokens", "BK", "warps_n", "warps_k", "stages", "swizzle", "splits")
+FIELDS = ("BN", "tokens", "BK", "warps_n", "warps_k", "stages", "swizzle", "splits", "load")
 
 
 def decode(values):
@@ -54,14 +58,15 @@ def test_decode_gemm_is_within_tolerance(runner, builder, shape, out_dtype):
         assert outcome.status is Status.OK, (config.label(), outcome.message)
 
 
-def test_a_dropped_k_step_is_caught(runner, builder):
+@pytest.mark.parametrize("load, swizzle", [("cp_async", "none"), ("tma", "128B")])
+def test_a_dropped_k_step_is_caught(runner, builder, load, swizzle):
     problem = GEMM.parse_problem({"M": 16, "N": 136, "K": 257, "lda": 264})
     assert_sabotage_caught(
         runner,
         builder,
         GEMM,
         problem,
-        decode((64, 16, 64, 1, 4, 4, "none", 2)),
+        decode((64, 16, 64, 1, 4, 4, swizzle, 2, load)),
         "const i64 steps = (K + BK - 1) / BK,",
         "const i64 steps = (K + BK - 1) / BK - 1,",
         expect="elements wrong",
@@ -71,7 +76,9 @@ def test_a_dropped_k_step_is_caught(runner, builder):
 def test_times_beside_the_torch_baseline(runner, builder):
     pytest.importorskip("torch")
     problem = GEMM.parse_problem({"M": 16, "N": 4096, "K": 4096})
-    outcomes = retime_with_baseline(runner, builder, GEMM, problem, decode((64, 16, 64, 1, 4, 4, "none", 4)))
+    outcomes = retime_with_baseline(
+        runner, builder, GEMM, problem, decode((64, 16, 64, 1, 4, 4, "none", 4, "cp_async"))
+    )
     assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
     assert outcomes[1].status is Status.OK and outcomes[1].baseline.startswith("torch: "), outcomes[1].message
 
@@ -80,4 +87,6 @@ def test_split_k_gives_the_same_d_at_every_launch(tmp_path):
     """Five launches through tunebox.launch of an 8-way cluster split: the fixed summation order gives D
     bit for bit the same."""
     pytest.importorskip("torch")
-    assert_gemm_launches_agree(tmp_path, decode((64, 16, 64, 1, 4, 4, "none", 8)))
+    for load, swizzle in (("cp_async", "none"), ("tma", "128B")):
+        (tmp_path / load).mkdir()
+        assert_gemm_launches_agree(tmp_path / load, decode((64, 16, 64, 1, 4, 4, swizzle, 8, load)))

@@ -24,7 +24,8 @@ from tunebox.sweep_spec import load_sweep
 G = FAMILY
 T = G.templates["decode"]
 SPACES = Path(__file__).resolve().parents[3] / "spaces"
-BASE = DecodeConfig(BN=64, tokens=16, BK=64, warps_n=1, warps_k=4, stages=4, swizzle="none", splits=1)
+BASE = DecodeConfig(BN=64, tokens=16, BK=64, warps_n=1, warps_k=4, stages=4, swizzle="none", splits=1, load="cp_async")
+TMA = {"load": "tma", "swizzle": "128B"}
 assert_rule = partial(family_checks.assert_rule, G)
 
 
@@ -41,10 +42,15 @@ def test_rules_each_pass_and_fail() -> None:
     assert_rule(p, config(BN=64, warps_n=4), config(BN=32, warps_n=4), "whole 16-column mma tiles")
     assert_rule(problem(M=128), config(BN=128, tokens=64, warps_n=2), config(BN=128, tokens=64), "accumulators")
     assert_rule(p, config(BK=64, warps_k=4), config(BK=32, warps_k=4), "k16 slices")
-    assert_rule(problem(M=9), config(tokens=16), config(tokens=32), "whole token tiles would idle")
+    assert_rule(problem(M=9), config(tokens=16), config(tokens=32), "half the block's tokens would idle")
     assert_rule(problem(K=256), config(splits=4), config(splits=8), "K splits need as many K steps")
     assert_rule(problem(M=128 * 65_535), config(BN=32, tokens=128, warps_n=2), config(BN=32, tokens=64), "grid")
     assert_rule(p, config(stages=8, BK=128), config(stages=8, BK=256), "shared memory")
+    assert_rule(p, config(**TMA), config(load="tma"), "swizzle '128B'")
+    assert_rule(p, config(**TMA), config(**TMA, BN=32, warps_n=2), "BN and BK multiples of 64")
+    assert G.violations(problem(lda=4104), config(**TMA)) == []
+    assert any("16-byte rows" in b for b in G.violations(problem(lda=4097), config(**TMA)))
+    assert G.violations(problem(lda=4097), config()) == []  # cp.async takes any rows
 
 
 def test_the_default() -> None:
@@ -74,10 +80,15 @@ def test_geometry_and_shared_memory() -> None:
     assert SM_COUNT == 132
 
 
-def test_the_argument_struct_is_the_mma_templates() -> None:
+def test_the_argument_structs() -> None:
+    """cp.async: the mma template's; TMA: the maps of A (boxes of tokens x 64) and B (BK x 64)."""
     p = problem(out_dtype="float32", relu=True)
     names = [a.name for a in G.args(p, config())]
     assert names == ["A", "B", "D", "M", "N", "K", "lda", "ldb", "ldd", "alpha"]
+    tma = G.args(p, config(**TMA, BK=128))
+    assert [a.name for a in tma] == ["a_map", "b_map", "D", "M", "N", "K", "ldd", "alpha"]
+    assert (tma[0].request.box, tma[1].request.box) == ((16, 64), (128, 64))
+    assert G.render(p, config(**TMA)).name_expression == "gemm_decode_tma<Cfg>"
     mma = G.template_config("mma", G.templates["mma"].default(p))
     assert G.args(p, config()) == G.args(p, mma)
     struct = G.render(p, config(splits=4)).code
@@ -97,6 +108,9 @@ def sample(count: int) -> list[tuple]:
     ):
         p = G.parse_problem(shape)
         cases.append((p, G.template_config("decode", T.default(p))))
+        tma = dataclasses.replace(T.default(p), load="tma", swizzle="128B")
+        if not T.violations(p, tma):
+            cases.append((p, G.template_config("decode", tma)))
     spec = load_sweep(SPACES / "gemm_decode.toml")
     rng = random.Random(0)
     for named in spec.problems:
@@ -107,7 +121,7 @@ def sample(count: int) -> list[tuple]:
 
 def test_defaults_and_a_sample_of_the_space_compile() -> None:
     compiled = family_checks.compile_cases(G, sample(2))
-    assert len(compiled) == 4 + 2 * 10
+    assert len(compiled) == 4 + 2 + 2 * 10 and sum(c["load"] == "tma" for (_, c), _ in compiled) >= 4
     for (_, c), result in compiled:
         assert result.status is Status.OK, (c.label(), result.log[-2000:])
         assert result.spill_bytes == 0 and re.search(r"\b0 bytes stack frame", result.log), (c.label(), result.log)
@@ -116,18 +130,22 @@ def test_defaults_and_a_sample_of_the_space_compile() -> None:
 
 def test_the_kernel_checks_the_shared_memory_it_is_given() -> None:
     p = problem()
-    source = G.render(p, config())
-    shared = G.geometry(p, config()).shared_bytes
-    line = f"static constexpr int SHARED_BYTES = {shared};"
-    short = dataclasses.replace(source, code=source.code.replace(line, line.replace(str(shared), str(shared - 1))))
-    assert short.code != source.code
+    sources = []
+    for c in (config(), config(**TMA)):
+        source = G.render(p, c)
+        shared = G.geometry(p, c).shared_bytes
+        line = f"static constexpr int SHARED_BYTES = {shared};"
+        short = dataclasses.replace(source, code=source.code.replace(line, line.replace(str(shared), str(shared - 1))))
+        assert short.code != source.code
+        sources += [source, short]
     builder = NvrtcBuilder("sm_90", workers=1)
     try:
-        good, broken = builder.build([source, short])
+        results = builder.build(sources)
     finally:
         builder.close()
-    assert good.status is Status.OK
-    assert broken.status is Status.COMPILE_ERROR and "fit in the dynamic shared memory" in broken.log, broken.log
+    for good, broken in zip(results[::2], results[1::2], strict=True):
+        assert good.status is Status.OK, good.log
+        assert broken.status is Status.COMPILE_ERROR and "fit in the dynamic shared memory" in broken.log, broken.log
 
 
 def test_its_sweep_offers_the_template_on_every_problem() -> None:

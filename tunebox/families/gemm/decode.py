@@ -1,7 +1,7 @@
 """Template ``decode``: few tokens (M up to a few hundred), where B's reading is the time: mma.sync with
-the operands' roles swapped, a cp.async ring, split-K over a thread-block cluster added in a fixed order
-(kernels/gemm/gemm_decode.cu). Any leading dimensions; no Hopper-only instruction but the cluster's
-distributed shared memory (sm_90)."""
+the operands' roles swapped, a ring of shared-memory buffers filled by cp.async (any leading
+dimensions) or TMA (16-byte aligned rows), split-K over a thread-block cluster added in a fixed order
+(kernels/gemm/gemm_decode.cu; sm_90: clusters, distributed shared memory, TMA)."""
 
 from __future__ import annotations
 
@@ -10,15 +10,25 @@ from dataclasses import dataclass
 
 from ...limits import MAX_GRID_X, MAX_GRID_Y
 from ...rules import Rules
-from ...tma import SWIZZLE_BYTES
-from ..base import Arg, Instantiation, LaunchGeometry, instantiate
+from ...tma import SWIZZLE_BYTES, TensorMapRequest
+from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .common import MAX_ACCUMULATORS, common_rules, output_members, pointer_args
+from .common import (
+    MAX_ACCUMULATORS,
+    TMA_RULES,
+    common_rules,
+    output_ctype,
+    output_members,
+    pointer_args,
+    tma_rules,
+)
 from .mma import PAD
 from .operation import GemmProblem
 
 SM_COUNT = 132  # the H200's multiprocessors: the default's splits give every one two blocks
 SUM_PAD = 4  # floats padding a token's row of partial sums (kernels/gemm/gemm_decode.cu's PITCH)
+TMA_ALIGN = 1024  # bytes the TMA ring may spend aligning its buffers
+BOX = 64  # elements across a TMA box: one 128-byte swizzle row
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,7 @@ class DecodeConfig(TemplateConfig):
     stages: int = choice(2, 3, 4, 6, 8, doc="shared-memory buffers in the cp.async ring")
     swizzle: str = choice(*SWIZZLE_BYTES, doc="shared tiles: 'none' pads rows; 32B/64B/128B swizzle chunks")
     splits: int = choice(1, 2, 4, 8, doc="blocks splitting K: one thread-block cluster, summed in rank order")
+    load: str = choice("cp_async", "tma", doc="the ring's filling: cp.async chunks, or TMA boxes (128B swizzle)")
 
 
 def stage_bytes(config: DecodeConfig) -> int:
@@ -40,10 +51,11 @@ def stage_bytes(config: DecodeConfig) -> int:
 
 
 def shared_bytes(config: DecodeConfig) -> int:
-    """Dynamic shared memory: the ring's buffers, which the warps' float32 partial sums reuse once
-    drained (warps_k x tokens x (BN + 4))."""
+    """Dynamic shared memory: the ring's buffers (TMA: and 1024 bytes to align them to the swizzle
+    period), which the warps' float32 partial sums reuse once drained (warps_k x tokens x (BN + 4))."""
     sums = config.warps_k * config.tokens * (config.BN + SUM_PAD) * 4
-    return max(config.stages * stage_bytes(config), sums)
+    align = TMA_ALIGN if config.load == "tma" else 0
+    return max(config.stages * stage_bytes(config) + align, sums)
 
 
 class DecodeTemplate(KernelTemplate[GemmProblem, DecodeConfig]):
@@ -59,6 +71,9 @@ class DecodeTemplate(KernelTemplate[GemmProblem, DecodeConfig]):
         "tokens_within_m",
         "splits_within_k_steps",
         "grid_fits",
+        "tma_boxes",
+        "rows_aligned",
+        *TMA_RULES,
         "shared_memory_fits",
     )
     kernel = "gemm/gemm_decode.cu"
@@ -74,11 +89,11 @@ class DecodeTemplate(KernelTemplate[GemmProblem, DecodeConfig]):
         steps = math.ceil(p.K / 64)
         splits = 1
         for more in (2, 4, 8):
-            blocks = math.prod(self.geometry(p, DecodeConfig(64, tokens, 64, 1, 4, 4, "none", splits)).grid)
+            blocks = math.prod(self.geometry(p, DecodeConfig(64, tokens, 64, 1, 4, 4, "none", splits, "cp_async")).grid)
             if blocks >= 2 * SM_COUNT or 4 * more > steps:
                 break
             splits = more
-        return DecodeConfig(64, tokens, 64, 1, 4, 4, "none", splits)
+        return DecodeConfig(64, tokens, 64, 1, 4, 4, "none", splits, "cp_async")
 
     def violations(self, problem: GemmProblem, config: DecodeConfig) -> list[str]:
         p, c = problem, config
@@ -101,8 +116,8 @@ class DecodeTemplate(KernelTemplate[GemmProblem, DecodeConfig]):
         )
         rules.require(
             "tokens_within_m",
-            c.tokens <= max(8, -(-p.M // 8) * 8),
-            f"tokens={c.tokens} past M={p.M} rounded up to 8: whole token tiles would idle",
+            c.tokens == 8 or c.tokens // 2 < p.M,
+            f"tokens={c.tokens} for M={p.M}: half the block's tokens would idle (take at most the next power of 2)",
         )
         steps = math.ceil(p.K / c.BK)
         rules.require(
@@ -116,6 +131,19 @@ class DecodeTemplate(KernelTemplate[GemmProblem, DecodeConfig]):
             x <= MAX_GRID_X and z <= MAX_GRID_Y,
             f"the grid of {x} x {c.splits} x {z} blocks exceeds the limits",
         )
+        if c.load == "tma":
+            rules.require(
+                "tma_boxes",
+                c.BN % BOX == 0 and c.BK % BOX == 0 and c.swizzle == "128B",
+                f"load 'tma' moves whole boxes of {BOX} columns with the 128-byte swizzle: BN and BK multiples of "
+                f"{BOX} and swizzle '128B' (BN={c.BN}, BK={c.BK}, swizzle={c.swizzle!r})",
+            )
+            rules.require(
+                "rows_aligned",
+                not p.unaligned(),
+                f"load 'tma' needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb}): use 'cp_async'",
+            )
+            tma_rules(rules, p, lambda: self.tensor_maps(p, c))
         common_rules(rules, p, c.BN, c.tokens, "true", shared_bytes(c))
         return rules.broken
 
@@ -123,7 +151,7 @@ class DecodeTemplate(KernelTemplate[GemmProblem, DecodeConfig]):
         c = config
         return instantiate(
             self.kernel,
-            "gemm_decode",
+            "gemm_decode_tma" if c.load == "tma" else "gemm_decode",
             {
                 **output_members(problem),
                 "BN": c.BN,
@@ -134,6 +162,7 @@ class DecodeTemplate(KernelTemplate[GemmProblem, DecodeConfig]):
                 "STAGES": c.stages,
                 "SWIZZLE": SWIZZLE_BYTES[c.swizzle],
                 "SPLITS": c.splits,
+                "TMA": c.load == "tma",
                 "SHARED_BYTES": shared_bytes(c),
             },
         )
@@ -144,4 +173,25 @@ class DecodeTemplate(KernelTemplate[GemmProblem, DecodeConfig]):
         return LaunchGeometry(grid, (32 * c.warps_n * c.warps_k, 1, 1), shared_bytes(c))
 
     def args(self, problem: GemmProblem, config: DecodeConfig) -> tuple[Arg, ...]:
-        return pointer_args(problem)
+        """cp.async: the members of ``pointer_args``; TMA: a_map, b_map, D, M, N, K, ldd, alpha."""
+        p = problem
+        if config.load == "cp_async":
+            return pointer_args(p)
+        return (
+            *self.tensor_maps(p, config),
+            BufferArg("D", output_ctype(p)),
+            *(ScalarArg("i64", getattr(p, name), name) for name in ("M", "N", "K", "ldd")),
+            ScalarArg("f32", p.alpha, "alpha"),
+        )
+
+    def tensor_maps(self, problem: GemmProblem, config: DecodeConfig) -> tuple[TensorMapArg, ...]:
+        """TMA maps with the 128-byte swizzle: A in boxes of tokens x 64, B of BK x 64."""
+        (a, m, k, lda), (b, _, n, ldb) = problem.operands()
+        return tuple(
+            TensorMapArg(
+                name,
+                TensorMapRequest("bfloat16", (rows, cols), (ld * 2, 2), box, 0, "128B", l2_promotion="128B"),
+                name=f"{name.lower()}_map",
+            )
+            for name, rows, cols, ld, box in ((a, m, k, lda, (config.tokens, BOX)), (b, k, n, ldb, (config.BK, BOX)))
+        )
