@@ -82,8 +82,7 @@ __device__ __forceinline__ void gemm_decode_body(const tb::TensorMap* a_map, con
   u16* smem = TMA ? smem_raw + ((1024 - (shared_address(smem_raw) & 1023)) & 1023) / 2 : smem_raw;
 
   const i64 n0 = (i64)blockIdx.x * BN, m0 = (i64)blockIdx.z * TOK;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  const int wn = warp % WN, wk = warp / WN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, wn = warp % WN, wk = warp / WN;
   const i64 steps = (K + BK - 1) / BK, per = (steps + SPLITS - 1) / SPLITS;
   const i64 begin = min(steps, (i64)blockIdx.y * per), end = min(steps, begin + per);
 
@@ -102,14 +101,16 @@ __device__ __forceinline__ void gemm_decode_body(const tb::TensorMap* a_map, con
     const u16* sa = sb + B_ELEMENTS;
 #pragma unroll
     for (int kk = wk * 16; kk < BK; kk += 16 * WK) {
-      u32 a[MT][4], b[NT][2];
+      u32 a[MT][4], b[NT][2];  // b: ldmatrix_x4 fills two tiles' fragments at once
 #pragma unroll
       for (int i = 0; i < MT; ++i)
         ldmatrix_x4_trans(sb + b_index(kk + lane % 8 + 8 * (lane / 16), wn * WTN + i * 16 + 8 * (lane / 8 % 2)), a[i]);
+      if constexpr (NT == 1) {
+        ldmatrix_x2(sa + a_index(lane % 8, kk + 8 * (lane / 8 % 2)), b[0]);
+      } else {
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        b[j][0] = *reinterpret_cast<const u32*>(sa + a_index(j * 8 + g, kk + 2 * t));
-        b[j][1] = *reinterpret_cast<const u32*>(sa + a_index(j * 8 + g, kk + 8 + 2 * t));
+        for (int j = 0; j < NT; j += 2)
+          ldmatrix_x4(sa + a_index(j * 8 + lane % 8 + 8 * (lane / 16), kk + 8 * (lane / 8 % 2)), &b[j][0]);
       }
 #pragma unroll
       for (int i = 0; i < MT; ++i)

@@ -34,6 +34,22 @@ __device__ __forceinline__ void ldmatrix_x4_trans(const void* row, u32* a) {
                : "r"(shared_address(row)));
 }
 
+// B fragments of two mmas from a shared tile stored N-major (element (n, k) at row n): ldmatrix.x4,
+// lane l passing the address of row n0 + l % 8 + 8 * (l / 16), columns k0 + 8 * (l / 8 % 2) .. + 7;
+// b[0], b[1] the m16n8k16 B fragment of the 16 x 8 block (k0 .., n0 ..), b[2], b[3] that of (k0 .., n0 + 8 ..).
+__device__ __forceinline__ void ldmatrix_x4(const void* row, u32* b) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+               : "r"(shared_address(row)));
+}
+
+// The first half of ldmatrix_x4: one B fragment (lanes 0-15 pass their rows' addresses).
+__device__ __forceinline__ void ldmatrix_x2(const void* row, u32* b) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(b[0]), "=r"(b[1])
+               : "r"(shared_address(row)));
+}
+
 // -- wgmma (sm_90a) -------------------------------------------------------------------------------
 
 // Shared-memory matrix descriptor with the 128-byte swizzle (PTX ISA, "Matrix Descriptor Format"):

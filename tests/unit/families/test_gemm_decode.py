@@ -54,13 +54,17 @@ def test_rules_each_pass_and_fail() -> None:
 
 
 def test_the_default() -> None:
-    """Every token in one block (tokens rounded up to 8, at most 64), and the fewest splits that give
-    every SM two blocks, or leave each split four K steps; none past M = 64."""
-    assert T.default(problem()) == dataclasses.replace(BASE, splits=8)  # 64 column blocks x 8
-    assert T.default(problem(N=16384)) == dataclasses.replace(BASE, splits=2)  # 256 x 2 >= 264
-    assert T.default(problem(M=1, K=512)) == dataclasses.replace(BASE, tokens=8, splits=2)  # 8 steps
+    """Every token in one block (the next power of two from 8, at most 64), TMA where its rules hold,
+    and the fewest splits that give every SM two blocks, or leave each split four K steps of 128;
+    none past M = 64."""
+    tma = dataclasses.replace(BASE, BK=128, warps_n=2, swizzle="128B", load="tma")
+    assert T.default(problem()) == dataclasses.replace(tma, splits=8)  # 64 column blocks x 8
+    assert T.default(problem(N=16384)) == dataclasses.replace(tma, splits=2)  # 256 x 2 >= 264
+    assert T.default(problem(M=1, K=1024)) == dataclasses.replace(tma, tokens=8, splits=2)  # 8 steps
+    cp_async = dataclasses.replace(tma, swizzle="none", load="cp_async", splits=8)
+    assert T.default(problem(lda=4097)) == cp_async  # A's rows unaligned: no TMA
     assert T.default(problem(M=33)).tokens == 64 and T.default(problem(M=65)) is None
-    for shape in ({"M": 1, "N": 1, "K": 1}, {"M": 64, "N": 14336, "K": 4096}):
+    for shape in ({"M": 1, "N": 1, "K": 1}, {"M": 64, "N": 14336, "K": 4096}, {"M": 7, "N": 9, "K": 4111}):
         default = T.default(G.parse_problem(shape))
         assert default is not None and T.violations(G.parse_problem(shape), default) == []
     assert G.default_config(problem())["template"] == "mma"  # the family's default is unchanged
@@ -98,7 +102,8 @@ def test_the_argument_structs() -> None:
 
 def sample(count: int) -> list[tuple]:
     """The default on tiny, decode, ragged and odd-leading-dimension problems, float32 output with ReLU,
-    and ``count`` valid configurations of gemm_decode.toml's space per problem of the file."""
+    with the other load where valid, and ``count`` valid configurations of gemm_decode.toml's space per
+    problem of the file."""
     cases = []
     for shape in (
         {"M": 1, "N": 1, "K": 1},
@@ -108,9 +113,10 @@ def sample(count: int) -> list[tuple]:
     ):
         p = G.parse_problem(shape)
         cases.append((p, G.template_config("decode", T.default(p))))
-        tma = dataclasses.replace(T.default(p), load="tma", swizzle="128B")
-        if not T.violations(p, tma):
-            cases.append((p, G.template_config("decode", tma)))
+        default = T.default(p)
+        other = {"load": "cp_async", "swizzle": "none"} if default.load == "tma" else TMA
+        if not T.violations(p, dataclasses.replace(default, **other)):
+            cases.append((p, G.template_config("decode", dataclasses.replace(default, **other))))
     spec = load_sweep(SPACES / "gemm_decode.toml")
     rng = random.Random(0)
     for named in spec.problems:

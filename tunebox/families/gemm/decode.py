@@ -79,21 +79,26 @@ class DecodeTemplate(KernelTemplate[GemmProblem, DecodeConfig]):
     kernel = "gemm/gemm_decode.cu"
 
     def default(self, problem: GemmProblem) -> DecodeConfig | None:
-        """None past M = 64 (the tiled templates'); else every token in one block (up to 64), 64
-        columns a block, four warps along K, four stages of 64, and the fewest splits that give every
-        SM two blocks (or leave each split four K steps)."""
+        """None past M = 64 (the tiled templates'); else every token in one block (the next power of two
+        from 8), 64 columns a block, 2 x 4 warps, four stages of 128, TMA where its rules hold (cp.async
+        otherwise), and the fewest splits that give every SM two blocks (or leave each split four K
+        steps)."""
         p = problem
         if p.M > 64:
             return None
         tokens = min(t for t in (8, 16, 32, 64) if t >= p.M)
-        steps = math.ceil(p.K / 64)
+        steps = math.ceil(p.K / 128)
+
+        def config(splits: int, load: str) -> DecodeConfig:
+            return DecodeConfig(64, tokens, 128, 2, 4, 4, "128B" if load == "tma" else "none", splits, load)
+
         splits = 1
         for more in (2, 4, 8):
-            blocks = math.prod(self.geometry(p, DecodeConfig(64, tokens, 64, 1, 4, 4, "none", splits, "cp_async")).grid)
-            if blocks >= 2 * SM_COUNT or 4 * more > steps:
+            if math.prod(self.geometry(p, config(splits, "tma")).grid) >= 2 * SM_COUNT or 4 * more > steps:
                 break
             splits = more
-        return DecodeConfig(64, tokens, 64, 1, 4, 4, "none", splits, "cp_async")
+        tma = config(splits, "tma")
+        return tma if not self.violations(p, tma) else config(splits, "cp_async")
 
     def violations(self, problem: GemmProblem, config: DecodeConfig) -> list[str]:
         p, c = problem, config
