@@ -80,6 +80,9 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
 
 
 REVIEWED_COMMITS = {  # commits whose every changed file changes no result
+    "1c6293e": "template decode only (its TMA load, kernel gemm_decode.cu, decode.py): no carried winner uses it",
+    "0f7ef47": "template decode only (ldmatrix for the tokens, its default) and two mma.cuh functions no other kernel "
+    "calls: no carried winner uses the template",
     "fd9fe38": "template decode added after the measured ones (its own kernel, gemm_decode.cu; no stored winner "
     "uses it); gemm.cu's tile helpers moved into gemm_tiles.cuh and quant_gemm's reduction into split_sums.cuh "
     "(instructions identical: gemm 48 of 48, quant_gemm 40 of 40 sampled variants, scripts/sass_identity.py); new "
