@@ -4,9 +4,12 @@ with the family's torch baseline interleaved."""
 from __future__ import annotations
 
 import dataclasses
+import tempfile
+from pathlib import Path
 
 from tunebox.families.base import KernelSource, Problem
 from tunebox.families.contract import Family
+from tunebox.kernels_dir import kernels_dir
 from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.runner.protocol import EvaluateJob, Outcome, RetimeJob, Variant, variant_of
@@ -50,13 +53,25 @@ def assert_sabotage_caught(
     find: str,
     replace_with: str,
     expect: str = "never written",
+    header: str | None = None,
 ) -> None:
-    """A rendering of ``config`` with ``find`` replaced by ``replace_with`` in its source must fail
-    verification with ``expect`` in the message, and the untouched rendering must pass."""
+    """A rendering of ``config`` with ``find`` replaced by ``replace_with`` in its source (or in the
+    device-library ``header``, e.g. "tunebox/gemm_tiles.cuh": a patched copy in an include folder
+    searched first) must fail verification with ``expect`` in the message, and the untouched
+    rendering must pass."""
     good = family.render(problem, config)
-    sabotaged = dataclasses.replace(good, code=good.code.replace(find, replace_with))
-    assert sabotaged.code != good.code, f"{find!r} is not in the source"
-    outcome = evaluate(runner, builder, family, problem, config, sabotaged)
+    with tempfile.TemporaryDirectory() as folder:
+        if header is None:
+            sabotaged = dataclasses.replace(good, code=good.code.replace(find, replace_with))
+            assert sabotaged.code != good.code, f"{find!r} is not in the source"
+        else:
+            text = (kernels_dir() / "include" / header).read_text()
+            assert find in text, f"{find!r} is not in {header}"
+            patched = Path(folder) / header
+            patched.parent.mkdir(parents=True)
+            patched.write_text(text.replace(find, replace_with))
+            sabotaged = dataclasses.replace(good, include_dirs=(folder, *good.include_dirs))
+        outcome = evaluate(runner, builder, family, problem, config, sabotaged)
     assert outcome.status is Status.WRONG_RESULT and expect in outcome.message, outcome.message
     assert evaluate(runner, builder, family, problem, config).status is Status.OK
 
