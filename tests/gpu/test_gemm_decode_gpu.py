@@ -3,7 +3,7 @@ the family's tolerance (NaN never passes; D's padding columns must still hold po
 decode and small-batch shapes, ragged shapes with odd leading dimensions (element copies at the
 edges), alpha and ReLU, bfloat16 and float32 output, every split count (one thread-block cluster),
 both shared-memory layouts, warps along N and K; D bit for bit the same over repeated launches; a
-sabotaged variant (the last K step dropped) is rejected; the torch baseline times beside it."""
+sabotaged variant (the last K step dropped, a partial sum left out) is rejected; the torch baseline times beside it."""
 
 from __future__ import annotations
 
@@ -71,6 +71,20 @@ def test_a_dropped_k_step_is_caught(runner, builder, load, swizzle):
         "const i64 steps = (K + BK - 1) / BK - 1,",
         expect="elements wrong",
     )
+
+
+def test_a_dropped_partial_sum_is_caught(runner, builder):
+    """The cluster's blocks past the first, or the block's warps past the first, left out of the sums
+    (tunebox/split_sums.cuh, shared with quant_gemm's decode)."""
+    problem = GEMM.parse_problem({"M": 16, "N": 136, "K": 1000})
+    config = decode((64, 16, 64, 1, 4, 4, "128B", 4, "tma"))
+    for dropped in (
+        "for (int c = 1; c < SPLITS; ++c) v[i] += load_cluster(sums + at + i, c);",
+        "for (int w = 1; w < WK; ++w) total += sums[w * SUMS + at];",
+    ):
+        assert_sabotage_caught(
+            runner, builder, GEMM, problem, config, dropped, "", expect="elements wrong", header="tunebox/split_sums.cuh"
+        )
 
 
 def test_times_beside_the_torch_baseline(runner, builder):

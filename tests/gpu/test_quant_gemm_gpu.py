@@ -83,10 +83,11 @@ def test_sabotaged_reductions_are_caught(runner, builder):
     cluster = QG.config(
         {"template": "decode", "rows": 16, "warps": 4, "warps_k": 2, "tokens": 8, "unroll": 2, "splits": 4}
     )
-    dropped = ("for (int c = 1; c < SPLITS; ++c) total += load_cluster(sums + at, c);", "")
-    assert_sabotage_caught(runner, builder, QG, p, cluster, *dropped, expect="elements wrong")
+    sums = "tunebox/split_sums.cuh"  # the warps' and the cluster's reduction
+    dropped = ("for (int c = 1; c < SPLITS; ++c) v[i] += load_cluster(sums + at + i, c);", "")
+    assert_sabotage_caught(runner, builder, QG, p, cluster, *dropped, expect="elements wrong", header=sums)
     warps = ("for (int w = 1; w < WK; ++w) total += sums[w * SUMS + at];", "")
-    assert_sabotage_caught(runner, builder, QG, p, cluster, *warps, expect="elements wrong")
+    assert_sabotage_caught(runner, builder, QG, p, cluster, *warps, expect="elements wrong", header=sums)
     tail = QG.config({**dict(cluster.items), "splits": 1, "warps_k": 1})
     scale = (": (valid > 0 ? (u32)__ldg(sc) : 0u);", ": 0u;")  # the partial span's mxfp4 scale dropped
     assert_sabotage_caught(runner, builder, QG, p, tail, *scale, expect="elements wrong")

@@ -130,7 +130,7 @@ def test_clocks_round_trip_through_the_log_and_old_records_load(tmp_path):
 @pytest.mark.parametrize("recording", sorted((REPO / "results" / "recordings").glob("*.jsonl")), ids=lambda p: p.name)
 def test_the_shipped_recordings_load_unchanged(recording):
     """Recordings made before timings read NVML load without observations; those made since (quant,
-    quant_gemm, tile_copy, windows, gemm_grid, gemm_split, truth_windows on the H200) carry the clocks
+    quant_gemm, tile_copy, windows, gemm_grid, gemm_split, gemm_decode, truth_windows on the H200) carry the clocks
     each timing saw."""
     records = EvalLog(recording).read()
     timed = [r for r in records if r.timing]
