@@ -2,8 +2,9 @@
 the family's tolerance (NaN never passes; D's padding columns must still hold poison): tiny (1 x 1 x 1),
 decode and small-batch shapes, ragged shapes with odd leading dimensions (element copies at the
 edges), alpha and ReLU, bfloat16 and float32 output, every split count (one thread-block cluster),
-both shared-memory layouts, warps along N and K; D bit for bit the same over repeated launches; a
-sabotaged variant (the last K step dropped, a partial sum left out) is rejected; the torch baseline times beside it."""
+both shared-memory layouts and loads (cp.async, TMA), warps along N and K; D bit for bit the same over
+repeated launches; sabotaged variants (the last K step dropped, a partial sum left out) are rejected;
+the torch baseline times beside it."""
 
 from __future__ import annotations
 
@@ -82,9 +83,8 @@ def test_a_dropped_partial_sum_is_caught(runner, builder):
         "for (int c = 1; c < SPLITS; ++c) v[i] += load_cluster(sums + at + i, c);",
         "for (int w = 1; w < WK; ++w) total += sums[w * SUMS + at];",
     ):
-        assert_sabotage_caught(
-            runner, builder, GEMM, problem, config, dropped, "", expect="elements wrong", header="tunebox/split_sums.cuh"
-        )
+        sums = "tunebox/split_sums.cuh"
+        assert_sabotage_caught(runner, builder, GEMM, problem, config, dropped, "", expect="elements wrong", header=sums)
 
 
 def test_times_beside_the_torch_baseline(runner, builder):
