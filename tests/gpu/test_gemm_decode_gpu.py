@@ -84,7 +84,9 @@ def test_a_dropped_partial_sum_is_caught(runner, builder):
         "for (int w = 1; w < WK; ++w) total += sums[w * SUMS + at];",
     ):
         sums = "tunebox/split_sums.cuh"
-        assert_sabotage_caught(runner, builder, GEMM, problem, config, dropped, "", expect="elements wrong", header=sums)
+        assert_sabotage_caught(
+            runner, builder, GEMM, problem, config, dropped, "", expect="elements wrong", header=sums
+        )
 
 
 def test_times_beside_the_torch_baseline(runner, builder):
