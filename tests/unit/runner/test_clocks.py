@@ -143,6 +143,7 @@ def test_the_shipped_recordings_load_unchanged(recording):
         "windows.jsonl",
         "gemm_grid.jsonl",
         "gemm_split.jsonl",
+        "gemm_decode.jsonl",
         "truth_windows.jsonl",
     ):
         assert len(observed) == len(timed)
