@@ -316,18 +316,8 @@ __device__ __forceinline__ void tiled_body(const u16* __restrict__ A, const u8* 
     copy_tile<BN, S_BYTES, S_PITCH, Cfg::SB, THREADS, false>(s + A_TILE + V_TILE, S, N, nb, nb, n0, kt * S_BYTES);
   };
 
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < tiles) load_stage(s, s);
-    cp_async_commit_group();
-  }
-  for (i64 kt = 0; kt < tiles; ++kt) {
-    const i64 next = kt + STAGES - 1;
-    if (next < tiles) load_stage(next, (int)(next % STAGES));
-    cp_async_commit_group();
-    cp_async_wait_group<STAGES - 1>();
-    __syncthreads();
-    const u8* sa = smem + (int)(kt % STAGES) * STAGE;
+  cp_async_ring<STAGES>(tiles, load_stage, [&](i64 kt, int buffer) {
+    const u8* sa = smem + buffer * STAGE;
     const u8* sv = sa + A_TILE;
     const u8* ss = sv + V_TILE;
 #pragma unroll
@@ -373,9 +363,7 @@ __device__ __forceinline__ void tiled_body(const u16* __restrict__ A, const u8* 
           }
         }
     }
-    __syncthreads();  // the stage is refilled by the next iteration's load
-  }
-  cp_async_wait_group<0>();
+  });
 
   const bool paired = N % 2 == 0;
 #pragma unroll
