@@ -86,12 +86,7 @@ __device__ __forceinline__ void gemm_body(const unsigned short* __restrict__ A, 
   const i64 tiles = (K + BK - 1) / BK;
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  zero_fragments(acc);
 
   auto load_stage = [&](i64 kt, int stage) {
     u16* s = smem + stage * STAGE;

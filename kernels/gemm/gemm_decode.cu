@@ -87,12 +87,7 @@ __device__ __forceinline__ void gemm_decode_body(const tb::TensorMap* a_map, con
   const i64 begin = min(steps, (i64)blockIdx.y * per), end = min(steps, begin + per);
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  zero_fragments(acc);
 
   auto b_index = [](int k, int n) { return TMA ? boxed_index<BK>(k, n) : tile_index<BN, SWIZZLE>(k, n); };
   auto a_index = [](int m, int k) { return TMA ? boxed_index<TOK>(m, k) : tile_index<BK, SWIZZLE>(m, k); };

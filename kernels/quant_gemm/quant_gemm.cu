@@ -136,12 +136,7 @@ __device__ __forceinline__ void decode_body(const u16* __restrict__ A, const u8*
   for (int j = 0; j < NT; ++j) tokens[j] = A + min(M - 1, m0 + j * 8 + g) * K;
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  zero_fragments(acc);
 
   auto load_span = [&](Span<MT>& s, i64 span) {
     const i64 byte = span * 64 + t * 16, block = NV ? span * 8 + 2 * t : span * 4 + t;
@@ -301,12 +296,7 @@ __device__ __forceinline__ void tiled_body(const u16* __restrict__ A, const u8* 
   const i64 tiles = (K + BK - 1) / BK;
 
   float acc[MT][NT][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+  zero_fragments(acc);
 
   auto load_stage = [&](i64 kt, int stage) {
     u8* s = smem + stage * STAGE;

@@ -17,6 +17,17 @@ __device__ __forceinline__ void mma_bf16(float* d, const u32* a, const u32* b) {
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// Zeroes MT x NT m16n8 accumulator fragments (four float32 a thread each).
+template <int MT, int NT>
+__device__ __forceinline__ void zero_fragments(float (&acc)[MT][NT][4]) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.f;
+}
+
 // B fragment of an mma from shared memory: ldmatrix.x2.trans at `row` (each lane passes the address of
 // its row: lanes 0-15 rows k0 .. k0 + 15 of the 16 x 8 block), two 32-bit registers per lane.
 __device__ __forceinline__ void ldmatrix_x2_trans(const void* row, u32* b) {
