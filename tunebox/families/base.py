@@ -7,11 +7,13 @@ The family contract itself (an operation and its kernel templates) is in ``contr
 from __future__ import annotations
 
 import abc
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ..dtypes import buffer_type
 from ..errors import InvalidConfig
 from ..kernels_dir import kernel_source, kernels_dir
 from ..records import canonical_json
@@ -51,6 +53,11 @@ class BufferSpec:
     dtype: str  # element type name, see tunebox.dtypes
     role: Literal["input", "output", "workspace"]
     zeroed: bool = False
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the buffer holds (0 for an empty shape: allocators take at least 1)."""
+        return math.prod(self.shape) * buffer_type(self.dtype).itemsize
 
 
 @dataclass(frozen=True)

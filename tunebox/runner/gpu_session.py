@@ -144,10 +144,9 @@ class GpuSession:
                 buffers[spec.name] = self.upload(inputs[spec.name])
                 pristine[spec.name] = self.device_copy(buffers[spec.name], inputs[spec.name].nbytes)
             else:
-                size = math.prod(spec.shape) * buffer_type(spec.dtype).itemsize
-                buffers[spec.name] = self.device.allocate(max(size, 1), stream=self.stream)
+                buffers[spec.name] = self.device.allocate(max(spec.nbytes, 1), stream=self.stream)
                 if spec.zeroed:
-                    self.fill(buffers[spec.name], 0, 1, size)
+                    self.fill(buffers[spec.name], 0, 1, spec.nbytes)
             if spec.role == "output":
                 expected_dev[spec.name] = self.upload(expected[spec.name])
         self.state = ProblemState(family, problem, seed, inputs, buffers, pristine, expected_dev, expected, tolerance)
@@ -160,7 +159,7 @@ class GpuSession:
                 et = buffer_type(spec.dtype)
                 self.fill(st.buffers[spec.name], et.poison, et.itemsize, math.prod(spec.shape))
             elif spec.zeroed:
-                self.fill(st.buffers[spec.name], 0, 1, math.prod(spec.shape) * buffer_type(spec.dtype).itemsize)
+                self.fill(st.buffers[spec.name], 0, 1, spec.nbytes)
 
     def verify(self, st: ProblemState) -> str:
         """'' when outputs match the reference bit for bit and inputs are unchanged, else why not.

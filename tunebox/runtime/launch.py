@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import os
 import threading
 from collections.abc import Callable, Hashable, Mapping
@@ -29,7 +28,6 @@ from typing import Any
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder, nvrtc_version
 from ..cuda_api import load_kernel, pack, steps_launcher, zero_bytes
-from ..dtypes import buffer_type
 from ..errors import CompileError, InvalidProblem
 from ..families import get as get_family
 from ..families.base import Arg, KernelSource, LaunchGeometry, Problem
@@ -312,7 +310,7 @@ class Launcher:
             workspace = {}
             for spec in family.buffers(problem):
                 if spec.role == "workspace":
-                    size = max(1, math.prod(spec.shape) * buffer_type(spec.dtype).itemsize)
+                    size = max(1, spec.nbytes)
                     workspace[spec.name] = self._device.allocate(size, stream=stream)
                     if spec.zeroed:
                         zero_bytes(workspace[spec.name], size, stream)

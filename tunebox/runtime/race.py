@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..cuda_api import pack, steps_launcher
-from ..dtypes import buffer_type, element_type
+from ..dtypes import element_type
 from ..families.base import Problem
 from ..families.contract import Family
 from ..params import Config
@@ -88,9 +88,7 @@ def race(
         expected = baselines[-1].run({k: _bits(torch, v) for k, v in inputs.items()})
         tolerance = family.tolerance(problem, _HostInputs(torch, inputs))
         workspace = {
-            b.name: (torch.zeros if b.zeroed else torch.empty)(
-                max(1, int(np.prod(b.shape)) * buffer_type(b.dtype).itemsize), dtype=torch.uint8, device=device
-            )
+            b.name: (torch.zeros if b.zeroed else torch.empty)(max(1, b.nbytes), dtype=torch.uint8, device=device)
             for b in buffers
             if b.role == "workspace"
         }

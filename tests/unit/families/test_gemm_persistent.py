@@ -181,6 +181,7 @@ def test_split_k_geometry_buffers_and_arguments() -> None:
         False,
     )
     assert (buffers["counters"].shape, buffers["counters"].dtype, buffers["counters"].zeroed) == ((512,), "uint8", True)
+    assert (buffers["partials"].nbytes, buffers["counters"].nbytes) == (8 * 16 * 4096 * 4, 512)  # what allocators take
     assert all(b.role == "workspace" for name, b in buffers.items() if name in ("partials", "counters"))
     assert "partials" not in {b.name for b in G.buffers(problem())}
     names = [a.name for a in G.args(decode, config(splits=4))]
