@@ -5,11 +5,13 @@ tiny (1 x 1 x 1), decode and large shapes, odd leading dimensions (D's rows or N
 chunks: the direct epilogue only; else TMA stores too, clipped at M and at N with D's padding beyond
 untouched), alpha and ReLU, bfloat16 and float32 output, both
 schedules; blocks taking many tiles (the ring's phases across tiles, pingpong consumers with unequal
-tile counts); a sabotaged variant (the last K step dropped) is rejected; the torch baseline times beside
+tile counts); a sabotaged variant (the last K step dropped) is rejected; counters a variant left set
+do not fail the next (the worker re-zeroes them); the torch baseline times beside
 it."""
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
@@ -167,6 +169,20 @@ def test_split_k_is_within_tolerance(runner, builder, shape, out_dtype):
         outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
         assert outcome.status is Status.OK, (config.label(), outcome.message)
     assert tried
+
+
+def test_counters_a_variant_left_set_do_not_fail_the_next(runner, builder):
+    """The worker zeroes split-K's arrival counters before every verified launch: a variant that never
+    resets them (sabotaged) leaves them counted, and the next variant on the same problem still passes.
+    Without the re-zeroing no unit of that variant would arrive last, and D would keep its poison."""
+    problem = GEMM.parse_problem({"M": 16, "N": 4096, "K": 4096})
+    config = persistent(BM=64, BN=128, schedule="pingpong", splits=4)
+    good = GEMM.render(problem, config)
+    leaky = dataclasses.replace(good, code=good.code.replace("if (last) atomicExch(counter, 0u);", ""))
+    assert leaky.code != good.code
+    evaluate(runner, builder, GEMM, problem, config, leaky)  # its verified launch leaves every counter at 4
+    outcome = evaluate(runner, builder, GEMM, problem, config)
+    assert outcome.status is Status.OK, outcome.message
 
 
 @pytest.mark.parametrize("schedule, bm", [("cooperative", 128), ("pingpong", 64)])
