@@ -18,6 +18,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+from .limits import MAX_SHARED_BYTES
+
 Outcome = tuple[str, str, bool]  # (owner, rule, held)
 
 _RECORDING: ContextVar[set[Outcome] | None] = ContextVar("tunebox_rules_recording", default=None)
@@ -60,4 +62,14 @@ def whole_elements(rules: Rules, vec_bytes: int, size: int) -> bool:
         "vec_bytes_whole_elements",
         vec_bytes % size == 0,
         f"vec_bytes={vec_bytes} is not a multiple of the {size}-byte element",
+    )
+
+
+def shared_memory_fits(rules: Rules, shared_bytes: int, remedy: str = "") -> bool:
+    """The rule ``shared_memory_fits``: a block's dynamic shared memory within what one block may opt
+    in to (``remedy``, when given, ends the message). Returns whether it held."""
+    return rules.require(
+        "shared_memory_fits",
+        shared_bytes <= MAX_SHARED_BYTES,
+        f"{shared_bytes} bytes of shared memory exceed the {MAX_SHARED_BYTES} a block may have" + remedy,
     )

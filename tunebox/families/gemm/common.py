@@ -9,8 +9,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ...dtypes import element_type
-from ...limits import MAX_SHARED_BYTES
-from ...rules import Rules
+from ...rules import Rules, shared_memory_fits
 from ...tma import MAX_COORDINATE
 from ...tma import violations as tensor_map_violations
 from ..base import Arg, BufferArg, CType, ScalarArg, TensorMapArg
@@ -69,11 +68,7 @@ TMA_RULES = ("coordinates_32bit",)  # tma_rules's own (the tensor maps' are tma.
 
 def common_rules(rules: Rules, p: GemmProblem, bm: int, bn: int, bounds: str, shared_bytes: int) -> None:
     """The rules of every template: the stages fit in shared memory; bounds='false' needs full tiles."""
-    rules.require(
-        "shared_memory_fits",
-        shared_bytes <= MAX_SHARED_BYTES,
-        f"{shared_bytes} bytes of shared memory exceed {MAX_SHARED_BYTES}",
-    )
+    shared_memory_fits(rules, shared_bytes)
     if bounds == "false":
         rules.require(
             "full_tiles",

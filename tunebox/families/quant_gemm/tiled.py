@@ -8,8 +8,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...limits import MAX_GRID_X, MAX_GRID_Y, MAX_SHARED_BYTES
-from ...rules import Rules
+from ...limits import MAX_GRID_X, MAX_GRID_Y
+from ...rules import Rules, shared_memory_fits
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..gemm.common import MAX_ACCUMULATORS, pipeline_stages
@@ -111,11 +111,7 @@ class TiledTemplate(KernelTemplate[QuantGemmProblem, TiledConfig]):
             "the pipeline loads the next K step while this one is multiplied: stages >= 2",
         )
         shared = shared_bytes(p, c)
-        rules.require(
-            "shared_memory_fits",
-            shared <= MAX_SHARED_BYTES,
-            f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}",
-        )
+        shared_memory_fits(rules, shared)
         x, y, _ = self.geometry(p, c).grid
         rules.require(
             "grid_fits", x <= MAX_GRID_X and y <= MAX_GRID_Y, f"the grid of {x} x {y} blocks exceeds the limits"

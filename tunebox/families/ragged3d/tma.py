@@ -8,8 +8,8 @@ import dataclasses
 import math
 
 from ...dtypes import element_type
-from ...limits import MAX_GRID_X, MAX_SHARED_BYTES
-from ...rules import Rules
+from ...limits import MAX_GRID_X
+from ...rules import Rules, shared_memory_fits
 from ...tma import MAX_COORDINATE, SWIZZLE_BYTES
 from ...tma import violations as tensor_map_violations
 from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, instantiate
@@ -91,12 +91,7 @@ class TmaTemplate(KernelTemplate[RaggedProblem, TmaConfig]):
             bm_rule(rules, p, config.BM)
             return rules.broken
         lay = layout(p, config)
-        rules.require(
-            "shared_memory_fits",
-            lay.shared_bytes <= MAX_SHARED_BYTES,
-            f"the tile needs {lay.shared_bytes} bytes of shared memory, more than {MAX_SHARED_BYTES}: "
-            "use a smaller BM, group or BN",
-        )
+        shared_memory_fits(rules, lay.shared_bytes, ": use a smaller BM, group or BN")
         for what, value in largest_coordinates(p, config).items():
             rules.require(
                 "coordinates_32bit",

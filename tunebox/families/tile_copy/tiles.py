@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ...dtypes import element_type
-from ...limits import MAX_GRID_X, MAX_SHARED_BYTES
-from ...rules import Rules, whole_elements
+from ...limits import MAX_GRID_X
+from ...rules import Rules, shared_memory_fits, whole_elements
 from ..base import CType, LaunchGeometry, ScalarArg
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .operation import TileCopyProblem
@@ -105,11 +105,7 @@ class TileTemplate(KernelTemplate[TileCopyProblem, C]):
         )
         self.own_rules(rules, problem, config)
         shared = self.shared_bytes(problem, config)
-        rules.require(
-            "shared_memory_fits",
-            shared <= MAX_SHARED_BYTES,
-            f"{shared} bytes of shared memory exceed {MAX_SHARED_BYTES}",
-        )
+        shared_memory_fits(rules, shared)
         blocks = self.geometry(problem, config).grid[0]
         rules.require(
             "grid_fits", blocks <= MAX_GRID_X, f"{blocks} blocks exceed the grid limit {MAX_GRID_X}: use larger tiles"

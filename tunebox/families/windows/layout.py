@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ...dtypes import element_type, padding_bits
-from ...limits import MAX_GRID_X, MAX_GRID_Y, MAX_SHARED_BYTES
-from ...rules import Rules
+from ...limits import MAX_GRID_X, MAX_GRID_Y
+from ...rules import Rules, shared_memory_fits
 from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..indexed import _warps, ceil_pow2
@@ -100,11 +100,7 @@ def block_rules(rules: Rules, p: WindowsProblem, v: Variant) -> None:
         f"{v.threads} threads exceed the {work} work items of a block rounded up to whole warps: threads would idle",
     )
     shared = shared_bytes(p, v)
-    rules.require(
-        "shared_memory_fits",
-        shared <= MAX_SHARED_BYTES,
-        f"{shared} bytes of shared memory exceed the {MAX_SHARED_BYTES} a block may have",
-    )
+    shared_memory_fits(rules, shared)
 
 
 C = TypeVar("C", bound=BlockConfig)
