@@ -80,6 +80,7 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
 
 
 REVIEWED_COMMITS = {  # commits whose every changed file changes no result
+    "c7637c4": "rules.shared_memory_fits: the same condition and rule name in every template; only the message text",
     "53d2264": "BufferSpec.nbytes added (read by allocators only; the same byte counts they computed)",
     "5ae9d33": "tb::zero_fragments: instructions identical (gemm 80 of 80 sampled variants, quant_gemm 40 of 40)",
     "e61ea96": "quant_gemm tiled on tb::cp_async_ring: instructions identical (40 of 40 sampled variants)",
