@@ -1,11 +1,13 @@
 """Learn each family's race portfolio from the recorded sweeps (issue 16, tuned on first use).
 
-    python scripts/portfolio.py OUT.json RECORDING.jsonl...   (OUT: results/portfolios.json)
+    python scripts/portfolio.py OUT.json RECORDING.jsonl... [--keep FAMILY]...   (OUT: results/portfolios.json)
 
 For every recorded problem, the configurations whose verified median is within ``WITHIN`` of the
 problem's best "cover" it; a greedy set cover then picks, per family, the fewest configurations that
 cover every problem (ties: the configuration with the lower summed slowdown). The file lists them in
 the order picked, with the problems each covers, and is read by ``tunebox.runtime.first_use.portfolio``.
+``--keep FAMILY`` leaves that family's portfolio as OUT has it (a portfolio measured to serve shapes
+outside the recordings better than the one learned now; results/README says which and why).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def learn(recordings: list[Path]) -> dict[str, dict[str, object]]:
                 problem, config = canonical_json(r.problem), canonical_json(r.config)
                 old = medians[r.family][problem].get(config)
                 medians[r.family][problem][config] = min(r.timing.median_ms, old or r.timing.median_ms)
-    families = {}
+    families: dict[str, dict[str, object]] = {}
     for family, problems in sorted(medians.items()):
         slowdown = {(p, c): ms / min(times.values()) - 1 for p, times in problems.items() for c, ms in times.items()}
         uncovered, picked = set(problems), []
@@ -44,11 +46,22 @@ def learn(recordings: list[Path]) -> dict[str, dict[str, object]]:
     return families
 
 
-if __name__ == "__main__":
-    out, logs = Path(sys.argv[1]), [Path(p) for p in sys.argv[2:]]
+def main(argv: list[str]) -> None:
+    out, rest = Path(argv[0]), argv[1:]
+    keep = {rest[i + 1] for i, a in enumerate(rest) if a == "--keep"}
+    logs = [Path(a) for i, a in enumerate(rest) if a != "--keep" and (i == 0 or rest[i - 1] != "--keep")]
+    families = learn(logs)
+    if keep:
+        kept = json.loads(out.read_text())["families"]
+        families.update({family: kept[family] for family in sorted(keep)})
+    options = "".join(f" --keep {family}" for family in sorted(keep))
     doc = {
         "about": f"per family, the fewest configurations within {WITHIN:.0%} of every recorded problem's best",
-        "command": "python scripts/portfolio.py results/portfolios.json results/recordings/*.jsonl",
-        "families": learn(logs),
+        "command": f"python scripts/portfolio.py results/portfolios.json results/recordings/*.jsonl{options}",
+        "families": families,
     }
     out.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
