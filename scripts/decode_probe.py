@@ -14,6 +14,7 @@ reading B (``bound_us``), the library calls' and each configuration's medians (u
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import tempfile
@@ -24,6 +25,7 @@ import torch
 from decode_floor import timed_us  # scripts/, beside this one
 
 from tunebox.families import get
+from tunebox.families.gemm import DecodeConfig
 from tunebox.limits import COPY_LIMIT_GBPS
 from tunebox.params import Config
 from tunebox.records import EvalRecord, Status, Timing, WinnerKey
@@ -33,8 +35,7 @@ from tunebox.store.winners import WinnersDB
 
 GEMM = get("gemm")
 SHAPES = ((16, 4096, 4096), (16, 14336, 4096), (16, 1024, 4096), (64, 4096, 4096))
-FIELDS = ("BN", "tokens", "BK", "warps_n", "warps_k", "stages", "swizzle", "splits", "load")
-CONFIGS = (
+CONFIGS = (  # DecodeConfig's fields in their order
     (64, 16, 64, 2, 4, 4, "128B", 8, "cp_async"),
     (64, 16, 64, 1, 4, 4, "128B", 8, "tma"),
     (64, 16, 64, 1, 4, 6, "128B", 4, "tma"),
@@ -48,10 +49,8 @@ CONFIGS = (
 
 def config_for(m: int, values: tuple[Any, ...]) -> Config:
     """The configuration of ``values``, with 32 tokens a block at M = 64."""
-    named = dict(zip(FIELDS, values, strict=True))
-    if m == 64:
-        named["tokens"] = 32
-    return GEMM.config({"template": "decode", **named})
+    config = DecodeConfig(*values)
+    return GEMM.template_config("decode", dataclasses.replace(config, tokens=32) if m == 64 else config)
 
 
 def serving(config: Config, a: Any, b: Any, d: Any) -> Any:

@@ -12,6 +12,7 @@ import pytest
 from gpu_jobs import assert_gemm_launches_agree, assert_sabotage_caught, evaluate, retime_with_baseline
 
 from tunebox.families import get
+from tunebox.families.gemm import DecodeConfig
 from tunebox.records import Status
 
 pytestmark = pytest.mark.gpu
@@ -38,11 +39,11 @@ CONFIGS = (  # BN, tokens, BK, warps_n, warps_k, stages, swizzle, splits, load: 
     (256, 32, 64, 4, 2, 3, "128B", 4, "tma"),
     (64, 64, 256, 1, 4, 2, "128B", 2, "tma"),
 )
-FIELDS = ("BN", "tokens", "BK", "warps_n", "warps_k", "stages", "swizzle", "splits", "load")
 
 
 def decode(values):
-    return GEMM.config({"template": "decode", **dict(zip(FIELDS, values, strict=True))})
+    """The configuration of DecodeConfig's fields in their order."""
+    return GEMM.template_config("decode", DecodeConfig(*values))
 
 
 @pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
