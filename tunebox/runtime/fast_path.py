@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import struct
 import sys
 import threading
 from collections.abc import Callable, Hashable, Mapping
@@ -44,12 +43,17 @@ def torch_signature(
         parts.append((name, t.shape, t.dtype, device))
     if stream is None:
         stream = _current_stream(torch, parts[0][3])
-    try:  # options in the call's order: another order is another key, never a wrong one
-        settings = tuple((k, tuple(v) if type(v) is list else v) for k, v in options.items()) if options else ()
-        key = (family_name, use, stream, tuple(parts), settings)
+    # options in the call's order: another order is another key, never a wrong one
+    key = (family_name, use, stream, tuple(parts), tuple(options.items()) if options else ())
+    try:
         hash(key)
-    except TypeError:  # an unhashable option (an array of lengths, a nested list): the full path every call
-        return None
+    except TypeError:  # a list option is keyed as a tuple; an array of lengths takes the full path every call
+        settings = tuple((k, tuple(v) if type(v) is list else v) for k, v in options.items())
+        key = (family_name, use, stream, tuple(parts), settings)
+        try:
+            hash(key)
+        except TypeError:
+            return None
     return key, stream
 
 
@@ -122,7 +126,8 @@ def all_torch(arrays: Mapping[str, Any]) -> bool:
 
 class DirectLaunch:
     """One kernel whose argument struct is rewritten in place with a call's buffer addresses (8 bytes
-    each) and launched through ``cuLaunchKernel``, which copies the struct at launch."""
+    each, at 8-byte aligned offsets) and launched through ``cuLaunchKernel``, which copies the struct
+    at launch. Every other launch argument is converted to its C type once, here."""
 
     def __init__(
         self, kernel: Any, geometry: LaunchGeometry, args: tuple[Arg, ...], pointers: Mapping[str, int], stream: int
@@ -131,28 +136,33 @@ class DirectLaunch:
 
         layout = ArgStruct.of("Args_t", args)
         packed = pack(args, pointers)
-        self._slots = tuple(
-            (member.offset, arg.name)
-            for arg, member in zip(args, layout.members, strict=True)
-            if isinstance(arg, BufferArg)
-        )
-        self._fixed = {name: pointers[name] for _, name in self._slots}  # workspace stays bound
+        members = zip(args, layout.members, strict=True)
+        slots = [(member.offset, arg.name) for arg, member in members if isinstance(arg, BufferArg)]
+        assert all(offset % 8 == 0 for offset, _ in slots), "C aligns a pointer member to 8 bytes"
+        self._slots = tuple((offset // 8, name) for offset, name in slots)  # (word index, buffer name)
+        self._fixed = {name: pointers[name] for _, name in slots}  # workspace stays bound
         self._storage = ctypes.create_string_buffer(packed.data, len(packed.data))
+        self._words = (ctypes.c_uint64 * (len(packed.data) // 8)).from_buffer(self._storage)
         self._parameters = (ctypes.c_void_p * 1)(ctypes.addressof(self._storage))
-        self._address = ctypes.addressof(self._parameters)
-        self._function = int(checked(driver.cuKernelGetFunction(kernel.handle)))
-        self._launch = _driver_launch()
-        self._shape = (*geometry.grid, *geometry.block, geometry.shared_bytes)
-        self._stream = stream
+        function = int(checked(driver.cuKernelGetFunction(kernel.handle)))
+        shape = (*geometry.grid, *geometry.block, geometry.shared_bytes)
+        self._launch = functools.partial(
+            _driver_launch(),
+            ctypes.c_void_p(function),
+            *map(ctypes.c_uint, shape),
+            ctypes.c_void_p(stream),
+            ctypes.c_void_p(ctypes.addressof(self._parameters)),
+            None,
+        )
         self._lock = threading.Lock()
 
     def run(self, arrays: Mapping[str, Any], _stream: int) -> bool:
         with self._lock:  # the struct is shared: one writer-and-launcher at a time
-            for offset, name in self._slots:
+            words = self._words
+            for index, name in self._slots:
                 tensor = arrays.get(name)
-                pointer = tensor.data_ptr() if tensor is not None else self._fixed[name]
-                struct.pack_into("<Q", self._storage, offset, pointer)
-            err = self._launch(self._function, *self._shape, self._stream, self._address, None)
+                words[index] = tensor.data_ptr() if tensor is not None else self._fixed[name]
+            err = self._launch()
         if err != 0:
             raise RuntimeError(f"cuLaunchKernel failed: CUresult {err}")
         return True
