@@ -94,18 +94,8 @@ __device__ __forceinline__ void gemm_body(const unsigned short* __restrict__ A, 
     load_tile<BK, BN, SWIZZLE, THREADS, BOUNDS>(B, K, N, ldb, kt * BK, n0, s + A_ELEMENTS, b_vec);
   };
 
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < tiles) load_stage(s, s);
-    cp_async_commit_group();
-  }
-  for (i64 kt = 0; kt < tiles; ++kt) {
-    const i64 next = kt + STAGES - 1;
-    if (next < tiles) load_stage(next, (int)(next % STAGES));
-    cp_async_commit_group();
-    cp_async_wait_group<STAGES - 1>();
-    __syncthreads();
-    const u16* sa = smem + (int)(kt % STAGES) * STAGE;
+  cp_async_ring<STAGES>(tiles, load_stage, [&](i64, int stage) {
+    const u16* sa = smem + stage * STAGE;
     const u16* sb = sa + A_ELEMENTS;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 16) {
@@ -125,9 +115,7 @@ __device__ __forceinline__ void gemm_body(const unsigned short* __restrict__ A, 
 #pragma unroll
         for (int j = 0; j < NT; ++j) mma_bf16(acc[i][j], a[i], b[j]);
     }
-    __syncthreads();  // the stage is refilled by the next iteration's load
-  }
-  cp_async_wait_group<0>();
+  });
 
   const bool paired = pairs_aligned(D, ldd);
 #pragma unroll
