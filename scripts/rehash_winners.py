@@ -107,6 +107,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "35d0c80": "tb::strided replaces five copies of the block-strided loop in tile_copy's kernels: the 5 tile_copy "
     "winners' instructions identical, gather's 10 sampled too; the other includers never instantiate it",
     "3d6bcb9": "gather_elements' torch baseline moved verbatim from operation.py to baselines.py",
+    "90b1286": "gemm.cu's mma mainloop on tb::cp_async_ring: register naming and order only (8 of 8 sampled mma "
+    "variants: same registers, instruction counts, opcodes and barriers); padded and wgmma identical",
 }
 
 
