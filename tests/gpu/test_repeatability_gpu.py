@@ -15,6 +15,7 @@ family = "tile_copy"
 strategy = "exhaustive"
 finalists = 3
 [space]
+template = ["vector"]
 BM = [4, 8, 16]
 BN = [128, 256, 512]
 threads = [128, 256]
@@ -22,9 +23,6 @@ vec_bytes = [16]
 bounds = ["split"]
 staging = ["none"]
 tiles_per_block = [1]
-transport = ["vector"]
-swizzle = ["none"]
-stages = [1]
 [[problems]]
 name = "pad"
 dtype = "bfloat16"

@@ -25,15 +25,13 @@ strategy = "random"
 trials = 24
 finalists = 2
 [space]
+template = ["vector"]
 BM = [4, 8, 16, 32]
 BN = [64, 128, 256]
 threads = [128, 256]
 vec_bytes = [8, 16]
 staging = ["none"]
 tiles_per_block = [1]
-transport = ["vector"]
-swizzle = ["none"]
-stages = [1]
 [[problems]]
 name = "pad"
 dtype = "bfloat16"

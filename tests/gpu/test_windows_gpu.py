@@ -125,7 +125,11 @@ def test_launch_on_torch_tensors(tmp_path):
     torch = pytest.importorskip("torch")
     import torch.nn.functional as F
 
-    launcher = Launcher(tmp_path / "none.sqlite", cache_dir=tmp_path / "cubins")
+    from tunebox.store.winners import WinnersDB
+
+    with WinnersDB(tmp_path / "empty.sqlite"):  # no winners: the family default runs
+        pass
+    launcher = Launcher(tmp_path / "empty.sqlite", cache_dir=tmp_path / "cubins")
     a = torch.randn(100, 75, device="cuda")
     windows = torch.empty(25, 15, 8, 5, device="cuda")
     sums = torch.empty(25, 15, device="cuda")
