@@ -168,7 +168,7 @@ class DistributedSweep(Sweep):
         self._random = random.Random(f"{spec.search.seed}:{self.worker}")
 
     # -- the run ----------------------------------------------------------------------------------
-    def run(self) -> SweepResult:
+    def _run(self) -> SweepResult:
         start = self.started = time.perf_counter()
         self.deadline = start + self.spec.search.seconds
         self.storage = open_storage(self.url, self.heartbeat)

@@ -25,6 +25,8 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any, cast
 
+from threadpoolctl import threadpool_limits
+
 from ..build.nvrtc import BuildResult, NvrtcBuilder
 from ..errors import DatabaseError, TuneboxError
 from ..families.base import Problem
@@ -133,6 +135,14 @@ class Sweep:
         self._run_done = 0  # variants evaluated by this invocation (compile failures included)
 
     def run(self) -> SweepResult:
+        """Every problem in turn, then the run appended to ``summary.json``. The strategy's linear
+        algebra runs on one BLAS thread: the compile pool's threads take every core, and OpenBLAS's own
+        threads (one a core) only contend with them for the small matrices a model fits (the surrogate's
+        asks took twice as long on 2 busy cores with them; ``scripts/surrogate_speed.py``)."""
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._run()
+
+    def _run(self) -> SweepResult:
         start = self.started = time.perf_counter()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)

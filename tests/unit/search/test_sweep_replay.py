@@ -180,3 +180,28 @@ def test_a_sweep_file_without_a_strategy_gets_the_surrogate(tmp_path):
     sweep = write_sweep(tmp_path)
     sweep.write_text(sweep.read_text().replace('strategy = "tpe"\n', ""))
     assert load_sweep(sweep).search.strategy == "surrogate"
+
+
+def test_the_strategy_asks_on_one_blas_thread(tmp_path, monkeypatch):
+    """The surrogate's linear algebra runs with one BLAS thread during a sweep (beside the compile
+    pool's threads) and the caller's limit is back afterwards."""
+    from threadpoolctl import threadpool_info
+
+    from tunebox.search.surrogate import SurrogateStrategy
+
+    def blas_threads() -> set[int]:
+        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+    before = blas_threads()
+    seen: list[set[int]] = []
+    ask = SurrogateStrategy.ask
+
+    def recording_ask(self):
+        seen.append(blas_threads())
+        return ask(self)
+
+    monkeypatch.setattr(SurrogateStrategy, "ask", recording_ask)
+    sweep = write_sweep(tmp_path, strategy="surrogate", trials=6)
+    tune(sweep, backend="replay", recording=write_recording(sweep, tmp_path / "rec.jsonl"), results=tmp_path / "r")
+    assert seen and all(threads == {1} for threads in seen)
+    assert blas_threads() == before
