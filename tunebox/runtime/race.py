@@ -9,9 +9,10 @@ host only when the family asks for them). Each entrant then runs ``WARMUPS`` tim
 timed right after, on the caller's stream, the L2 flushed before each sample: ``samples`` each,
 medians in ms. (Blocks, not rounds: timed in interleaved rounds on the H200, gemm races' library
 calls read 15-50 us above their time in use and kernels won races they lose in use:
-results/benchmarks/serving_interleaved_races.json.) Candidates past ``budget_s`` (counted once the
-reference is made: compilation, checks and timing) are left out and listed. Needs torch (the library
-call and the events).
+results/benchmarks/serving_interleaved_races.json.) ``budget_s`` bounds the whole race: the
+reference, each candidate's compile and check, and the timing every admitted runner will take
+(estimated from its checked run: ``RaceBudget``); a candidate that would pass it is left out and
+listed. Needs torch (the library call and the events).
 """
 
 from __future__ import annotations
@@ -50,6 +51,38 @@ class Entrant:
         return statistics.median(self.samples_ms) if self.samples_ms else None
 
 
+@dataclass
+class RaceBudget:
+    """A race's time budget (s, on ``clock``): what has passed since ``started`` plus the timing the
+    admitted runners will still take (``reserve``). The library call's timing is reserved first, as it
+    is timed whatever; a candidate starts only while some budget is left (``open``) and is timed only
+    if its timing fits what is left after its check (``fits``), so the race ends past the budget by at
+    most the one candidate being checked when it ran out."""
+
+    seconds: float
+    started: float
+    clock: Callable[[], float] = time.perf_counter
+    reserved: float = 0.0
+
+    def left(self) -> float:
+        return self.seconds - (self.clock() - self.started) - self.reserved
+
+    def open(self) -> bool:
+        return self.left() > 0
+
+    def fits(self, timing_s: float) -> bool:
+        return timing_s <= self.left()
+
+    def reserve(self, timing_s: float) -> None:
+        self.reserved += timing_s
+
+
+def timing_seconds(run_s: float, flush_s: float, samples: int) -> float:
+    """Host seconds the timing of a runner takes: ``WARMUPS`` runs, then ``samples`` flushed ones
+    (``run_s``: one run and its synchronisation; ``flush_s``: one flush of the L2)."""
+    return WARMUPS * run_s + samples * (flush_s + run_s)
+
+
 @dataclass(frozen=True)
 class RaceResult:
     """Every entrant, the fastest verified kernel (None if none passed) and the library call."""
@@ -74,7 +107,7 @@ def race(
     tensors by buffer name) on the stream ``stream`` (see the module doc)."""
     import torch
 
-    started = time.perf_counter()
+    budget = RaceBudget(budget_s, time.perf_counter())
     buffers = family.buffers(problem)
     inputs = {b.name: tensors[b.name] for b in buffers if b.role == "input"}
     outputs = [b for b in buffers if b.role == "output"]
@@ -93,6 +126,7 @@ def race(
             if b.role == "workspace"
         }
         flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
+        flush_s = _wall(torch, flush.zero_)
 
         def verdict() -> str:
             torch.cuda.current_stream().synchronize()
@@ -110,7 +144,7 @@ def race(
             into = main.into
             library_inputs, library_outputs = dict(inputs), dict(scratch)
             runs[main.name] = lambda: into(library_inputs, library_outputs)
-            runs[main.name]()
+            budget.reserve(timing_seconds(_wall(torch, runs[main.name]), flush_s, samples))
             entrants.append(Entrant(main.name, None, verdict()))
         from cuda.core import Stream
 
@@ -120,22 +154,27 @@ def race(
             **{k: v.data_ptr() for k, v in scratch.items()},
             **{k: v.data_ptr() for k, v in workspace.items()},
         }
-        prepared = time.perf_counter()  # the budget counts from here: the candidates' compile, check, time
+        past = f"left out: past the {budget_s:g} s budget"
         for config in candidates:
             label = config.label()
-            if time.perf_counter() - prepared > budget_s:
-                entrants.append(Entrant(label, config.as_dict(), f"left out: past the {budget_s:g} s budget"))
+            if not budget.open():
+                entrants.append(Entrant(label, config.as_dict(), past))
                 continue
             for t in scratch.values():
                 _poison(torch, t)
             try:
                 launches = steps(config)
                 run = steps_launcher(core_stream, [(k, g, pack(a, pointers)) for k, g, a in launches])
-                run()
+                timing = timing_seconds(_wall(torch, run), flush_s, samples)
             except Exception as exc:  # a candidate that cannot run is left out, with the reason
                 entrants.append(Entrant(label, config.as_dict(), f"failed: {type(exc).__name__}: {exc}"))
                 continue
-            entrants.append(Entrant(label, config.as_dict(), verdict()))
+            checked = verdict()
+            if checked == "ok" and not budget.fits(timing):
+                checked = f"{past} (checked, not timed)"
+            elif checked == "ok":
+                budget.reserve(timing)
+            entrants.append(Entrant(label, config.as_dict(), checked))
             runs[label] = run
         # the library call is timed whatever its verdict: it is what the caller would run otherwise
         timed = {e.label: e for e in entrants if e.verdict == "ok" or e.config is None}
@@ -150,7 +189,15 @@ def race(
     kernels = [e for e in final if e.config is not None and e.median_ms is not None]
     kernel = min(kernels, key=lambda e: e.median_ms or 0.0) if kernels else None
     library = next((e for e in final if e.config is None), None)
-    return RaceResult(final, kernel, library, time.perf_counter() - started)
+    return RaceResult(final, kernel, library, time.perf_counter() - budget.started)
+
+
+def _wall(torch: Any, run: Callable[[], object]) -> float:
+    """Host seconds of one ``run`` on the current stream, through its synchronisation."""
+    begun = time.perf_counter()
+    run()
+    torch.cuda.current_stream().synchronize()
+    return time.perf_counter() - begun
 
 
 def _sample(torch: Any, flush: Any, run: Callable[[], None]) -> float:
