@@ -30,7 +30,7 @@ from ..build.nvrtc import BuildResult, NvrtcBuilder, nvrtc_version
 from ..cuda_api import load_kernel, pack, steps_launcher, zero_bytes
 from ..errors import CompileError, InvalidProblem
 from ..families import get as get_family
-from ..families.base import Arg, KernelSource, LaunchGeometry, Problem
+from ..families.base import Arg, BufferArg, BufferSpec, KernelSource, LaunchGeometry, Problem, TensorMapArg
 from ..families.contract import Family
 from ..params import Config
 from ..records import DeviceInfo, Status
@@ -49,12 +49,13 @@ _Step = tuple[Any, LaunchGeometry, tuple[Arg, ...]]  # a loaded kernel, its geom
 
 @dataclass(frozen=True)
 class _Plan:
-    """What runs for one problem: the decision, and the kernel launches (prologue first) or the
-    library call."""
+    """What runs for one problem: the decision, and the kernel launches (prologue first) with the
+    workspace they use, or the library call."""
 
     served: Served
     steps: tuple[_Step, ...]
     library: Callable[[Mapping[str, Any]], None] | None
+    workspace: tuple[BufferSpec, ...] = ()
 
 
 class Launcher:
@@ -154,7 +155,7 @@ class Launcher:
             library(arrays, handle)
             return plan.served
         with self._lock:
-            bound = self._bind(family, problem, handle)
+            bound = self._bind(family, problem, handle, plan.workspace)
             pointers = {
                 **{name: d.pointer for name, d in described.items()},
                 **{name: int(buf.handle) for name, buf in bound.workspace.items()},
@@ -196,7 +197,8 @@ class Launcher:
         if served.ran == "library":
             assert library is not None
             return _Plan(served, (), library_call(library, family.buffers(problem)))
-        return _Plan(served, self.steps(family, problem, family.config(answer.config)), None)
+        config = family.config(answer.config)
+        return _Plan(served, self.steps(family, problem, config), None, workspace_of(family, problem, config))
 
     def _answer(
         self, family: Family[Any], problem: Problem, torch_arrays: bool, arrays: Mapping[str, Any], handle: int
@@ -299,23 +301,31 @@ class Launcher:
             for step in variant.launches
         )
 
-    def _bind(self, family: Family[Any], problem: Problem, handle: int) -> _Binding:
-        """``problem``'s binding to the stream ``handle``: its workspace buffers, allocated on first use
-        and kept (launches on other streams get their own), and the last launches made there."""
+    def _bind(self, family: Family[Any], problem: Problem, handle: int, workspace: tuple[BufferSpec, ...]) -> _Binding:
+        """``problem``'s binding to the stream ``handle``, holding ``workspace`` (the buffers the plan's
+        launches use): each allocated on first use and kept (launches on other streams get their own;
+        a later plan of the problem, after a race, adds what it needs), and the last launches made."""
         from cuda.core import Stream
 
         key = (family.name, problem, handle)
         if key not in self._bindings:
-            stream = Stream.from_handle(handle)
-            workspace = {}
-            for spec in family.buffers(problem):
-                if spec.role == "workspace":
-                    size = max(1, spec.nbytes)
-                    workspace[spec.name] = self._device.allocate(size, stream=stream)
-                    if spec.zeroed:
-                        zero_bytes(workspace[spec.name], size, stream)
-            self._bindings[key] = _Binding(stream, workspace)
-        return self._bindings[key]
+            self._bindings[key] = _Binding(Stream.from_handle(handle), {})
+        bound = self._bindings[key]
+        for spec in workspace:
+            if spec.name not in bound.workspace:
+                size = max(1, spec.nbytes)
+                bound.workspace[spec.name] = self._device.allocate(size, stream=bound.stream)
+                if spec.zeroed:
+                    zero_bytes(bound.workspace[spec.name], size, bound.stream)
+        return bound
+
+
+def workspace_of(family: Family[Any], problem: Problem, config: Config) -> tuple[BufferSpec, ...]:
+    """The workspace buffers of ``problem`` that ``config``'s launches (prologue included) name, by
+    address or through a tensor map: a gemm that does not split K needs none of split-K's 32 MiB."""
+    args = (*family.args(problem, config), *(a for step in family.prologue(problem, config) for a in step.args))
+    used = {a.name for a in args if isinstance(a, BufferArg)} | {a.buffer for a in args if isinstance(a, TensorMapArg)}
+    return tuple(b for b in family.buffers(problem) if b.role == "workspace" and b.name in used)
 
 
 def _check_buffers(family: Family[Any], problem: Problem, described: Mapping[str, DeviceArray]) -> None:
