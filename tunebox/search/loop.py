@@ -18,6 +18,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
@@ -248,7 +249,12 @@ class Sweep:
                 inflight.add(key)
                 compiling.append((ask, config, self._build(problem, config)))
             while accepting and compiling and sum(q.kind is Kind.DEVICE for q in queued) < self.settings.device_queue:
-                queued.append(self._dispatch(problem, *compiling.popleft(), seed, binaries, queued, self._cutoff(best)))
+                first = self._first_compiled(compiling, wait=not queued)  # with work queued: its answers first
+                if first is None:
+                    break
+                entry = compiling[first]
+                compiling.remove(entry)
+                queued.append(self._dispatch(problem, *entry, seed, binaries, queued, self._cutoff(best)))
             if not queued:
                 break
             item = queued.popleft()
@@ -336,6 +342,28 @@ class Sweep:
             resource_tracker.ensure_running()
             self._tracker_started = True
         return _ctrl_c_to_main_thread_only()
+
+    def _first_compiled(
+        self, compiling: deque[tuple[Ask, Config, Future[BuildResult | None] | None]], wait: bool
+    ) -> int | None:
+        """The index in ``compiling`` of the first entry whose compile is done; when none is, with
+        ``wait`` the first to finish (compile_wait), else None. A slow compile does not hold back those
+        started after it. An entry asked again while its twin is in flight (no compile) goes only
+        from the front, after its twin."""
+
+        def ready() -> int | None:
+            for i, (_, _, future) in enumerate(compiling):
+                if (future is None and i == 0) or (future is not None and future.done()):
+                    return i
+            return None
+
+        found = ready()
+        if found is None and wait:
+            with self._stage("compile_wait"):
+                futures.wait([f for _, _, f in compiling if f is not None], return_when=futures.FIRST_COMPLETED)
+            found = ready()
+            assert found is not None  # a compile finished, or the front is a twin
+        return found
 
     def _cutoff(self, best_ms: float | None) -> float | None:
         """The screening cut-off (ms) given the problem's best median so far: none before the first

@@ -4,6 +4,7 @@ and compile failures never reach the device."""
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from concurrent.futures import Future
 
@@ -75,6 +76,7 @@ class QueueBackend:
     def __init__(self) -> None:
         self.queue: deque[str] = deque()
         self.submitted: list[str] = []
+        self.sources: list = []  # the kernel source of each submission
         self.cutoffs: list[float | None] = []  # the screening cut-off of each submission
         self.deepest = 0
         self.prepared_before_first_submit = 0
@@ -86,6 +88,7 @@ class QueueBackend:
         self.prepared_before_first_submit += not self.submitted
 
     def submit(self, evaluation) -> None:
+        self.sources.append(evaluation.build.source)
         self.queue.append(evaluation.config.label())
         self.submitted.append(evaluation.config.label())
         self.cutoffs.append(evaluation.cutoff_ms)
@@ -102,10 +105,39 @@ class QueueBackend:
         pass
 
 
-def sweep(tmp_path, builder: StubBuilder) -> tuple[QueueBackend, SweepResult, list]:
+class SlowFirstBuilder(StubBuilder):
+    """Each variant its own binary; the first submitted compile finishes only once the device was
+    given ``others`` evaluations (a thread completes it), the others at once."""
+
+    def __init__(self, device: QueueBackend, others: int) -> None:
+        super().__init__(distinct=True)
+        self.device, self.others = device, others
+        self.first: Future[BuildResult] | None = None
+
+    def submit(self, source) -> Future[BuildResult]:
+        done = super().submit(source)
+        if self.first is not None:
+            return done
+        self.first = Future()
+        first, result = self.first, done.result()
+
+        def finish() -> None:  # (or after 5 s, so that no run can hang on it)
+            for _ in range(500):
+                if len(self.device.submitted) >= self.others:
+                    break
+                threading.Event().wait(0.01)
+            first.set_result(result)
+
+        threading.Thread(target=finish, daemon=True).start()
+        return first
+
+
+def sweep(
+    tmp_path, builder: StubBuilder, backend: QueueBackend | None = None
+) -> tuple[QueueBackend, SweepResult, list]:
     path = tmp_path / "queue.toml"
     path.write_text(SWEEP)
-    backend = QueueBackend()
+    backend = backend or QueueBackend()
     result = Sweep(
         load_sweep(path),
         backend,
@@ -232,3 +264,13 @@ def test_a_harness_error_stops_the_sweep_at_once_and_stores_nothing(tmp_path):
     log = tmp_path / "out" / "evals.jsonl"
     assert not log.exists() or EvalLog(log).read() == []
     assert not (tmp_path / "w.sqlite").exists()
+
+
+def test_a_slow_compile_does_not_hold_back_those_started_after_it(tmp_path):
+    """The first variant asked compiles last: the loop sends the others to the device as their
+    compiles finish, and the first one after them (before: in ask order, the first one first)."""
+    device = QueueBackend()
+    builder = SlowFirstBuilder(device, others=3)  # the space's other variants that compile
+    backend, result, _ = sweep(tmp_path, builder, device)
+    assert builder.first is not None and len(backend.submitted) == result.evaluated == 4
+    assert backend.sources[-1] == builder.first.result().source
