@@ -44,16 +44,16 @@ def torch_signature(
     if stream is None:
         stream = _current_stream(torch, parts[0][3])
     # options in the call's order: another order is another key, never a wrong one
-    key = (family_name, use, stream, tuple(parts), tuple(options.items()) if options else ())
+    settings = tuple(options.items()) if options else ()
+    for _, value in settings:
+        if type(value) is list:  # a list option is keyed as its tuple
+            settings = tuple((k, tuple(v) if type(v) is list else v) for k, v in settings)
+            break
+    key = (family_name, use, stream, tuple(parts), settings)
     try:
         hash(key)
-    except TypeError:  # a list option is keyed as a tuple; an array of lengths takes the full path every call
-        settings = tuple((k, tuple(v) if type(v) is list else v) for k, v in options.items())
-        key = (family_name, use, stream, tuple(parts), settings)
-        try:
-            hash(key)
-        except TypeError:
-            return None
+    except TypeError:  # an unhashable option (an array of lengths, a nested list): the full path every call
+        return None
     return key, stream
 
 
