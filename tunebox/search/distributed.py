@@ -46,7 +46,6 @@ import uuid
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -55,7 +54,7 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState, create_trial
 
-from ..build.nvrtc import BuildResult, NvrtcBuilder
+from ..build.nvrtc import NvrtcBuilder
 from ..errors import DatabaseError
 from ..params import Config, Value
 from ..records import EvalRecord, Status, canonical_json
@@ -64,6 +63,7 @@ from ..runner.sanitizer import Sanitizer
 from ..store.postgres import ClaimResult, PgRecords, PgWinnersDB, connect, redacted, sqlalchemy_url
 from ..store.winner_rows import WinnerStore
 from ..sweep_spec import NamedProblem, SweepSpec
+from .compiling import CompileQueue
 from .loop import Listener, Sweep, input_seed
 from .loop_settings import LoopSettings
 from .queued import Identity, Kind, Queued
@@ -325,7 +325,7 @@ class DistributedSweep(Sweep):
         compiles overlap the device's work."""
         problem, seed = state.named.problem, state.seed
         ahead = self.settings.device_queue if self.backend.replayed else self.settings.pipeline_depth
-        compiling: deque[tuple[int, dict[str, Value], Config, Future[BuildResult | None]]] = deque()
+        compiling: CompileQueue[tuple[int, dict[str, Value], Config]] = CompileQueue()
         inflight: deque[tuple[int, Queued]] = deque()
         try:
             while True:
@@ -336,12 +336,15 @@ class DistributedSweep(Sweep):
                     if claimed is None:
                         break
                     trial_id, values, config = claimed
-                    compiling.append((trial_id, values, config, self._build(problem, config)))
+                    compiling.add((trial_id, values, config), self._build(problem, config))
                 while compiling and sum(q.kind is Kind.DEVICE for _, q in inflight) < self.settings.device_queue:
-                    trial_id, values, config, future = compiling.popleft()
+                    entry = self._compiled(compiling, wait=not inflight)  # with work queued: its answers first
+                    if entry is None:
+                        break
+                    trial_id, values, config = entry.item
                     queued = deque(q for _, q in inflight)
                     ask, cutoff = Ask(None, values), self._cutoff(state.best)
-                    item = self._dispatch(problem, ask, config, future, seed, state.binaries, queued, cutoff)
+                    item = self._dispatch(problem, ask, config, entry.future, seed, state.binaries, queued, cutoff)
                     inflight.append((trial_id, item))
                 if inflight:
                     trial_id, item = inflight.popleft()
@@ -355,9 +358,10 @@ class DistributedSweep(Sweep):
                     return
                 time.sleep(self.poll_s)  # the others are evaluating the rest
         finally:  # past the deadline, or stopped by an error: left to go stale and be retried
-            for trial_id, _, _, future in compiling:
-                future.cancel()
-                self._end(trial_id)
+            for entry in compiling.drain():
+                if entry.future is not None:
+                    entry.future.cancel()
+                self._end(entry.item[0])
             for trial_id, _ in inflight:
                 self._end(trial_id)
 

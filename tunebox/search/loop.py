@@ -18,7 +18,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent import futures
 from concurrent.futures import Future
 from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
@@ -41,6 +40,7 @@ from ..store.evallog import EvalLog, RecordLog
 from ..store.winner_rows import WinnerStore
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
+from .compiling import CompileQueue, Compiling, T
 from .finalists import FinalStage
 from .loop_settings import LoopSettings
 from .queued import Identity, Kind, Queued, twin
@@ -220,7 +220,7 @@ class Sweep:
         timed = [r.timing.median_ms for r in done.values() if r.status is Status.OK and r.timing]
         best = min(timed, default=None)
         self._report(named.name, evaluated, best, None)
-        compiling: deque[tuple[Ask, Config, Future[BuildResult | None] | None]] = deque()
+        compiling: CompileQueue[tuple[Ask, Config]] = CompileQueue()
         queued: deque[Queued] = deque()  # compiled, in evaluation order; some waiting on the device
         inflight: set[str] = set()
         binaries: dict[Identity, EvalRecord] = {}
@@ -244,17 +244,17 @@ class Sweep:
                     strategy.tell(ask, done[key])
                     continue
                 if key in inflight:  # asked again while in flight: answered from its twin's record
-                    compiling.append((ask, config, None))
+                    compiling.add((ask, config), None)
                     continue
                 inflight.add(key)
-                compiling.append((ask, config, self._build(problem, config)))
+                compiling.add((ask, config), self._build(problem, config))
             while accepting and compiling and sum(q.kind is Kind.DEVICE for q in queued) < self.settings.device_queue:
-                first = self._first_compiled(compiling, wait=not queued)  # with work queued: its answers first
-                if first is None:
+                entry = self._compiled(compiling, wait=not queued)  # with work queued: its answers first
+                if entry is None:
                     break
-                entry = compiling[first]
-                compiling.remove(entry)
-                queued.append(self._dispatch(problem, *entry, seed, binaries, queued, self._cutoff(best)))
+                ask, config = entry.item
+                cutoff = self._cutoff(best)
+                queued.append(self._dispatch(problem, ask, config, entry.future, seed, binaries, queued, cutoff))
             if not queued:
                 break
             item = queued.popleft()
@@ -275,10 +275,10 @@ class Sweep:
             self._notify(named.name, record)
             self._report(named.name, evaluated, best, record)
             self._check_breaker(failures, record)
-        for ask, _, future in compiling:  # deadline reached with compiles in flight
-            if future is not None:
-                future.cancel()
-            strategy.tell(ask, EvalRecord(family.name, {}, {}, Status.TIMEOUT))
+        for entry in compiling.drain():  # deadline reached with compiles in flight
+            if entry.future is not None:
+                entry.future.cancel()
+            strategy.tell(entry.item[0], EvalRecord(family.name, {}, {}, Status.TIMEOUT))
         self._budgets[-1] = min(evaluated, budget)  # finished: what it evaluated counts
         return self._finish(named, list(done.values()), mine, seed)
 
@@ -343,27 +343,15 @@ class Sweep:
             self._tracker_started = True
         return _ctrl_c_to_main_thread_only()
 
-    def _first_compiled(
-        self, compiling: deque[tuple[Ask, Config, Future[BuildResult | None] | None]], wait: bool
-    ) -> int | None:
-        """The index in ``compiling`` of the first entry whose compile is done; when none is, with
-        ``wait`` the first to finish (compile_wait), else None. A slow compile does not hold back those
-        started after it. An entry asked again while its twin is in flight (no compile) goes only
-        from the front, after its twin."""
-
-        def ready() -> int | None:
-            for i, (_, _, future) in enumerate(compiling):
-                if (future is None and i == 0) or (future is not None and future.done()):
-                    return i
-            return None
-
-        found = ready()
-        if found is None and wait:
+    def _compiled(self, compiling: CompileQueue[T], wait: bool) -> Compiling[T] | None:
+        """The next variant whose compile is done (``CompileQueue.take_done``); when none is, with
+        ``wait`` the first to finish (compile_wait), else None."""
+        entry = compiling.take_done()
+        if entry is None and wait:
             with self._stage("compile_wait"):
-                futures.wait([f for _, _, f in compiling if f is not None], return_when=futures.FIRST_COMPLETED)
-            found = ready()
-            assert found is not None  # a compile finished, or the front is a twin
-        return found
+                compiling.wait_any()
+            entry = compiling.take_done()
+        return entry
 
     def _cutoff(self, best_ms: float | None) -> float | None:
         """The screening cut-off (ms) given the problem's best median so far: none before the first
