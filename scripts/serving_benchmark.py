@@ -8,7 +8,7 @@ library call; its wall time, compilation included); its output verified against 
 reference (bit for bit; gemm within the family's tolerance); then, interleaved on the same inputs with
 the L2 flushed before every sample, the median of what ``launch`` serves, of the library call a user
 makes (the operation's main torch baseline, in place where it has that form), and of the tunebox kernel
-forced (``use="tunebox"``); and the host time per cached launch (mean over 200 calls) beside the
+forced (``use="tunebox"``); and the host time per cached launch (``host_us``: 200 calls in batches of 20) beside the
 library call's. ``--tune`` is the launcher's first-use policy (default first_call: the first launch
 of an untuned shape races, within ``--race-budget`` seconds, keeping results in ``--raced``); the
 race's entrants are recorded. Needs a GPU and torch.
@@ -77,17 +77,22 @@ def median_ms(run: Any, samples: int) -> float:
     return statistics.median(times)
 
 
-def host_us(run: Any, calls: int = 200, warmups: int = 1) -> float:
-    """Host time per call of ``run`` (us): the mean over ``calls`` after ``warmups``, synchronised at the ends."""
+def host_us(run: Any, calls: int = 200, warmups: int = 1, batch: int = 20) -> float:
+    """Host time per call of ``run`` (us): ``calls`` calls after ``warmups``, in batches of ``batch``
+    with the device synchronised between them; the median over batches of the mean call. A batch never
+    fills the launch queue, so a long kernel's queue does not make the host wait for the device (a
+    mean over 200 calls in a row counted that wait: serving.json before 2026-12-02)."""
     for _ in range(warmups):
         run()
+    means = []
+    for _ in range(max(1, calls // batch)):
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        for _ in range(batch):
+            run()
+        means.append((time.perf_counter() - started) / batch * 1e6)
     torch.cuda.synchronize()
-    started = time.perf_counter()
-    for _ in range(calls):
-        run()
-    elapsed = time.perf_counter() - started
-    torch.cuda.synchronize()
-    return elapsed / calls * 1e6
+    return statistics.median(means)
 
 
 def measure(launcher: Launcher, entry: dict[str, Any], samples: int) -> dict[str, Any]:
