@@ -11,24 +11,20 @@ run of the sweep directory.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
-import signal
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from datetime import UTC, datetime
-from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any, cast
 
 from threadpoolctl import threadpool_limits
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder
-from ..errors import DatabaseError, TuneboxError
+from ..errors import TuneboxError
 from ..families.base import Problem
 from ..families.contract import Family
 from ..params import Config
@@ -40,6 +36,7 @@ from ..store.evallog import EvalLog, RecordLog
 from ..store.winner_rows import WinnerStore
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
+from .compile_pool import without_ctrl_c
 from .compiling import CompileQueue, Compiling, T
 from .finalists import FinalStage
 from .loop_settings import LoopSettings
@@ -47,7 +44,7 @@ from .queued import Identity, Kind, Queued, twin
 from .runs import ProblemOutcome, SweepProgress, SweepResult, append_run
 from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TimedStrategy, TpeStrategy
 from .surrogate import SurrogateStrategy
-from .warm_start import Tuned, warm_seeds
+from .warm_start import stored_seeds
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +56,6 @@ class SweepAborted(TuneboxError):
 
 
 Listener = Callable[[str, EvalRecord], None]
-
-
-@contextmanager
-def _ctrl_c_to_main_thread_only() -> Iterator[None]:
-    """Threads started inside (the compile pool starts its threads on a submit) and the compile
-    helper processes they start block SIGINT: Ctrl-C reaches the sweep's main thread alone, which
-    stops the sweep with the resume hint, and no helper prints a KeyboardInterrupt traceback. (The
-    caller starts multiprocessing's resource tracker first: starting it unblocks SIGINT in the thread
-    that starts it.)"""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def input_seed(base: int, problem: Problem) -> int:
@@ -130,7 +110,6 @@ class Sweep:
         self.started = 0.0  # perf_counter at the start of run()
         self.evaluated = 0
         self.progress = progress
-        self._tracker_started = False
         self._index = 0  # the problem under way, 1-based
         self._budgets: list[int] = []  # of the problems started: their budgets, a finished one's count
         self._run_done = 0  # variants evaluated by this invocation (compile failures included)
@@ -300,27 +279,8 @@ class Sweep:
             return RandomStrategy(valid, search.seed)
         if search.strategy == "tpe":
             return TpeStrategy(self.spec.space, valid, search.seed, done.values())
-        seeds = self._warm_seeds(named, valid)
+        seeds = stored_seeds(self.db_path, self.family, named.problem, valid)
         return SurrogateStrategy(self.spec.space, valid, search.seed, done.values(), seeds=seeds)
-
-    def _warm_seeds(self, named: NamedProblem, valid: list[Config]) -> list[Config]:
-        """Warm start (issue 15 item 5): the winners of the nearest tuned problems of the family's
-        current sources in the local winners database, valid here, nearest first (none without one)."""
-        if not Path(self.db_path).is_file():
-            return []
-        family_hash = self.family.source_hash()
-        try:
-            with WinnersDB(self.db_path, read_only=True) as db:
-                stored = db.all()
-        except DatabaseError as exc:  # an empty or unreadable database: no seeds (a write says more later)
-            log.info("%s: no warm start (%s)", self.db_path, exc)
-            return []
-        tuned = [
-            Tuned(json.loads(w.key.problem_key), w.config)
-            for w in stored
-            if w.key.family == self.family.name and w.key.family_hash == family_hash
-        ]
-        return warm_seeds(self.family, named.problem, tuned, valid)
 
     def _build(self, problem: Problem, config: Config) -> Future[BuildResult | None]:
         """The variant's compile, started in the pool; on replay none (the recording answers, compile
@@ -330,18 +290,10 @@ class Sweep:
             done.set_result(None)
             return done
         source = self.family.render(problem, config)
-        with self._compile_pool_without_ctrl_c():
+        with without_ctrl_c():
             submitted = self.builder.submit(source)
         # a Future[BuildResult] never yields anything but a BuildResult (``Future`` is invariant)
         return cast("Future[BuildResult | None]", submitted)
-
-    def _compile_pool_without_ctrl_c(self) -> AbstractContextManager[None]:
-        """Around a call that may start compile threads (and helper processes): see
-        ``_ctrl_c_to_main_thread_only``."""
-        if not self._tracker_started:
-            resource_tracker.ensure_running()
-            self._tracker_started = True
-        return _ctrl_c_to_main_thread_only()
 
     def _compiled(self, compiling: CompileQueue[T], wait: bool) -> Compiling[T] | None:
         """The next variant whose compile is done (``CompileQueue.take_done``); when none is, with
@@ -513,7 +465,7 @@ class Sweep:
         """The variants of ``configs`` compiled in the pool (the on-disk cache answers those compiled
         before), waited for where Ctrl-C reaches."""
         sources = [self.family.render(problem, c) for c in configs]
-        with self._compile_pool_without_ctrl_c():
+        with without_ctrl_c():
             futures = [self.builder.submit(source) for source in sources]
         return [future.result() for future in futures]
 

@@ -9,14 +9,22 @@ template or value the space no longer has) is skipped, and one configuration is 
 
 from __future__ import annotations
 
+import json
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from ..errors import DatabaseError
+from ..families.base import Problem
 from ..families.contract import Family
 from ..params import Config
 from ..records import canonical_json
+from ..store.winners import WinnersDB
+
+log = logging.getLogger(__name__)
 
 DEFAULT_LIMIT = 3  # winners tried first: past that, the model knows more than the neighbours do
 
@@ -65,3 +73,24 @@ def warm_seeds(
         if len(seeds) == limit:
             break
     return seeds
+
+
+def stored_seeds(db_path: Path, family: Family[Any], problem: Problem, valid: Sequence[Config]) -> list[Config]:
+    """``warm_seeds`` from the winners in the local database at ``db_path`` of ``family``'s current
+    sources (none without one: an empty or unreadable database gives no seeds, a write says more
+    later)."""
+    if not Path(db_path).is_file():
+        return []
+    family_hash = family.source_hash()
+    try:
+        with WinnersDB(db_path, read_only=True) as db:
+            stored = db.all()
+    except DatabaseError as exc:
+        log.info("%s: no warm start (%s)", db_path, exc)
+        return []
+    tuned = [
+        Tuned(json.loads(w.key.problem_key), w.config)
+        for w in stored
+        if w.key.family == family.name and w.key.family_hash == family_hash
+    ]
+    return warm_seeds(family, problem, tuned, valid)

@@ -1,0 +1,27 @@
+"""Starting the compile pool's threads from a sweep so that Ctrl-C stays the main thread's."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from multiprocessing import resource_tracker
+
+
+@contextmanager
+def without_ctrl_c() -> Iterator[None]:
+    """Around a call that may start compile threads (the pool starts them on a submit) and the compile
+    helper processes they start: those block SIGINT, so Ctrl-C reaches the sweep's main thread alone,
+    which stops the sweep with the resume hint, and no helper prints a KeyboardInterrupt traceback.
+    multiprocessing's resource tracker is started first: starting it unblocks SIGINT in the thread
+    that starts it."""
+    resource_tracker.ensure_running()
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
