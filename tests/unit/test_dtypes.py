@@ -214,3 +214,16 @@ def test_for_each_chunk_covers_every_item_once() -> None:
     assert (seen == 1).all()
     parallel.for_each_chunk(0, 1000, mark)
     assert (seen == 1).all()
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_mean_magnitude_is_the_mean_of_the_decoded_magnitudes(name):
+    """The gemm tolerances' scale, without a float64 copy: the mean |value| of the decoded bits, up to
+    the rounding of the sum's order."""
+    et = element_type(name)
+    rng = np.random.default_rng(7)
+    for shape in [(1, 1), (65, 73), (777, 1001)]:
+        bits = et.encode(rng.standard_normal(shape) * 3.0)
+        assert et.mean_magnitude(bits) == pytest.approx(float(np.abs(et.decode(bits)).mean()), rel=1e-14)
+    wide = et.encode(rng.standard_normal((1000, 16)))
+    assert et.mean_magnitude(wide[:, :5]) == pytest.approx(float(np.abs(et.decode(wide[:, :5])).mean()), rel=1e-14)

@@ -178,8 +178,8 @@ class GemmOperation(Operation[GemmProblem]):
     def tolerance(self, problem: GemmProblem, inputs: Mapping[str, np.ndarray]) -> Tolerance:
         p = problem
         bf16 = element_type("bfloat16")
-        a, b = bf16.decode(inputs["A"][:, : p.K]), bf16.decode(inputs["B"][:, : p.N])
-        return product_tolerance(p.K, float(np.abs(a).mean() * np.abs(b).mean()) * abs(p.alpha))
+        scale = bf16.mean_magnitude(inputs["A"][:, : p.K]) * bf16.mean_magnitude(inputs["B"][:, : p.N])
+        return product_tolerance(p.K, scale * abs(p.alpha))
 
     def work(self, problem: GemmProblem) -> Work:
         p = problem

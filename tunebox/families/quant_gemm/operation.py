@@ -79,11 +79,11 @@ class QuantGemmOperation(Operation[QuantGemmProblem]):
         """The gemm family's: rtol 1e-2 (D's bfloat16 rounding), atol 1e-2 * sqrt(K / 64) * mean|A| *
         |W| (the accumulation order), |W| the median over rows of a row's mean finite |Wdq| (planted
         rows of huge or infinite scales do not widen it)."""
-        a = element_type("bfloat16").decode(inputs["a"])
+        a = element_type("bfloat16").mean_magnitude(inputs["a"])
         w = np.abs(dequantized(problem, inputs))
         finite = np.isfinite(w)
         rows = np.where(finite, w, 0).sum(axis=1) / np.maximum(finite.sum(axis=1), 1)
-        return product_tolerance(problem.K, float(np.abs(a).mean() * np.median(rows)))
+        return product_tolerance(problem.K, float(a * np.median(rows)))
 
     def work(self, problem: QuantGemmProblem) -> Work:
         """A, the packed values, the scales (and NVFP4's tensor scale) read once, D written once;
