@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from fake_clock import Clock
 from sweep_fixtures import replay_argv
 
 from tunebox.cli import main, parser
@@ -261,14 +262,6 @@ def test_progress_line_has_problem_count_totals_rate_best_and_time_left():
         "[1/2 copy] 4/12 variants (sweep 4/24), 2.0 variants/s, best 0.4123 ms, ~10 s left"
     )
     assert describe(progress_at(0)) == "[1/2 copy] 0/12 variants (sweep 0/24), - variants/s, best -, ? left"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_progress_off_a_terminal_is_a_line_every_few_seconds():

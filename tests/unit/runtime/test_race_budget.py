@@ -4,15 +4,9 @@ The race itself runs on the GPU (tests/gpu/test_launch_gpu.py)."""
 
 from __future__ import annotations
 
+from fake_clock import Clock
+
 from tunebox.runtime.race import WARMUPS, RaceBudget, timing_seconds
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_timing_seconds_counts_the_warm_runs_and_the_flushed_samples():
@@ -20,7 +14,7 @@ def test_timing_seconds_counts_the_warm_runs_and_the_flushed_samples():
 
 
 def test_reserved_timing_and_passed_time_share_the_budget():
-    clock = Clock()
+    clock = Clock(100.0)
     budget = RaceBudget(0.5, clock(), clock)
     budget.reserve(0.1)  # the library call's timing, reserved first
     clock.now += 0.2  # the reference and a first candidate's compile and check
@@ -35,7 +29,7 @@ def test_a_race_admits_candidates_until_the_budget_is_spoken_for():
     """The loop ``race`` runs: each candidate costs its compile and check, then its timing is reserved
     if it fits; the race's total (passed plus reserved) never passes the budget by more than the last
     candidate's check."""
-    clock = Clock()
+    clock = Clock(100.0)
     budget = RaceBudget(0.5, clock(), clock)
     budget.reserve(timing_seconds(0.001, 0.0001, 5))
     admitted = 0
