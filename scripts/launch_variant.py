@@ -1,0 +1,54 @@
+"""Launch one variant of a family at a problem a few times, for a profiler to catch (issue 20: what
+bounds the persistent gemm at 3000 x 5000 x 1000, why pingpong trails cooperative there).
+
+    ncu --clock-control none --set full -k regex:gemm -s 1 -c 1 -o OUT \\
+        python3 scripts/launch_variant.py gemm PROBLEM CONFIG [--times N]
+
+PROBLEM and CONFIG are JSON objects, as the winners database and `tunebox query` hold them. The inputs
+are seeded as the serving benchmark seeds them; workspace starts zeroed. The variant is not verified
+here (its sweep and the GPU tests do that). Needs a GPU and torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import torch
+from cuda.core import Stream
+from serving_benchmark import tensors  # scripts/, beside this one
+
+from tunebox.cuda_api import pack, steps_launcher
+from tunebox.families import get
+from tunebox.runtime.launch import Launcher
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("family")
+    parser.add_argument("problem", type=json.loads)
+    parser.add_argument("config", type=json.loads)
+    parser.add_argument("--times", type=int, default=3)
+    args = parser.parse_args()
+    family = get(args.family)
+    problem = family.parse_problem(args.problem)
+    config = family.config(args.config)
+    family.check(problem, config)
+    arrays, _ = tensors(family, problem, seed=1)
+    workspace = {
+        b.name: torch.zeros(max(1, b.nbytes), dtype=torch.uint8, device="cuda")
+        for b in family.buffers(problem)
+        if b.role == "workspace"
+    }
+    pointers = {name: t.data_ptr() for name, t in {**arrays, **workspace}.items()}
+    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
+    launches = Launcher().steps(family, problem, config)
+    run = steps_launcher(stream, [(kernel, geometry, pack(a, pointers)) for kernel, geometry, a in launches])
+    for _ in range(args.times):
+        run()
+    torch.cuda.synchronize()
+    print(f"{family.name} {problem.key()} {config.label()}: {args.times} launches")
+
+
+if __name__ == "__main__":
+    main()
