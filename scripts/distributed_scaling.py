@@ -51,19 +51,23 @@ def run(url: str, sweep: Path, workers: int, pace: float, results: Path, extra: 
             raise SystemExit(f"a worker failed:\n{out.decode()[-3000:]}")
     wall = time.perf_counter() - started
     with psycopg.connect(db) as conn:
-        count, first, last, busy = conn.execute(
+        totals = conn.execute(
             "SELECT count(*), min(created_at), max(created_at),"
             " sum(coalesce((record_json::json->'stage_seconds'->>'verify')::float, 0)"
             " + coalesce((record_json::json->'stage_seconds'->>'time')::float, 0))"
             " FROM tunebox_evals WHERE phase = 'screen'"
         ).fetchone()
+        assert totals is not None  # an aggregate always answers one row
+        count, first, last, busy = totals
         per_worker = conn.execute(
             "SELECT worker, count(*) FROM tunebox_evals WHERE phase = 'screen' GROUP BY 1"
         ).fetchall()
-        duplicates = conn.execute(
+        repeated = conn.execute(
             "SELECT count(*) FROM (SELECT 1 FROM tunebox_evals GROUP BY problem_key, config_key, phase, baseline"
             " HAVING count(*) > 1) d"
-        ).fetchone()[0]
+        ).fetchone()
+        assert repeated is not None
+        duplicates = repeated[0]
     steady = (last - first).total_seconds()
     return {
         "workers": workers,
