@@ -5,7 +5,8 @@ bounds the persistent gemm at 3000 x 5000 x 1000, why pingpong trails cooperativ
         python3 scripts/launch_variant.py gemm PROBLEM CONFIG [--times N]
 
 PROBLEM and CONFIG are JSON objects, as the winners database and `tunebox query` hold them. The inputs
-are seeded as the serving benchmark seeds them; workspace starts zeroed. The variant is not verified
+are seeded as the serving benchmark seeds them (families whose outputs are float32, float16 or
+bfloat16: not quant's byte outputs); workspace starts zeroed. The variant is not verified
 here (its sweep and the GPU tests do that). Needs a GPU and torch.
 """
 

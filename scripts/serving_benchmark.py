@@ -78,8 +78,9 @@ def median_ms(run: Any, samples: int) -> float:
 
 
 def host_us(run: Any, calls: int = 200, warmups: int = 1, batch: int = 20) -> float:
-    """Host time per call of ``run`` (us): ``calls`` calls after ``warmups``, in batches of ``batch``
-    with the device synchronised between them; the median over batches of the mean call. A batch never
+    """Host time per call of ``run`` (us): ``calls`` calls (in whole batches, at least one) after
+    ``warmups``, in batches of ``batch`` with the device synchronised between them; the median over
+    batches of the mean call. A batch never
     fills the launch queue, so a long kernel's queue does not make the host wait for the device (a
     mean over 200 calls in a row counted that wait: serving.json before 2026-12-02)."""
     for _ in range(warmups):

@@ -251,7 +251,8 @@ class Launcher:
         self, family: Family[Any], problem: Problem, answer: LookupResult, arrays: Mapping[str, Any], handle: int
     ) -> None:
         """Race on copies of the inputs (made on the caller's stream now) on a stream of its own; when
-        it is done, drop the problem's plans so the next launch uses the result."""
+        it is done, drop the problem's plans and the launches bound for them, so that the next launch
+        uses the result."""
         import torch
 
         inputs = {b.name for b in family.buffers(problem) if b.role == "input"}
@@ -273,6 +274,9 @@ class Launcher:
             with self._lock:
                 for key in [k for k in self._plans if k[0] == family.name and k[1] == problem]:
                     del self._plans[key]
+                for (name, bound_problem, _), bound in self._bindings.items():
+                    if name == family.name and bound_problem == problem:
+                        bound.pointers = None  # the launches made for the old plan are made again
                 self._fast.clear()
 
         threading.Thread(target=work, name=f"tunebox-race-{family.name}", daemon=True).start()

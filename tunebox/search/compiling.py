@@ -1,6 +1,6 @@
 """The sweep loops' variants being compiled (``search/loop.py``, ``search/distributed.py``), in the
-order they were asked, each handed on to the device once its compile is done: the first done first,
-so a slow compile does not hold back those started after it."""
+order they were asked, each handed on to the device once its compile is done: the earliest asked of
+those done goes first, so a slow compile does not hold back those started after it."""
 
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ class Compiling(Generic[T]):
 
 
 class CompileQueue(Generic[T]):
-    """Variants in ask order with their compiles. ``take_done`` hands on the first whose compile is
-    done; one without a compile only from the front, so after its twin."""
+    """Variants in ask order with their compiles. ``take_done`` hands on the earliest asked whose
+    compile is done; one without a compile only from the front, so after its twin."""
 
     def __init__(self) -> None:
         self._entries: deque[Compiling[T]] = deque()
@@ -38,8 +38,8 @@ class CompileQueue(Generic[T]):
         self._entries.append(Compiling(item, future))
 
     def take_done(self) -> Compiling[T] | None:
-        """The first entry whose compile is done (or the front one without a compile), removed; None
-        while every compile is still running."""
+        """The earliest asked entry whose compile is done (or the front one without a compile),
+        removed; None while every compile is still running."""
         for i, entry in enumerate(self._entries):
             if entry.future.done() if entry.future is not None else i == 0:
                 del self._entries[i]

@@ -1,6 +1,6 @@
 """The first-use race's time budget (``race.RaceBudget``): it counts what passed and what the admitted
-runners' timing will take, so a race ends near its budget however many candidates it was given.
-The race itself runs on the GPU (tests/gpu/test_launch_gpu.py)."""
+runners' timing will take, so a race ends near its budget however many candidates it was given, and
+keeps a kernel where one verifies. The race itself runs on the GPU (tests/gpu/test_launch_gpu.py)."""
 
 from __future__ import annotations
 
@@ -18,11 +18,22 @@ def test_reserved_timing_and_passed_time_share_the_budget():
     budget = RaceBudget(0.5, clock(), clock)
     budget.reserve(0.1)  # the library call's timing, reserved first
     clock.now += 0.2  # the reference and a first candidate's compile and check
-    assert budget.open() and abs(budget.left() - 0.2) < 1e-9
-    assert budget.fits(0.19) and not budget.fits(0.21)
-    budget.reserve(0.15)
-    clock.now += 0.05
-    assert not budget.open()  # 0.25 passed + 0.25 reserved: no further candidate starts
+    assert budget.admit(0.15) and abs(budget.left() - 0.05) < 1e-9
+    assert budget.starts() and not budget.admit(0.06) and budget.admit(0.04)
+    clock.now += 0.02
+    assert not budget.starts() and budget.kernels == 2
+
+
+def test_the_first_kernel_that_verifies_is_timed_whatever_the_budget():
+    """A large problem's reference and library timing can spend the whole budget: the race still
+    checks candidates until one verifies and times it, and stops there."""
+    clock = Clock(100.0)
+    budget = RaceBudget(0.5, clock(), clock)
+    budget.reserve(0.2)
+    clock.now += 0.6  # the reference and the tolerance alone
+    assert budget.starts()  # no kernel yet: a candidate is checked (it fails to verify: not admitted)
+    assert budget.starts() and budget.admit(0.3)  # the next one verifies: timed
+    assert not budget.starts()
 
 
 def test_a_race_admits_candidates_until_the_budget_is_spoken_for():
@@ -32,14 +43,10 @@ def test_a_race_admits_candidates_until_the_budget_is_spoken_for():
     clock = Clock(100.0)
     budget = RaceBudget(0.5, clock(), clock)
     budget.reserve(timing_seconds(0.001, 0.0001, 5))
-    admitted = 0
     for _ in range(100):
-        if not budget.open():
+        if not budget.starts():
             break
         clock.now += 0.03  # compile (a warm cache) and check
-        timing = timing_seconds(0.004, 0.0001, 5)
-        if budget.fits(timing):
-            budget.reserve(timing)
-            admitted += 1
+        budget.admit(timing_seconds(0.004, 0.0001, 5))
     total = (clock.now - budget.started) + budget.reserved
-    assert 5 <= admitted < 100 and total <= 0.5 + 0.03
+    assert 5 <= budget.kernels < 100 and total <= 0.5 + 0.03
