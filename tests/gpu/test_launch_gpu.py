@@ -200,9 +200,17 @@ def test_first_call_races_and_later_launchers_reuse_the_result(tmp_path, torch):
     assert again.races == [] and reused.lookup.source == "raced" and reused.ran == served.ran
 
 
-def test_background_race_replaces_the_plan_when_done(tmp_path, torch):
+def test_background_race_replaces_the_plan_when_done(tmp_path, torch, monkeypatch):
+    """The first call serves the lookup's answer and races beside it; once the race is done the next
+    call on the same tensors serves its result, and binds that plan's launches anew (the old plan's,
+    bound to the same addresses, once kept running)."""
     import time
 
+    from tunebox.runtime import launch
+
+    bound: list[object] = []
+    binder = launch.steps_launcher
+    monkeypatch.setattr(launch, "steps_launcher", lambda stream, steps: bound.append(steps) or binder(stream, steps))
     launcher = Launcher(WINNERS, cache_dir=tmp_path / "cubins", tune="background", raced=tmp_path / "r.sqlite")
     a = torch.randn(3001, 1999, device="cuda")
     b = torch.empty(1999, 3001, device="cuda")
@@ -214,9 +222,11 @@ def test_background_race_replaces_the_plan_when_done(tmp_path, torch):
         time.sleep(0.05)
     assert launcher.races, "the background race did not finish in 30 s"
     time.sleep(0.1)
+    before = len(bound)
     later = launcher("tile_copy", {"src": a, "dst": b}, transpose=True)
     torch.cuda.synchronize()
     assert later.lookup.source == "raced" or later.ran == "library", later
+    assert later.ran == "library" or len(bound) == before + 1  # the raced plan's launches, bound anew
     assert torch.equal(b, a.t())
 
 
