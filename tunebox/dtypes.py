@@ -55,8 +55,9 @@ class ElementType:
 
     def mean_magnitude(self, bits: np.ndarray) -> float:
         """The mean |value| of storage bits, summed in float64 from the values' own precision (each
-        converts exactly; no float64 copy of the array: a tenth of ``abs(decode(bits)).mean()``'s time
-        on 8000 x 8000 bfloat16, and the same value up to the rounding of the sum's order)."""
+        converts exactly; no float64 copy of the array: 0.6 of ``abs(decode(bits)).mean()``'s time on
+        8000 x 8000 bfloat16, results/benchmarks/host_costs.json, and the same value up to the
+        rounding of the sum's order)."""
         if self.name == "bfloat16":
             values = (bits.astype(np.uint32) << 16).view(np.float32)
         else:

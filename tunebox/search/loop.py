@@ -117,8 +117,9 @@ class Sweep:
     def run(self) -> SweepResult:
         """Every problem in turn, then the run appended to ``summary.json``. The strategy's linear
         algebra runs on one BLAS thread: the compile pool's threads take every core, and OpenBLAS's own
-        threads (one a core) only contend with them for the small matrices a model fits (the surrogate's
-        asks took twice as long on 2 busy cores with them; ``scripts/surrogate_speed.py``)."""
+        threads (one a core) only contend with them for the small matrices a model fits (200 surrogate
+        asks beside a busy process a core: 4.1-5.7 s with them, 1.9-2.2 s with one; idle, 1.0-1.2 s
+        either way: results/benchmarks/host_costs.json)."""
         with threadpool_limits(limits=1, user_api="blas"):
             return self._run()
 
