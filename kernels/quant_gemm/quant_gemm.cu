@@ -24,6 +24,17 @@
 // cluster's blocks in rank order, reading their shared memory (distributed shared memory): the
 // reduction's order is fixed, so the result is deterministic, with no workspace and one launch.
 //
+// `quant_gemm_stream` (template stream, small M, K a multiple of 512 for mxfp4 or 256 for nvfp4):
+// the decode template's arithmetic (a thread's share of a span of 128, the same mma operands), with the
+// weights streamed into shared memory by the TMA unit instead of loaded by each thread. A block holds
+// Cfg::WARPS consumer warps of Cfg::ROWS weight rows each (the block's group of rows) and one producer
+// warp. The producer copies, row by row (cp.async.bulk), chunks of Cfg::CHUNK bytes of codes with their
+// scales into a ring of Cfg::STAGES stages, each completing on its own mbarrier, and refills a stage
+// once every consumer warp has released it (a second mbarrier). Blocks are persistent: block b takes
+// units b, b + gridDim.x, ... of (group of rows, tile of Cfg::TOKENS tokens), token tiles of a group
+// adjacent, each over all of K; a consumer warp owns its rows' sums and writes them from its
+// accumulators (no reduction, no split of K).
+//
 // `quant_gemm_tiled` (template tiled, M from 64): block (x, y) computes the BM x BN tile of D at tokens
 // y * BM, columns x * BN with WARPS_M x WARPS_N warps, over K in steps of BK through STAGES
 // shared-memory buffers of A (BM x BK bfloat16, the 16-byte chunks of odd rows swapped by halves of a
@@ -34,6 +45,7 @@
 // of codes a weight row (two k16 steps, decoded in registers by fp4.cuh) and 16 bytes a token row.
 #include "tunebox/fp4.cuh"
 #include "tunebox/async_copy.cuh"
+#include "tunebox/bulk.cuh"
 #include "tunebox/mma.cuh"
 #include "tunebox/split_sums.cuh"
 
@@ -103,6 +115,84 @@ struct Span {
   u32 codes[MT][2][4];
   u32 scale[MT][2];
 };
+
+// Eight activations of a token row at element k (AV-byte loads; element by element with zeros past K
+// on the tail).
+template <int AV>
+__device__ __forceinline__ void token_words(const u16* __restrict__ token, i64 k, i64 K, bool tail, u32 (&r)[4]) {
+  if (!tail) {
+    load16<AV>(token + k, r);
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e)
+    r[e] = (k + 2 * e < K ? (u32)__ldg(token + k + 2 * e) : 0u) |
+           (k + 2 * e + 1 < K ? (u32)__ldg(token + k + 2 * e + 1) : 0u) << 16;
+}
+
+// Adds a thread's share of one span to the warp's sums: the codes and scales of its rows in s (weight
+// rows as the mma's A operand, MT tiles of 16), the activations of the NT token tiles from `tokens`
+// (row g of each tile) at elements k .. k + 31 of K (the thread's share: k = 128 span + 32 t).
+template <class Cfg, int MT, int NT>
+__device__ __forceinline__ void span_products(float (&acc)[MT][NT][4], const Span<MT>& s,
+                                              const u16* const (&tokens)[NT], i64 k, i64 K, bool tail) {
+  constexpr bool NV = Cfg::NVFP4;
+  bool big = false;  // some block of the warp takes the second factor (mxfp4 scales from 2^2)
+  if constexpr (!NV) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) big |= fp4::e8m0_big(s.scale[i][r]);
+    big = __any_sync(0xFFFFFFFFu, big);
+  }
+  u32 f1[MT][2][2], f2[MT][2][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int r = 0; r < 2; ++r)
+#pragma unroll
+      for (int b = 0; b < (NV ? 2 : 1); ++b)
+        block_factors<NV>(s.scale[i][r] >> (8 * b) & 0xFFu, f1[i][r][b], f2[i][r][b]);
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    u32 wt[MT][2][4];
+    const int b = NV ? w / 2 : 0;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) fp4::decode_word(s.codes[i][r][w], f1[i][r][b], wt[i][r]);
+    if (big) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int r = 0; r < 2; ++r) fp4::rescale_word(wt[i][r], f2[i][r][b]);
+    }
+#pragma unroll
+    for (int j = 0; j < NT; ++j) {
+      u32 raw[4], act[4];
+      token_words<Cfg::AV>(tokens[j], k + w * 8, K, tail, raw);
+      fp4::pair_with_fours(raw, act);
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const u32 bfrag[2] = {act[2 * h], act[2 * h + 1]};
+#pragma unroll
+        for (int i = 0; i < MT; ++i) {
+          const u32 afrag[4] = {wt[i][0][2 * h], wt[i][1][2 * h], wt[i][0][2 * h + 1], wt[i][1][2 * h + 1]};
+          mma_bf16(acc[i][j], afrag, bfrag);
+        }
+      }
+    }
+  }
+}
+
+// One output of the small-M templates: D[m, n] = total (nvfp4: times 2^7 and the tensor scale),
+// rounded to bfloat16, only inside M x N.
+template <bool NV>
+__device__ __forceinline__ void store_output(u16* __restrict__ D, i64 M, i64 N, i64 m, i64 n, float total,
+                                             float tscale) {
+  if constexpr (NV) total = total * fp4::NV_UNDO * tscale;
+  if (m < M && n < N) D[m * N + n] = (u16)fp4::bf16_out(total);
+}
 
 }  // namespace
 
@@ -174,70 +264,6 @@ __device__ __forceinline__ void decode_body(const u16* __restrict__ A, const u8*
                            : (valid > 0 ? (u32)__ldg(sc) : 0u);
       }
   };
-  // Eight activations of token tile j at element k of the span's thread share (zeros past K on the tail).
-  auto load_acts = [&](int j, i64 k, bool tail, u32 (&r)[4]) {
-    if (!tail) {
-      load16<Cfg::AV>(tokens[j] + k, r);
-      return;
-    }
-#pragma unroll
-    for (int e = 0; e < 4; ++e)
-      r[e] = (k + 2 * e < K ? (u32)__ldg(tokens[j] + k + 2 * e) : 0u) |
-             (k + 2 * e + 1 < K ? (u32)__ldg(tokens[j] + k + 2 * e + 1) : 0u) << 16;
-  };
-  // big: some block of the warp takes the second factor (mxfp4 scales from 2^2), warp-uniform.
-  auto compute = [&](const Span<MT>& s, i64 span, bool tail, bool big) {
-    u32 f1[MT][2][2], f2[MT][2][2];
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int r = 0; r < 2; ++r)
-#pragma unroll
-        for (int b = 0; b < (NV ? 2 : 1); ++b)
-          block_factors<NV>(s.scale[i][r] >> (8 * b) & 0xFFu, f1[i][r][b], f2[i][r][b]);
-#pragma unroll
-    for (int w = 0; w < 4; ++w) {
-      u32 wt[MT][2][4];
-      const int b = NV ? w / 2 : 0;
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) fp4::decode_word(s.codes[i][r][w], f1[i][r][b], wt[i][r]);
-      if (big) {
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
-#pragma unroll
-          for (int r = 0; r < 2; ++r) fp4::rescale_word(wt[i][r], f2[i][r][b]);
-      }
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        u32 raw[4], act[4];
-        load_acts(j, span * 128 + t * 32 + w * 8, tail, raw);
-        fp4::pair_with_fours(raw, act);
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const u32 bfrag[2] = {act[2 * h], act[2 * h + 1]};
-#pragma unroll
-          for (int i = 0; i < MT; ++i) {
-            const u32 afrag[4] = {wt[i][0][2 * h], wt[i][1][2 * h], wt[i][0][2 * h + 1], wt[i][1][2 * h + 1]};
-            mma_bf16(acc[i][j], afrag, bfrag);
-          }
-        }
-      }
-    }
-  };
-  auto run = [&](const Span<MT>& s, i64 span, bool tail) {
-    bool big = false;
-    if constexpr (!NV) {
-#pragma unroll
-      for (int i = 0; i < MT; ++i)
-#pragma unroll
-        for (int r = 0; r < 2; ++r) big |= fp4::e8m0_big(s.scale[i][r]);
-      big = __any_sync(0xFFFFFFFFu, big);
-    }
-    compute(s, span, tail, big);
-  };
-
   Span<MT> ring[UNROLL];
 #pragma unroll
   for (int u = 0; u < UNROLL; ++u)
@@ -246,23 +272,20 @@ __device__ __forceinline__ void decode_body(const u16* __restrict__ A, const u8*
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       if (i + u < count) {
-        run(ring[u], first + (i + u) * WK, false);
+        span_products<Cfg>(acc, ring[u], tokens, (first + (i + u) * WK) * 128 + t * 32, K, false);
         if (i + u + UNROLL < count) load_span(ring[u], first + (i + u + UNROLL) * WK);
       }
     }
   }
   if (tail_owner) {
     load_tail(ring[0], full);
-    run(ring[0], full, true);
+    span_products<Cfg>(acc, ring[0], tokens, full * 128 + t * 32, K, true);
   }
 
   // The warps' sums (sums[kw][token][row]) added in warp order, then over the cluster in rank order.
   store_fragment_sums<MT, NT, PITCH>(sums + kw * SUMS, acc, wn * RW);
   add_split_sums<WK, TOK, ROWS_CTA, PITCH, SPLITS, THREADS, 1>(sums, [&](int token, int r, const float (&v)[1]) {
-    float total = v[0];
-    if constexpr (NV) total = total * fp4::NV_UNDO * tscale;
-    const i64 m = m0 + token, n = n0 + r;
-    if (m < M && n < N) D[m * N + n] = (u16)fp4::bf16_out(total);
+    store_output<NV>(D, M, N, m0 + token, n0 + r, v[0], tscale);
   });
 }
 
@@ -272,6 +295,103 @@ __global__ void __cluster_dims__(1, Cfg::SPLITS, 1) __launch_bounds__(Cfg::WARPS
   float tscale = 1.f;
   if constexpr (Cfg::NVFP4) tscale = *a.tensor_scale;
   decode_body<Cfg>(a.a, a.values, a.scales, tscale, a.d, a.M, a.N, a.K, a.kb, a.nb);
+}
+
+// The dynamic shared memory holds STAGES stages of the block's ROWS_CTA rows (each CHUNK + 64 bytes of
+// codes, then CHUNK * 2 / BLOCK + 16 bytes of scales: rows padded so that two rows' 64-byte reads of a
+// span take disjoint banks), then the 2 x STAGES mbarriers (Cfg::SHARED_BYTES).
+template <class Cfg>
+__device__ __forceinline__ void stream_body(const u16* __restrict__ A, const u8* __restrict__ V,
+                                            const u8* __restrict__ S, float tscale, u16* __restrict__ D, i64 M,
+                                            i64 N, i64 K, i64 kb, i64 nb) {
+  constexpr int RW = Cfg::ROWS, MT = RW / 16, CW = Cfg::WARPS, TOK = Cfg::TOKENS, NT = TOK / 8;
+  constexpr int STAGES = Cfg::STAGES, CHUNK = Cfg::CHUNK, SCALES = CHUNK * 2 / Cfg::BLOCK, ROWS_CTA = RW * CW;
+  constexpr int CODE_PITCH = CHUNK + 64, SCALE_PITCH = SCALES + 16, STAGE = ROWS_CTA * (CODE_PITCH + SCALE_PITCH);
+  constexpr bool NV = Cfg::NVFP4;
+  static_assert(CHUNK % 256 == 0 && SCALES % 16 == 0, "chunks of whole spans and 16-byte scale copies");
+  static_assert(STAGES * STAGE + 2 * STAGES * 8 <= Cfg::SHARED_BYTES, "the ring fits in the dynamic shared memory");
+  extern __shared__ __align__(16) u8 smem[];
+  u64* full = reinterpret_cast<u64*>(smem + STAGES * STAGE);  // stage s loaded
+  u64* empty = full + STAGES;                                  // stage s released by every consumer warp
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const i64 chunks = (kb + CHUNK - 1) / CHUNK, tiles = (M + TOK - 1) / TOK;
+  const i64 units = (N + ROWS_CTA - 1) / ROWS_CTA * tiles;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) mbarrier_init(&full[s], 1), mbarrier_init(&empty[s], CW);
+  }
+  __syncthreads();
+
+  if (warp == CW) {  // the producer: chunk c of every unit, in order, through the ring
+    i64 i = 0;
+    for (i64 unit = blockIdx.x; unit < units; unit += gridDim.x) {
+      const i64 n0 = unit / tiles * ROWS_CTA;
+      for (i64 c = 0; c < chunks; ++c, ++i) {
+        const int s = (int)(i % STAGES);
+        if (i >= STAGES) mbarrier_wait(&empty[s], (u32)(i / STAGES - 1) & 1u);
+        const i64 at = c * CHUNK;
+        const u32 bytes = (u32)min((i64)CHUNK, kb - at), scales = bytes * 2 / Cfg::BLOCK;
+        if (lane == 0) mbarrier_expect_tx(&full[s], ROWS_CTA * (bytes + scales));
+        __syncwarp();
+        u8* stage = smem + s * STAGE;
+        for (int r = lane; r < ROWS_CTA; r += 32) {
+          const i64 row = min(N - 1, n0 + r);  // rows past N: copies of the last, never stored
+          bulk_load(stage + r * CODE_PITCH, V + row * kb + at, bytes, &full[s]);
+          bulk_load(stage + ROWS_CTA * CODE_PITCH + r * SCALE_PITCH, S + row * nb + at * 2 / Cfg::BLOCK, scales,
+                    &full[s]);
+        }
+      }
+    }
+    return;
+  }
+
+  i64 i = 0;
+  for (i64 unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const i64 n0 = unit / tiles * ROWS_CTA + warp * RW, m0 = unit % tiles * TOK;
+    const u16* tokens[NT];
+#pragma unroll
+    for (int j = 0; j < NT; ++j) tokens[j] = A + min(M - 1, m0 + j * 8 + g) * K;
+    float acc[MT][NT][4];
+    zero_fragments(acc);
+    for (i64 c = 0; c < chunks; ++c, ++i) {
+      const int s = (int)(i % STAGES);
+      mbarrier_wait(&full[s], (u32)(i / STAGES) & 1u);
+      const u8* codes = smem + s * STAGE + warp * RW * CODE_PITCH;
+      const u8* scales = smem + s * STAGE + ROWS_CTA * CODE_PITCH + warp * RW * SCALE_PITCH;
+      const int spans = (int)(min((i64)CHUNK, kb - c * CHUNK) / 64);
+      for (int sp = 0; sp < spans; ++sp) {
+        Span<MT> span;
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int row = m * 16 + g + 8 * r;
+            const uint4 v = *reinterpret_cast<const uint4*>(codes + row * CODE_PITCH + sp * 64 + t * 16);
+            span.codes[m][r][0] = v.x, span.codes[m][r][1] = v.y, span.codes[m][r][2] = v.z, span.codes[m][r][3] = v.w;
+            const u8* sc = scales + row * SCALE_PITCH + (NV ? sp * 8 + 2 * t : sp * 4 + t);
+            span.scale[m][r] = NV ? (u32)sc[0] | (u32)sc[1] << 8 : (u32)sc[0];
+          }
+        span_products<Cfg>(acc, span, tokens, c * CHUNK * 2 + sp * 128 + t * 32, K, false);
+      }
+      __syncwarp();
+      if (lane == 0) mbarrier_arrive(&empty[s]);
+    }
+    // The accumulators: rows g and g + 8 of each tile, tokens 2t and 2t + 1 of each token tile.
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e)
+          store_output<NV>(D, M, N, m0 + j * 8 + 2 * t + e % 2, n0 + m * 16 + g + 8 * (e / 2), acc[m][j][e], tscale);
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__((Cfg::WARPS + 1) * 32, Cfg::PER_SM) quant_gemm_stream(const __grid_constant__ typename Cfg::Args a) {
+  float tscale = 1.f;
+  if constexpr (Cfg::NVFP4) tscale = *a.tensor_scale;
+  stream_body<Cfg>(a.a, a.values, a.scales, tscale, a.d, a.M, a.N, a.K, a.kb, a.nb);
 }
 
 // The dynamic shared memory holds STAGES stages of the A, codes and scales tiles (Cfg::SHARED_BYTES).

@@ -1,10 +1,11 @@
 """quant_gemm on the GPU, verified by the worker against the reference within the family's tolerance
-(NaN and infinity only bit for bit): every template at M = 1, 3, 16, 64, 256 on odd shapes (odd N, K
-not a multiple of the block nor of 128, K below one span) in both formats, at its default and a seeded
-seeded variant, every structural value of each template's parameters once on one odd shape, on inputs
-with planted NaN, zero, subnormal, infinite and large (two-factor) scale blocks; the sweep's shapes at
-the family default; a sabotaged cluster reduction is caught; the torch baselines match the reference
-and are timed."""
+(NaN and infinity only bit for bit): every template at M = 1, 3, 16, 64, 256 on odd shapes (odd N; for
+decode and tiled K not a multiple of the block nor of 128, K below one span; for stream, which takes K
+in whole pieces of 512, one chunk, several and a partial last one) in both formats, at its default and
+a seeded variant, every structural value of each template's parameters once on one odd shape, on
+inputs with planted NaN, zero, subnormal, infinite and large (two-factor) scale blocks; the sweep's
+shapes at the family default and at stream's; sabotaged reductions and stream's scale mapping are
+caught; the torch baselines match the reference and are timed."""
 
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ pytestmark = pytest.mark.gpu
 QG = get("quant_gemm")
 TOKENS = [1, 3, 16, 64, 256]
 SHAPES = [(4099, 4111), (33, 300), (7, 100)]  # (N, K): odd N; K % 32, K % 128 != 0; K below one span
+STREAM_SHAPES = [(4099, 2560), (33, 512), (7, 1024)]  # odd N, fewer rows than a warp's; K of 1 to 5 chunks
+STRUCTURAL_SHAPES = {"decode": (4099, 4111), "tiled": (4099, 4111), "stream": (4099, 2560)}
+STRUCTURAL_KEYS = {
+    "decode": ("splits", "warps_k", "unroll", "rows", "tokens"),
+    "tiled": ("stages", "BK", "BM", "warps_m", "warps_n"),
+    "stream": ("rows", "warps", "tokens", "chunk", "stages", "blocks_per_sm"),
+}
 TIMEOUT_S = 300
 
 
@@ -40,9 +48,12 @@ def spread(p, template: str, keys: tuple[str, ...] = ()):
     return list({c.items: c for c in first + list(chosen.values())}.values())
 
 
-@pytest.mark.parametrize("template", ["decode", "tiled"])
+@pytest.mark.parametrize(
+    ("template", "shape"),
+    [(t, s) for t in ("decode", "tiled") for s in SHAPES] + [("stream", s) for s in STREAM_SHAPES],
+    ids=str,
+)
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
-@pytest.mark.parametrize("shape", SHAPES, ids=str)
 @pytest.mark.parametrize("m", TOKENS)
 def test_every_template_on_odd_shapes_and_edge_scales(runner, builder, m, shape, fmt, template):
     n, k = shape
@@ -53,18 +64,14 @@ def test_every_template_on_odd_shapes_and_edge_scales(runner, builder, m, shape,
         assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
 
 
-@pytest.mark.parametrize("template", ["decode", "tiled"])
+@pytest.mark.parametrize("template", list(STRUCTURAL_KEYS))
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
 @pytest.mark.parametrize("m", [3, 64])
 def test_every_structural_value(runner, builder, m, fmt, template):
-    """Every splits, warps_k, unroll, rows and tokens of decode; every stages, BK, BM and warps of tiled."""
-    p = problem(M=m, N=4099, K=4111, format=fmt, inputs="edges")
-    keys = (
-        ("splits", "warps_k", "unroll", "rows", "tokens")
-        if template == "decode"
-        else ("stages", "BK", "BM", "warps_m", "warps_n")
-    )
-    for config in spread(p, template, keys):
+    """Every value of each template's structural parameters (``STRUCTURAL_KEYS``) once."""
+    n, k = STRUCTURAL_SHAPES[template]
+    p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
+    for config in spread(p, template, STRUCTURAL_KEYS[template]):
         outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
         assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
 
@@ -72,13 +79,16 @@ def test_every_structural_value(runner, builder, m, fmt, template):
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
 @pytest.mark.parametrize("m", TOKENS)
 def test_the_sweep_shapes_at_the_default(runner, builder, m, fmt):
+    """The family default, and stream's where it has one."""
     for n, k in ((4096, 4096), (14336, 4096), (4096, 14336)):
         p = problem(M=m, N=n, K=k, format=fmt)
-        outcome = evaluate(runner, builder, QG, p, QG.default_config(p), timeout_s=TIMEOUT_S)
-        assert outcome.status is Status.OK, (p.key(), outcome.message)
+        stream = QG.templates["stream"].default(p)
+        for config in [QG.default_config(p)] + ([QG.template_config("stream", stream)] if stream else []):
+            outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
+            assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
 
 
-def test_sabotaged_reductions_are_caught(runner, builder):
+def test_sabotaged_sums_and_scales_are_caught(runner, builder):
     p = problem(M=3, N=4099, K=4111, format="mxfp4")
     cluster = QG.config(
         {"template": "decode", "rows": 16, "warps": 4, "warps_k": 2, "tokens": 8, "unroll": 2, "splits": 4}
@@ -91,6 +101,11 @@ def test_sabotaged_reductions_are_caught(runner, builder):
     tail = QG.config({**dict(cluster.items), "splits": 1, "warps_k": 1})
     scale = (": (valid > 0 ? (u32)__ldg(sc) : 0u);", ": 0u;")  # the partial span's mxfp4 scale dropped
     assert_sabotage_caught(runner, builder, QG, p, tail, *scale, expect="elements wrong")
+    streamed = problem(M=3, N=4099, K=2560, format="mxfp4")
+    stream = QG.template_config("stream", QG.templates["stream"].default(streamed))
+    # every mxfp4 block of a span takes the first block's scale
+    mapping = ("(NV ? sp * 8 + 2 * t : sp * 4 + t)", "(NV ? sp * 8 + 2 * t : sp * 4)")
+    assert_sabotage_caught(runner, builder, QG, streamed, stream, *mapping, expect="elements wrong")
 
 
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])

@@ -13,17 +13,20 @@ edges: planted NaN, zero, subnormal, infinite and large scale blocks). Buffers: 
 dequantize-then-matmul.
 
 Templates (``kernels/quant_gemm/quant_gemm.cu``, the decoding in ``kernels/include/tunebox/fp4.cuh``):
-``decode`` (small M: weights as the mma's A operand, split K over a thread-block cluster) and
-``tiled`` (M from 64: a cp.async pipeline of A and packed W tiles, W decoded from shared memory).
+``decode`` (small M: weights as the mma's A operand, split K over a thread-block cluster), ``stream``
+(small M, K in whole 16-byte pieces: the same arithmetic, the weights streamed into shared memory by
+the TMA unit, persistent blocks) and ``tiled`` (M from 64: a cp.async pipeline of A and packed W tiles,
+W decoded from shared memory).
 """
 
 from ..contract import Family
 from .decode import DecodeConfig, DecodeTemplate
 from .operation import QuantGemmOperation
 from .problem import QuantGemmProblem
+from .stream import StreamConfig, StreamTemplate
 from .tiled import TiledConfig, TiledTemplate
 
-FAMILY = Family(QuantGemmOperation(), (DecodeTemplate(), TiledTemplate()))
+FAMILY = Family(QuantGemmOperation(), (DecodeTemplate(), StreamTemplate(), TiledTemplate()))
 
 __all__ = [
     "FAMILY",
@@ -31,6 +34,8 @@ __all__ = [
     "DecodeTemplate",
     "QuantGemmOperation",
     "QuantGemmProblem",
+    "StreamConfig",
+    "StreamTemplate",
     "TiledConfig",
     "TiledTemplate",
 ]

@@ -12,11 +12,10 @@ from ...limits import MAX_GRID_X, MAX_GRID_Y
 from ...rules import Rules
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .common import KERNEL, kernel_args, problem_members
+from .common import KERNEL, SM_COUNT, kernel_args, problem_members
 from .problem import QuantGemmProblem
 
 SPAN = 128  # elements of K a warp takes at a time (32 a thread)
-SM_COUNT = 132  # the H200's: the default fills it twice over
 
 
 @dataclass(frozen=True)
