@@ -31,6 +31,7 @@
 // conflicts) and stores each with one TMA store, which clips at D's edges; otherwise bounded direct
 // stores from registers. The dynamic shared memory holds the ring, the epilogue buffers and the
 // barriers, from a 1024-byte aligned base (Cfg::SHARED_BYTES covers them plus the alignment).
+#include "tunebox/barriers.cuh"
 #include "tunebox/mma.cuh"
 #include "tunebox/tma.cuh"
 
@@ -45,24 +46,6 @@ constexpr int EPI_BYTES = EPI_ROWS * 128;  // an epilogue chunk: 64 rows of one 
 constexpr int EPI_BUFFERS = 2;      // epilogue chunk buffers per consumer
 constexpr int EPI_BARRIER = 1;      // named barrier of consumer c's epilogue: EPI_BARRIER + c
 constexpr int ORDER_BARRIER = 3;    // pingpong: consumer c waits for its mainloop turn on ORDER_BARRIER + c
-
-__device__ __forceinline__ void barrier_sync(int id, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
-}
-// A named barrier that also ORs a predicate over its threads: whether any thread passed `value` != 0.
-__device__ __forceinline__ bool barrier_any(int id, int threads, u32 value) {
-  u32 any;
-  asm volatile(
-      "{\n .reg .pred p, q;\n setp.ne.u32 p, %1, 0;\n barrier.cta.red.or.pred q, %2, %3, p;\n"
-      " selp.u32 %0, 1, 0, q;\n}"
-      : "=r"(any)
-      : "r"(value), "r"(id), "r"(threads)
-      : "memory");
-  return any != 0;
-}
 
 // The K steps of work unit `unit`'s split: [first, first + count) of `k_steps`.
 template <int SPLITS>

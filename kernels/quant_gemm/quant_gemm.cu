@@ -27,13 +27,15 @@
 // `quant_gemm_stream` (template stream, small M, K a multiple of 512 for mxfp4 or 256 for nvfp4):
 // the decode template's arithmetic (a thread's share of a span of 128, the same mma operands), with the
 // weights streamed into shared memory by the TMA unit instead of loaded by each thread. A block holds
-// Cfg::WARPS consumer warps of Cfg::ROWS weight rows each (the block's group of rows) and one producer
-// warp. The producer copies, row by row (cp.async.bulk), chunks of Cfg::CHUNK bytes of codes with their
-// scales into a ring of Cfg::STAGES stages, each completing on its own mbarrier, and refills a stage
-// once every consumer warp has released it (a second mbarrier). Blocks are persistent: block b takes
+// Cfg::WARPS consumer warps and one producer warp. The producer copies, row by row (cp.async.bulk),
+// chunks of Cfg::CHUNK bytes of codes with their scales into a ring of Cfg::STAGES stages, each
+// completing on its own mbarrier, and refills a stage once every consumer warp has released it (a
+// second mbarrier). Blocks are persistent: block b takes
 // units b, b + gridDim.x, ... of (group of rows, tile of Cfg::TOKENS tokens), token tiles of a group
-// adjacent, each over all of K; a consumer warp owns its rows' sums and writes them from its
-// accumulators (no reduction, no split of K).
+// adjacent, each over all of K. Consumer warps split a group's rows (WARPS / WARPS_K warps of ROWS
+// rows) and the spans of each chunk (WARPS_K warps, every WARPS_K-th span); the WARPS_K partial sums
+// of a row add in shared memory in warp order (deterministic), or, WARPS_K = 1, go out from the
+// accumulators.
 //
 // `quant_gemm_tiled` (template tiled, M from 64): block (x, y) computes the BM x BN tile of D at tokens
 // y * BM, columns x * BN with WARPS_M x WARPS_N warps, over K in steps of BK through STAGES
@@ -45,6 +47,7 @@
 // of codes a weight row (two k16 steps, decoded in registers by fp4.cuh) and 16 bytes a token row.
 #include "tunebox/fp4.cuh"
 #include "tunebox/async_copy.cuh"
+#include "tunebox/barriers.cuh"
 #include "tunebox/bulk.cuh"
 #include "tunebox/mma.cuh"
 #include "tunebox/split_sums.cuh"
@@ -299,20 +302,24 @@ __global__ void __cluster_dims__(1, Cfg::SPLITS, 1) __launch_bounds__(Cfg::WARPS
 
 // The dynamic shared memory holds STAGES stages of the block's ROWS_CTA rows (each CHUNK + 64 bytes of
 // codes, then CHUNK * 2 / BLOCK + 16 bytes of scales: rows padded so that two rows' 64-byte reads of a
-// span take disjoint banks), then the 2 x STAGES mbarriers (Cfg::SHARED_BYTES).
+// span take disjoint banks), then, WARPS_K > 1, two buffers of the consumer warps' float32 sums
+// (WARPS_K x TOKENS x (ROWS_CTA + 4) each), then the 2 x STAGES mbarriers (Cfg::SHARED_BYTES).
 template <class Cfg>
 __device__ __forceinline__ void stream_body(const u16* __restrict__ A, const u8* __restrict__ V,
                                             const u8* __restrict__ S, float tscale, u16* __restrict__ D, i64 M,
                                             i64 N, i64 K, i64 kb, i64 nb) {
-  constexpr int RW = Cfg::ROWS, MT = RW / 16, CW = Cfg::WARPS, TOK = Cfg::TOKENS, NT = TOK / 8;
-  constexpr int STAGES = Cfg::STAGES, CHUNK = Cfg::CHUNK, SCALES = CHUNK * 2 / Cfg::BLOCK, ROWS_CTA = RW * CW;
+  constexpr int RW = Cfg::ROWS, MT = RW / 16, CW = Cfg::WARPS, WK = Cfg::WARPS_K, WN = CW / WK;
+  constexpr int TOK = Cfg::TOKENS, NT = TOK / 8, STAGES = Cfg::STAGES, CHUNK = Cfg::CHUNK;
+  constexpr int SCALES = CHUNK * 2 / Cfg::BLOCK, ROWS_CTA = RW * WN, CONSUMERS = CW * 32;
   constexpr int CODE_PITCH = CHUNK + 64, SCALE_PITCH = SCALES + 16, STAGE = ROWS_CTA * (CODE_PITCH + SCALE_PITCH);
+  constexpr int PITCH = ROWS_CTA + 4, SUMS = TOK * PITCH, SUMS_BYTES = WK > 1 ? 2 * WK * SUMS * 4 : 0;
   constexpr bool NV = Cfg::NVFP4;
-  static_assert(CHUNK % 256 == 0 && SCALES % 16 == 0, "chunks of whole spans and 16-byte scale copies");
-  static_assert(STAGES * STAGE + 2 * STAGES * 8 <= Cfg::SHARED_BYTES, "the ring fits in the dynamic shared memory");
+  static_assert(CW % WK == 0 && CHUNK % 256 == 0 && SCALES % 16 == 0, "whole warps along N, spans, scale copies");
+  static_assert(STAGES * STAGE + SUMS_BYTES + 2 * STAGES * 8 <= Cfg::SHARED_BYTES, "it fits the shared memory");
   extern __shared__ __align__(16) u8 smem[];
-  u64* full = reinterpret_cast<u64*>(smem + STAGES * STAGE);  // stage s loaded
-  u64* empty = full + STAGES;                                  // stage s released by every consumer warp
+  float* sums = reinterpret_cast<float*>(smem + STAGES * STAGE);
+  u64* full = reinterpret_cast<u64*>(smem + STAGES * STAGE + SUMS_BYTES);  // stage s loaded
+  u64* empty = full + STAGES;                                              // stage s released by the consumers
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const i64 chunks = (kb + CHUNK - 1) / CHUNK, tiles = (M + TOK - 1) / TOK;
@@ -345,9 +352,12 @@ __device__ __forceinline__ void stream_body(const u16* __restrict__ A, const u8*
     return;
   }
 
+  // Consumer warp (wn, kw): rows wn * RW .. of the block's group, spans kw, kw + WK, ... of each chunk.
+  const int wn = warp % WN, kw = warp / WN;
   i64 i = 0;
-  for (i64 unit = blockIdx.x; unit < units; unit += gridDim.x) {
-    const i64 n0 = unit / tiles * ROWS_CTA + warp * RW, m0 = unit % tiles * TOK;
+  int done = 0;  // units finished: their parity picks the sums buffer
+  for (i64 unit = blockIdx.x; unit < units; unit += gridDim.x, ++done) {
+    const i64 n0 = unit / tiles * ROWS_CTA, m0 = unit % tiles * TOK;
     const u16* tokens[NT];
 #pragma unroll
     for (int j = 0; j < NT; ++j) tokens[j] = A + min(M - 1, m0 + j * 8 + g) * K;
@@ -356,10 +366,10 @@ __device__ __forceinline__ void stream_body(const u16* __restrict__ A, const u8*
     for (i64 c = 0; c < chunks; ++c, ++i) {
       const int s = (int)(i % STAGES);
       mbarrier_wait(&full[s], (u32)(i / STAGES) & 1u);
-      const u8* codes = smem + s * STAGE + warp * RW * CODE_PITCH;
-      const u8* scales = smem + s * STAGE + ROWS_CTA * CODE_PITCH + warp * RW * SCALE_PITCH;
+      const u8* codes = smem + s * STAGE + wn * RW * CODE_PITCH;
+      const u8* scales = smem + s * STAGE + ROWS_CTA * CODE_PITCH + wn * RW * SCALE_PITCH;
       const int spans = (int)(min((i64)CHUNK, kb - c * CHUNK) / 64);
-      for (int sp = 0; sp < spans; ++sp) {
+      for (int sp = kw; sp < spans; sp += WK) {
         Span<MT> span;
 #pragma unroll
         for (int m = 0; m < MT; ++m)
@@ -376,14 +386,27 @@ __device__ __forceinline__ void stream_body(const u16* __restrict__ A, const u8*
       __syncwarp();
       if (lane == 0) mbarrier_arrive(&empty[s]);
     }
-    // The accumulators: rows g and g + 8 of each tile, tokens 2t and 2t + 1 of each token tile.
+    if constexpr (WK == 1) {  // the warp's sums are the totals: rows g, g + 8 of a tile, tokens 2t, 2t + 1
 #pragma unroll
-    for (int m = 0; m < MT; ++m)
+      for (int m = 0; m < MT; ++m)
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+        for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          store_output<NV>(D, M, N, m0 + j * 8 + 2 * t + e % 2, n0 + m * 16 + g + 8 * (e / 2), acc[m][j][e], tscale);
+          for (int e = 0; e < 4; ++e)
+            store_output<NV>(D, M, N, m0 + j * 8 + 2 * t + e % 2, n0 + wn * RW + m * 16 + g + 8 * (e / 2), acc[m][j][e],
+                             tscale);
+    } else {  // the WK warps of each row group add their sums in kw order (buffers alternate by unit)
+      float* buffer = sums + (done & 1) * WK * SUMS;
+      store_fragment_sums<MT, NT, PITCH>(buffer + kw * SUMS, acc, wn * RW);
+      barrier_sync(1, CONSUMERS);
+      for (int e = threadIdx.x; e < TOK * ROWS_CTA; e += CONSUMERS) {
+        const int at = e / ROWS_CTA * PITCH + e % ROWS_CTA;
+        float total = buffer[at];
+#pragma unroll
+        for (int w = 1; w < WK; ++w) total += buffer[w * SUMS + at];
+        store_output<NV>(D, M, N, m0 + e / ROWS_CTA, n0 + e % ROWS_CTA, total, tscale);
+      }
+    }
   }
 }
 

@@ -151,7 +151,7 @@ def decode(**fields):
 
 
 def stream(**fields):
-    base = {"rows": 16, "warps": 4, "tokens": 8, "chunk": 512, "stages": 4, "blocks_per_sm": 1}
+    base = {"rows": 16, "warps": 4, "warps_k": 1, "tokens": 8, "chunk": 512, "stages": 4, "blocks_per_sm": 1}
     return F.template_config("stream", StreamConfig(**{**base, **fields}))
 
 
@@ -181,7 +181,9 @@ SMALL = problem(M=1, N=4096, K=4096)
         (problem(M=9, N=4096, K=4096), stream(tokens=16), stream(tokens=32), "whole token tiles would idle"),
         (problem(M=1, N=40, K=4096), stream(warps=2), stream(warps=4), "whole warps would idle"),
         (problem(M=1, N=4096, K=512), stream(chunk=256), stream(chunk=512), "stages would be padding"),
-        (SMALL, stream(), stream(rows=32, warps=8, chunk=1024, stages=8), "shared memory"),
+        (SMALL, stream(), stream(rows=32, warps=16, chunk=1024, stages=6), "shared memory"),
+        (SMALL, stream(warps=8, warps_k=4), stream(warps=4, warps_k=8), "does not divide warps"),
+        (SMALL, stream(warps=8, warps_k=4, chunk=256), stream(warps=8, warps_k=8, chunk=256), "spans of 128 in"),
         (SMALL, stream(blocks_per_sm=1), stream(blocks_per_sm=4), "exceed an SM's"),
         (BIG, tiled(), tiled(BM=32, warps_m=4), "whole 16 x 8 MMA tiles"),
         (BIG, tiled(BM=128, BN=128, warps_m=2, warps_n=2), tiled(BM=256, BN=128, warps_m=2, warps_n=2), "accumulators"),

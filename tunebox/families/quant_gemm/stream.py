@@ -22,7 +22,8 @@ SM_THREADS = 2048
 @dataclass(frozen=True)
 class StreamConfig(TemplateConfig):
     rows: int = choice(16, 32, doc="rows of W (output columns) per consumer warp: one or two m16 tiles")
-    warps: int = choice(1, 2, 4, 8, doc="consumer warps per block (plus one producer warp)")
+    warps: int = choice(2, 4, 8, 16, doc="consumer warps per block (plus one producer warp)")
+    warps_k: int = choice(1, 2, 4, 8, doc="consumer warps of a row group splitting each chunk's spans")
     tokens: int = choice(8, 16, 32, 64, doc="tokens per unit (n8 tiles of 8)")
     chunk: int = choice(256, 512, 1024, doc="bytes of codes a row per ring stage (2 x chunk elements of K)")
     stages: int = choice(2, 3, 4, 6, 8, doc="ring stages: chunks in flight per block")
@@ -35,16 +36,23 @@ def whole_pieces(p: QuantGemmProblem) -> int:
     return 16 * p.fmt.block
 
 
+def warps_n(config: StreamConfig) -> int:
+    """Consumer warps along N (each a different group of ``rows`` rows)."""
+    return max(1, config.warps // config.warps_k)
+
+
 def block_rows(config: StreamConfig) -> int:
-    return config.rows * config.warps
+    return config.rows * warps_n(config)
 
 
 def shared_bytes(p: QuantGemmProblem, config: StreamConfig) -> int:
     """The ring: stages x the block's rows x (chunk + 64 bytes of codes, chunk x 2 / block + 16 of
-    scales), then two mbarriers a stage."""
+    scales); with warps_k > 1 two buffers of warps_k x tokens x (block rows + 4) float32 sums; two
+    mbarriers a stage."""
     c = config
     row = c.chunk + 64 + c.chunk * 2 // p.fmt.block + 16
-    return c.stages * block_rows(c) * row + 2 * c.stages * 8
+    sums = 2 * c.warps_k * c.tokens * (block_rows(c) + 4) * 4 if c.warps_k > 1 else 0
+    return c.stages * block_rows(c) * row + sums + 2 * c.stages * 8
 
 
 def units(p: QuantGemmProblem, config: StreamConfig) -> int:
@@ -58,12 +66,15 @@ def _power_ceiling(n: int) -> int:
 
 class StreamTemplate(KernelTemplate[QuantGemmProblem, StreamConfig]):
     """At most 132 x blocks_per_sm persistent blocks of warps + 1 warps; block b computes units b,
-    b + grid, ... (a unit: D's columns of one group of rows x its tokens of one tile)."""
+    b + grid, ... (a unit: D's columns of one group of rows x its tokens of one tile), its consumer
+    warps warps / warps_k groups of rows x warps_k ranges of spans."""
 
     name = "stream"
     config_type = StreamConfig
     rule_names = (
         "k_in_whole_pieces",
+        "warps_k_divides_warps",
+        "warps_k_within_chunk",
         "tokens_within_m",
         "warps_along_n_busy",
         "chunk_within_row",
@@ -73,13 +84,15 @@ class StreamTemplate(KernelTemplate[QuantGemmProblem, StreamConfig]):
     kernel = KERNEL
 
     def default(self, problem: QuantGemmProblem) -> StreamConfig | None:
-        """None past M = 64 or where K is not in whole pieces; else 16 rows a warp, 4 consumer warps,
-        every token up to 64, chunks of 512 bytes in 4 stages, one block per SM."""
+        """None past M = 64 or where K is not in whole pieces; else one group of 16 rows a block whose 8
+        consumer warps split each chunk of 512 bytes (a span each), every token up to 64, 4 stages, two
+        blocks per SM up to 16 tokens (one past: their accumulators need the registers)."""
         p = problem
         if p.M > 64 or p.K % whole_pieces(p):
             return None
         tokens = max(t for t in (8, 16, 32, 64) if t <= max(8, -(-p.M // 8) * 8))
-        return StreamConfig(rows=16, warps=4, tokens=tokens, chunk=512, stages=4, blocks_per_sm=1)
+        per_sm = 2 if tokens <= 16 else 1
+        return StreamConfig(rows=16, warps=8, warps_k=8, tokens=tokens, chunk=512, stages=4, blocks_per_sm=per_sm)
 
     def violations(self, problem: QuantGemmProblem, config: StreamConfig) -> list[str]:
         p, c = problem, config
@@ -91,14 +104,23 @@ class StreamTemplate(KernelTemplate[QuantGemmProblem, StreamConfig]):
             "16-byte pieces (the decode template takes any K)",
         )
         rules.require(
+            "warps_k_divides_warps", c.warps % c.warps_k == 0, f"warps_k={c.warps_k} does not divide warps={c.warps}"
+        )
+        rules.require(
+            "warps_k_within_chunk",
+            c.warps_k <= c.chunk // 64,
+            f"warps_k={c.warps_k} exceeds the {c.chunk // 64} spans of 128 in a chunk of {c.chunk} bytes: "
+            "warps would idle",
+        )
+        rules.require(
             "tokens_within_m",
             c.tokens <= max(8, -(-p.M // 8) * 8),
             f"tokens={c.tokens} past M={p.M} rounded up to 8: whole token tiles would idle",
         )
         rules.require(
             "warps_along_n_busy",
-            (c.warps - 1) * c.rows < p.N,
-            lambda: f"{c.warps} warps of {c.rows} rows along N={p.N}: whole warps would idle",
+            (warps_n(c) - 1) * c.rows < p.N,
+            lambda: f"{warps_n(c)} warps of {c.rows} rows along N={p.N}: whole warps would idle",
         )
         rules.require(
             "chunk_within_row",
@@ -129,6 +151,7 @@ class StreamTemplate(KernelTemplate[QuantGemmProblem, StreamConfig]):
                 "BLOCK": p.fmt.block,
                 "ROWS": c.rows,
                 "WARPS": c.warps,
+                "WARPS_K": c.warps_k,
                 "TOKENS": c.tokens,
                 "CHUNK": c.chunk,
                 "STAGES": c.stages,
