@@ -29,6 +29,7 @@ def test_the_shipped_database_covers_its_sweeps_with_the_library_time_beside_eac
         "windows",
         "ragged3d",
         "quant",
+        "quant_gemm",
     }
     assert all(r.current and not r.raced and r.ratio is not None for r in rows)
     gemm = [r for r in rows if r.family == "gemm"]
