@@ -1,8 +1,12 @@
 """What the quant_gemm templates share: the kernel arguments, the members of the configuration struct
-that the problem fixes, and the widths of the global accesses that a row's alignment allows."""
+that the problem fixes, the widths of the global accesses that a row's alignment allows, and the warp
+layout rules of the small-M templates (decode, stream)."""
 
 from __future__ import annotations
 
+from typing import Protocol
+
+from ...rules import Rules
 from ..base import Arg, BufferArg, ScalarArg
 from .problem import QuantGemmProblem
 
@@ -38,3 +42,44 @@ def kernel_args(p: QuantGemmProblem) -> tuple[Arg, ...]:
         BufferArg("d", "unsigned short"),
         *(ScalarArg("i64", v, name) for name, v in scalars.items()),
     )
+
+
+class WarpLayout(Protocol):
+    """A small-M template's warps: ``warps`` a block, ``warps_k`` of them splitting K, each of the
+    others' groups taking ``rows`` rows of W; ``tokens`` a block."""
+
+    @property
+    def rows(self) -> int: ...
+    @property
+    def warps(self) -> int: ...
+    @property
+    def warps_k(self) -> int: ...
+    @property
+    def tokens(self) -> int: ...
+
+
+def warps_n(config: WarpLayout) -> int:
+    """Warps along N (each a different group of ``rows`` rows)."""
+    return max(1, config.warps // config.warps_k)
+
+
+def warp_layout_rules(rules: Rules, p: QuantGemmProblem, c: WarpLayout) -> None:
+    """The rules ``warps_k_divides_warps``, ``tokens_within_m`` and ``warps_along_n_busy``."""
+    rules.require(
+        "warps_k_divides_warps", c.warps % c.warps_k == 0, f"warps_k={c.warps_k} does not divide warps={c.warps}"
+    )
+    rules.require(
+        "tokens_within_m",
+        c.tokens <= max(8, -(-p.M // 8) * 8),
+        f"tokens={c.tokens} past M={p.M} rounded up to 8: whole token tiles would idle",
+    )
+    rules.require(
+        "warps_along_n_busy",
+        (warps_n(c) - 1) * c.rows < p.N,
+        lambda: f"{warps_n(c)} warps of {c.rows} rows along N={p.N}: whole warps would idle",
+    )
+
+
+def power_ceiling(n: int) -> int:
+    """The least power of two >= n (n >= 1)."""
+    return 1 << (n - 1).bit_length()

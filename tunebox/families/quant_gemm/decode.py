@@ -12,7 +12,7 @@ from ...limits import MAX_GRID_X, MAX_GRID_Y
 from ...rules import Rules
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .common import KERNEL, SM_COUNT, kernel_args, problem_members
+from .common import KERNEL, SM_COUNT, kernel_args, problem_members, warp_layout_rules, warps_n
 from .problem import QuantGemmProblem
 
 SPAN = 128  # elements of K a warp takes at a time (32 a thread)
@@ -26,10 +26,6 @@ class DecodeConfig(TemplateConfig):
     tokens: int = choice(8, 16, 32, 64, doc="tokens per block (n8 tiles of 8); more blocks along grid.z")
     unroll: int = choice(1, 2, 4, doc="spans of 128 a warp keeps loading ahead (loads in flight)")
     splits: int = choice(1, 2, 4, 8, doc="blocks splitting K: one thread-block cluster, reduced in rank order")
-
-
-def warps_n(config: DecodeConfig) -> int:
-    return max(1, config.warps // config.warps_k)
 
 
 def full_spans(p: QuantGemmProblem) -> int:
@@ -70,19 +66,7 @@ class DecodeTemplate(KernelTemplate[QuantGemmProblem, DecodeConfig]):
     def violations(self, problem: QuantGemmProblem, config: DecodeConfig) -> list[str]:
         p, c = problem, config
         rules = Rules(self.name)
-        rules.require(
-            "warps_k_divides_warps", c.warps % c.warps_k == 0, f"warps_k={c.warps_k} does not divide warps={c.warps}"
-        )
-        rules.require(
-            "tokens_within_m",
-            c.tokens <= max(8, -(-p.M // 8) * 8),
-            f"tokens={c.tokens} past M={p.M} rounded up to 8: whole token tiles would idle",
-        )
-        rules.require(
-            "warps_along_n_busy",
-            (warps_n(c) - 1) * c.rows < p.N,
-            lambda: f"{warps_n(c)} warps of {c.rows} rows along N={p.N}: whole warps would idle",
-        )
+        warp_layout_rules(rules, p, c)
         rules.require(
             "splits_within_spans",
             c.splits * c.warps_k <= max(1, full_spans(p)),

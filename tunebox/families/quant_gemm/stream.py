@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from ...rules import Rules, shared_memory_fits
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .common import KERNEL, SM_COUNT, kernel_args, problem_members
+from .common import KERNEL, SM_COUNT, kernel_args, power_ceiling, problem_members, warp_layout_rules, warps_n
 from .problem import QuantGemmProblem
 
 SM_SHARED_BYTES = 228 * 1024  # shared memory of one H200 SM, for all its blocks
@@ -36,11 +36,6 @@ def whole_pieces(p: QuantGemmProblem) -> int:
     return 16 * p.fmt.block
 
 
-def warps_n(config: StreamConfig) -> int:
-    """Consumer warps along N (each a different group of ``rows`` rows)."""
-    return max(1, config.warps // config.warps_k)
-
-
 def block_rows(config: StreamConfig) -> int:
     return config.rows * warps_n(config)
 
@@ -58,10 +53,6 @@ def shared_bytes(p: QuantGemmProblem, config: StreamConfig) -> int:
 def units(p: QuantGemmProblem, config: StreamConfig) -> int:
     """Units of work: groups of the block's rows times tiles of tokens."""
     return math.ceil(p.N / block_rows(config)) * math.ceil(p.M / config.tokens)
-
-
-def _power_ceiling(n: int) -> int:
-    return 1 << (n - 1).bit_length()
 
 
 class StreamTemplate(KernelTemplate[QuantGemmProblem, StreamConfig]):
@@ -104,27 +95,15 @@ class StreamTemplate(KernelTemplate[QuantGemmProblem, StreamConfig]):
             "16-byte pieces (the decode template takes any K)",
         )
         rules.require(
-            "warps_k_divides_warps", c.warps % c.warps_k == 0, f"warps_k={c.warps_k} does not divide warps={c.warps}"
-        )
-        rules.require(
             "warps_k_within_chunk",
             c.warps_k <= c.chunk // 64,
             f"warps_k={c.warps_k} exceeds the {c.chunk // 64} spans of 128 in a chunk of {c.chunk} bytes: "
             "warps would idle",
         )
-        rules.require(
-            "tokens_within_m",
-            c.tokens <= max(8, -(-p.M // 8) * 8),
-            f"tokens={c.tokens} past M={p.M} rounded up to 8: whole token tiles would idle",
-        )
-        rules.require(
-            "warps_along_n_busy",
-            (warps_n(c) - 1) * c.rows < p.N,
-            lambda: f"{warps_n(c)} warps of {c.rows} rows along N={p.N}: whole warps would idle",
-        )
+        warp_layout_rules(rules, p, c)
         rules.require(
             "chunk_within_row",
-            c.chunk <= max(256, _power_ceiling(p.row_bytes)),
+            c.chunk <= max(256, power_ceiling(p.row_bytes)),
             f"chunk={c.chunk} bytes past a row's {p.row_bytes} rounded up to a power of two: stages would be padding",
         )
         shared = shared_bytes(p, c)

@@ -13,7 +13,7 @@ from ...rules import Rules, shared_memory_fits
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..gemm.common import MAX_ACCUMULATORS, pipeline_stages
-from .common import KERNEL, access_bytes, kernel_args, problem_members
+from .common import KERNEL, access_bytes, kernel_args, power_ceiling, problem_members
 from .problem import QuantGemmProblem
 
 MAX_FRAGMENT_REGISTERS = 200  # accumulators + decoded weights + paired activations per thread
@@ -45,10 +45,6 @@ def fragment_registers(config: TiledConfig) -> int:
     """Per thread: the warp tile's float32 accumulators, its decoded weight words and token rows."""
     wtm, wtn = config.BM // config.warps_m, config.BN // config.warps_n
     return wtm * wtn // 32 + wtn // 8 * 4 + wtm // 16 * 8
-
-
-def _power_ceiling(n: int) -> int:
-    return 1 << (n - 1).bit_length()
 
 
 class TiledTemplate(KernelTemplate[QuantGemmProblem, TiledConfig]):
@@ -97,12 +93,12 @@ class TiledTemplate(KernelTemplate[QuantGemmProblem, TiledConfig]):
                 )
         rules.require(
             "bm_within_m",
-            max(32, _power_ceiling(p.M)) >= c.BM,
+            max(32, power_ceiling(p.M)) >= c.BM,
             f"BM={c.BM} is past M={p.M} rounded up to a power of two: token tiles would idle",
         )
         rules.require(
             "bk_within_k",
-            max(64, _power_ceiling(p.K)) >= c.BK,
+            max(64, power_ceiling(p.K)) >= c.BK,
             f"BK={c.BK} is past K={p.K} rounded up to a power of two: K steps would be padding",
         )
         rules.require(
