@@ -116,6 +116,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "quant_gemm changes are the stream template's, whose winners were measured after it (3aeb934)",
     "b233e9c": "gemm persistent: the stages domain widened by 8, 10 and 12; every stored configuration (stages "
     "of the old values) renders, binds and launches as before",
+    "c737b53": "quant_gemm: decode's and stream's warp-layout rules and power_ceiling moved into common.py; "
+    "violations and renders equal on all 198,720 (problem, configuration) pairs of its sweep files, old against new",
 }
 
 
