@@ -30,12 +30,11 @@
 // Cfg::WARPS consumer warps and one producer warp. The producer copies, row by row (cp.async.bulk),
 // chunks of Cfg::CHUNK bytes of codes with their scales into a ring of Cfg::STAGES stages, each
 // completing on its own mbarrier, and refills a stage once every consumer warp has released it (a
-// second mbarrier). Blocks are persistent: block b takes
-// units b, b + gridDim.x, ... of (group of rows, tile of Cfg::TOKENS tokens), token tiles of a group
-// adjacent, each over all of K. Consumer warps split a group's rows (WARPS / WARPS_K warps of ROWS
-// rows) and the spans of each chunk (WARPS_K warps, every WARPS_K-th span); the WARPS_K partial sums
-// of a row add in shared memory in warp order (deterministic), or, WARPS_K = 1, go out from the
-// accumulators.
+// second mbarrier). Blocks are persistent: block b takes units b, b + gridDim.x, ... of (group of
+// rows, tile of Cfg::TOKENS tokens), token tiles of a group adjacent, each over all of K. Consumer
+// warps split a group's rows (WARPS / WARPS_K warps of ROWS rows) and the spans of each chunk (WARPS_K
+// warps, every WARPS_K-th span); the WARPS_K partial sums of a row add in shared memory in warp order
+// (deterministic), or, WARPS_K = 1, go out from the accumulators.
 //
 // `quant_gemm_tiled` (template tiled, M from 64): block (x, y) computes the BM x BN tile of D at tokens
 // y * BM, columns x * BN with WARPS_M x WARPS_N warps, over K in steps of BK through STAGES
@@ -393,8 +392,8 @@ __device__ __forceinline__ void stream_body(const u16* __restrict__ A, const u8*
         for (int j = 0; j < NT; ++j)
 #pragma unroll
           for (int e = 0; e < 4; ++e)
-            store_output<NV>(D, M, N, m0 + j * 8 + 2 * t + e % 2, n0 + wn * RW + m * 16 + g + 8 * (e / 2), acc[m][j][e],
-                             tscale);
+            store_output<NV>(D, M, N, m0 + j * 8 + 2 * t + e % 2, n0 + wn * RW + m * 16 + g + 8 * (e / 2),
+                             acc[m][j][e], tscale);
     } else {  // the WK warps of each row group add their sums in kw order (buffers alternate by unit)
       float* buffer = sums + (done & 1) * WK * SUMS;
       store_fragment_sums<MT, NT, PITCH>(buffer + kw * SUMS, acc, wn * RW);
@@ -411,7 +410,8 @@ __device__ __forceinline__ void stream_body(const u16* __restrict__ A, const u8*
 }
 
 template <class Cfg>
-__global__ void __launch_bounds__((Cfg::WARPS + 1) * 32, Cfg::PER_SM) quant_gemm_stream(const __grid_constant__ typename Cfg::Args a) {
+__global__ void __launch_bounds__((Cfg::WARPS + 1) * 32, Cfg::PER_SM)
+    quant_gemm_stream(const __grid_constant__ typename Cfg::Args a) {
   float tscale = 1.f;
   if constexpr (Cfg::NVFP4) tscale = *a.tensor_scale;
   stream_body<Cfg>(a.a, a.values, a.scales, tscale, a.d, a.M, a.N, a.K, a.kb, a.nb);
