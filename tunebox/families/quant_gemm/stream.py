@@ -1,7 +1,8 @@
 """Template ``stream`` (``quant_gemm_stream`` in kernels/quant_gemm/quant_gemm.cu), for small M: the decode
 template's arithmetic with the weights streamed into a shared-memory ring by the TMA unit (bulk copies
 of whole row chunks, mbarriers), one producer warp beside ``warps`` consumer warps, persistent blocks
-over units of (rows of W, tokens), each unit over all of K (no split, no reduction)."""
+over units of (rows of W, tokens), each unit over all of K in one block (the ``warps_k`` warps that
+split a chunk's spans add their sums in shared memory, in a fixed order)."""
 
 from __future__ import annotations
 
