@@ -45,8 +45,8 @@ def kernel_args(p: QuantGemmProblem) -> tuple[Arg, ...]:
 
 
 class WarpLayout(Protocol):
-    """A small-M template's warps: ``warps`` a block, ``warps_k`` of them splitting K, each of the
-    others' groups taking ``rows`` rows of W; ``tokens`` a block."""
+    """A small-M template's warps: ``warps`` a block, in warps / warps_k groups of ``rows`` rows of W
+    whose ``warps_k`` warps split K; ``tokens`` tokens a block."""
 
     @property
     def rows(self) -> int: ...
