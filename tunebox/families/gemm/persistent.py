@@ -52,7 +52,7 @@ def tile_coordinates(index: int, tiles_m: int, tiles_n: int, raster: str, group:
 @dataclass(frozen=True)
 class PersistentConfig(TemplateConfig):
     BM: int = choice(64, 128, 256, doc="tile rows: 128 or 256 (cooperative, both consumers), 64 or 128 (pingpong)")
-    BN: int = choice(64, 128, 256, doc="tile columns (the wgmma's N)")
+    BN: int = choice(64, 128, 192, 256, doc="tile columns (the wgmma's N)")
     stages: int = choice(2, 3, 4, 5, 6, 8, 10, 12, doc="TMA buffers of A and B in the ring")
     schedule: str = choice("cooperative", "pingpong", doc="consumers share each tile, or take alternate tiles")
     raster: str = choice("m", "n", doc="tile order: strips of `group` tile rows ('m') or columns ('n')")
