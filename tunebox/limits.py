@@ -8,3 +8,7 @@ BF16_MEASURED_TFLOPS = 722.7  # the measured ceiling: cuBLAS's bfloat16 8192^3 t
 MAX_SHARED_BYTES = 227 * 1024  # dynamic shared memory one block may opt in to
 MAX_GRID_X = 2**31 - 1  # blocks along grid.x
 MAX_GRID_Y = 65_535  # blocks along grid.y (and grid.z)
+SM_COUNT = 132  # streaming multiprocessors: persistent grids' size, split counts that fill them
+SM_SHARED_BYTES = 228 * 1024  # shared memory of one SM, for all its resident blocks
+BLOCK_RESERVED_SHARED_BYTES = 1024  # of it, what the hardware keeps for each resident block
+SM_THREADS = 2048  # resident threads of one SM

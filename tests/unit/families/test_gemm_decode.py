@@ -16,7 +16,8 @@ import family_checks
 
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.families.gemm import FAMILY, DecodeConfig
-from tunebox.families.gemm.decode import SM_COUNT, shared_bytes, stage_bytes
+from tunebox.families.gemm.decode import shared_bytes, stage_bytes
+from tunebox.limits import SM_COUNT
 from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.sweep_spec import load_sweep

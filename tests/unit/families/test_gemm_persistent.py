@@ -19,9 +19,10 @@ import pytest
 
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.families.gemm import FAMILY, PersistentConfig
-from tunebox.families.gemm.persistent import SM_COUNT, tile_coordinates
+from tunebox.families.gemm.persistent import tile_coordinates
 from tunebox.families.kernel_args import ArgStruct
 from tunebox.kernels_dir import kernel_source
+from tunebox.limits import SM_COUNT
 from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.sweep_spec import load_sweep

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...limits import MAX_GRID_X, MAX_GRID_Y
+from ...limits import MAX_GRID_X, MAX_GRID_Y, SM_COUNT
 from ...rules import Rules
 from ...tma import SWIZZLE_BYTES, TensorMapRequest
 from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
@@ -25,7 +25,6 @@ from .common import (
 from .mma import PAD
 from .operation import GemmProblem
 
-SM_COUNT = 132  # the H200's multiprocessors: the default's splits give every one two blocks
 SUM_PAD = 4  # floats padding a token's row of partial sums (kernels/gemm/gemm_decode.cu's PITCH)
 TMA_ALIGN = 1024  # bytes the TMA ring may spend aligning its buffers
 BOX = 64  # elements across a TMA box: one 128-byte swizzle row

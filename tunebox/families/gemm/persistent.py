@@ -18,6 +18,7 @@ import math
 from dataclasses import dataclass
 
 from ...dtypes import element_type
+from ...limits import SM_COUNT
 from ...rules import Rules
 from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
@@ -26,7 +27,6 @@ from .common import MAX_ACCUMULATORS, TMA_RULES, common_rules, output_ctype, out
 from .operation import SPLIT_WORKSPACE_BYTES, GemmProblem
 from .tma_wgmma import WG_BK
 
-SM_COUNT = 132  # the H200's multiprocessors: the grid's upper bound (any grid computes the same D)
 THREADS = 384  # a producer and two consumer warpgroups
 LAUNCH_REGISTERS = 65536 // THREADS // 8 * 8  # 168: the register file over the block, what each thread starts with
 EPI_BUFFER_BYTES = 64 * 128  # an epilogue chunk: 64 rows of one 128-byte swizzle span

@@ -11,7 +11,6 @@ from ..base import Arg, BufferArg, ScalarArg
 from .problem import QuantGemmProblem
 
 KERNEL = "quant_gemm/quant_gemm.cu"
-SM_COUNT = 132  # the H200's multiprocessors
 
 
 def access_bytes(row_bytes: int) -> int:

@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...limits import MAX_GRID_X, MAX_GRID_Y
+from ...limits import MAX_GRID_X, MAX_GRID_Y, SM_COUNT
 from ...rules import Rules
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .common import KERNEL, SM_COUNT, kernel_args, problem_members, warp_layout_rules, warps_n
+from .common import KERNEL, kernel_args, problem_members, warp_layout_rules, warps_n
 from .problem import QuantGemmProblem
 
 SPAN = 128  # elements of K a warp takes at a time (32 a thread)

@@ -9,15 +9,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...limits import BLOCK_RESERVED_SHARED_BYTES, SM_COUNT, SM_SHARED_BYTES, SM_THREADS
 from ...rules import Rules, shared_memory_fits
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .common import KERNEL, SM_COUNT, kernel_args, power_ceiling, problem_members, warp_layout_rules, warps_n
+from .common import KERNEL, kernel_args, power_ceiling, problem_members, warp_layout_rules, warps_n
 from .problem import QuantGemmProblem
-
-SM_SHARED_BYTES = 228 * 1024  # shared memory of one H200 SM, for all its blocks
-BLOCK_RESERVED_BYTES = 1024  # what the hardware keeps of it per block
-SM_THREADS = 2048
 
 
 @dataclass(frozen=True)
@@ -112,7 +109,7 @@ class StreamTemplate(KernelTemplate[QuantGemmProblem, StreamConfig]):
             threads = 32 * (c.warps + 1)
             rules.require(
                 "blocks_fit_an_sm",
-                c.blocks_per_sm * (shared + BLOCK_RESERVED_BYTES) <= SM_SHARED_BYTES
+                c.blocks_per_sm * (shared + BLOCK_RESERVED_SHARED_BYTES) <= SM_SHARED_BYTES
                 and c.blocks_per_sm * threads <= SM_THREADS,
                 lambda: (
                     f"{c.blocks_per_sm} blocks of {shared} bytes of shared memory and {threads} threads exceed "
