@@ -122,6 +122,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "sampled variants)",
     "52112cd": "tb::Wgmma<192> added (used by no stored configuration) and the persistent template's BN domain "
     "widened by 192; other instructions identical (gemm 53 of 53, quant_gemm 27 of 27 sampled variants)",
+    "f1debee": "hardware constants moved into limits.py (SM_COUNT from three modules, three more from "
+    "quant_gemm/stream.py), the same values; no other line changes",
 }
 
 
