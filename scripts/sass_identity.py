@@ -33,6 +33,7 @@ from pathlib import Path
 
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.families import get
+from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.store.evallog import EvalLog
 
@@ -61,14 +62,17 @@ def recorded(family_name: str, recordings: list[Path]) -> list[tuple[str, str]]:
 def from_space(family_name: str, problems: list[str], template: str, count: int) -> list[tuple[str, str]]:
     """``count`` valid configurations of ``template`` (seeded), each on one of ``problems`` in turn."""
     family = get(family_name)
+    space = family.space.restrict({"template": [template]})
     rng = random.Random(template)
+    valid: dict[str, list[Config]] = {}  # each problem's valid configurations, enumerated once
     drawn: list[tuple[str, str]] = []
     for i in range(count):
         problem = problems[i % len(problems)]
-        parsed = family.parse_problem(json.loads(problem))
-        valid = [c for c in family.space.restrict({"template": [template]}) if not family.violations(parsed, c)]
-        if valid:
-            drawn.append((problem, json.dumps(dict(rng.choice(valid).items), sort_keys=True)))
+        if problem not in valid:
+            parsed = family.parse_problem(json.loads(problem))
+            valid[problem] = [c for c in space if not family.violations(parsed, c)]
+        if valid[problem]:
+            drawn.append((problem, json.dumps(dict(rng.choice(valid[problem]).items), sort_keys=True)))
     return drawn
 
 

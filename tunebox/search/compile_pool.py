@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing import resource_tracker
+
+
+@functools.cache
+def _start_resource_tracker() -> None:
+    """Once a process (it probes the tracker through a pipe on every call)."""
+    resource_tracker.ensure_running()
 
 
 @contextmanager
@@ -16,7 +23,7 @@ def without_ctrl_c() -> Iterator[None]:
     which stops the sweep with the resume hint, and no helper prints a KeyboardInterrupt traceback.
     multiprocessing's resource tracker is started first: starting it unblocks SIGINT in the thread
     that starts it."""
-    resource_tracker.ensure_running()
+    _start_resource_tracker()
     if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
         yield
         return
