@@ -26,12 +26,24 @@
 // zero: the last unit resets it). The unit that arrives last sums the SPLITS slots in split order, so
 // D is the same whichever unit is last, and runs the epilogue; the others skip it.
 //
+// Clusters (gemm_persistent_cluster, Cfg::CLUSTER_M x Cfg::CLUSTER_N blocks, rank r = blockIdx.x %
+// their product at cluster position (r % CLUSTER_M, r / CLUSTER_M); no split-K): a work unit is a
+// CLUSTER_M x CLUSTER_N group of tiles, the static order walks these groups, and each block of the
+// cluster takes its tile of every unit of its cluster (a tile past D's edge, when the tile counts are
+// not multiples of the cluster's, computes on the maps' zero fill and stores nothing). Blocks of one
+// tile row share its A boxes, blocks of one tile column its B boxes: each loads its CLUSTER_N-th of
+// the A box (rows) and its CLUSTER_M-th of every B box (K rows) and multicasts it to the blocks
+// sharing it, so every block's full barrier still receives one whole stage. A buffer is written by
+// other blocks' loads, so its empty barrier counts the consumers of every block of the cluster
+// (remote arrivals), and no block leaves before the cluster's last arrival on it (a cluster barrier).
+//
 // Epilogue (alpha, ReLU, conversion to O): Cfg::TMA_EPILOGUE (D's rows 16-byte aligned) writes 64-row
 // x 128-byte chunks of a consumer's tile into one of its two shared buffers (128-byte swizzle, no bank
 // conflicts) and stores each with one TMA store, which clips at D's edges; otherwise bounded direct
 // stores from registers. The dynamic shared memory holds the ring, the epilogue buffers and the
 // barriers, from a 1024-byte aligned base (Cfg::SHARED_BYTES covers them plus the alignment).
 #include "tunebox/barriers.cuh"
+#include "tunebox/cluster.cuh"
 #include "tunebox/mma.cuh"
 #include "tunebox/tma.cuh"
 
@@ -76,6 +88,18 @@ struct Ring {
   }
 };
 
+// Marks a ring buffer's use as done: for the local producer, and with clusters (CS blocks) for every
+// block's producer, whose loads multicast into this buffer.
+template <int CS>
+__device__ __forceinline__ void release_buffer(u64* empty) {
+  if constexpr (CS == 1) {
+    mbarrier_arrive(empty);
+  } else {
+#pragma unroll
+    for (int rank = 0; rank < CS; ++rank) mbarrier_arrive_cluster(empty, rank);
+  }
+}
+
 // Tile (m, n) of the `index`-th tile of the static order (persistent.py tile_coordinates).
 template <bool RASTER_M, int GROUP>
 __device__ __forceinline__ int2 tile_coordinates(int index, int tiles_m, int tiles_n) {
@@ -86,6 +110,23 @@ __device__ __forceinline__ int2 tile_coordinates(int index, int tiles_m, int til
   const int rest = index - strip * per_strip;
   const int along = first + rest % width, across = rest / width;
   return RASTER_M ? make_int2(along, across) : make_int2(across, along);
+}
+
+// This block's cluster of CS blocks, and the grid's clusters (each block its own without clusters).
+template <int CS>
+__device__ __forceinline__ int cluster_index() {
+  return (int)blockIdx.x / CS;
+}
+template <int CS>
+__device__ __forceinline__ int cluster_count() {
+  return (int)gridDim.x / CS;
+}
+
+// Block `rank`'s tile of the `index`-th group of CM x CN tiles (one tile without clusters) of the order.
+template <class Cfg, int CM>
+__device__ __forceinline__ int2 block_tile(int index, int groups_m, int groups_n, int rank) {
+  const int2 g = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(index, groups_m, groups_n);
+  return make_int2(g.x * CM + rank % CM, g.y * (Cfg::CLUSTER_N) + rank / CM);
 }
 
 __device__ __forceinline__ float epilogue_value(float v, float alpha, bool relu) {
@@ -145,6 +186,8 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
   using O = typename Cfg::O;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, STAGES = Cfg::STAGES, SPLITS = Cfg::SPLITS;
   constexpr bool COOPERATIVE = Cfg::COOPERATIVE, TMA_EPILOGUE = Cfg::TMA_EPILOGUE;
+  constexpr int CM = Cfg::CLUSTER_M, CN = Cfg::CLUSTER_N, CS = CM * CN;  // cluster shape, in tiles
+  constexpr u32 A_MASK = CN == 2 ? 1u | 1u << CM : 1u;  // the ranks of tile row 0: cm = 0, each cn
   constexpr int ROWS = COOPERATIVE ? BM / 2 : BM;  // rows of a tile one consumer multiplies
   constexpr int MT = ROWS / 64;                    // its m64 wgmma tiles
   constexpr int A_BYTES = BM * BK * 2;
@@ -152,6 +195,8 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
   constexpr int EPI_COLS = 128 / sizeof(O);           // columns of an epilogue chunk
   constexpr int RING_BYTES = STAGES * STAGE;
   constexpr int EPI_TOTAL = TMA_EPILOGUE ? 2 * EPI_BUFFERS * EPI_BYTES : 0;
+  static_assert(SPLITS == 1 || CS == 1, "split-K runs without clusters");
+  static_assert(CM <= 2 && CN <= 2, "clusters of 1 or 2 tiles along M and N");
   static_assert(ROWS % 64 == 0 && MT >= 1 && MT <= 2 && BN % 64 == 0 && BN <= 256, "whole wgmma tiles");
   static_assert(RING_BYTES + EPI_TOTAL + 2 * STAGES * 8 + 1024 <= Cfg::SHARED_BYTES,
                 "the ring, the epilogue buffers, the barriers and their alignment fit in shared memory");
@@ -165,22 +210,30 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbarrier_init(&full[s], 1);
-      mbarrier_init(&empty[s], COOPERATIVE ? 2 : 1);  // every consumer that reads the buffer releases it
+      // every consumer that reads the buffer, in every block of the cluster, releases it
+      mbarrier_init(&empty[s], (COOPERATIVE ? 2 : 1) * CS);
     }
+    if constexpr (CS > 1) fence_mbarrier_init_cluster();
   }
-  __syncthreads();  // the last block-wide barrier: the producer's idle threads leave below
+  // The last block-wide barrier: the producer's idle threads leave below (with clusters, at the end).
+  if constexpr (CS > 1)
+    cluster_sync();
+  else
+    __syncthreads();
 
   const int k_steps = (int)((K + BK - 1) / BK);
   const int tiles_m = (int)((M + BM - 1) / BM), tiles_n = (int)((N + BN - 1) / BN);
-  const int units = tiles_m * tiles_n * SPLITS;
+  const int groups_m = (tiles_m + CM - 1) / CM, groups_n = (tiles_n + CN - 1) / CN;  // of a cluster's tiles
+  const int units = groups_m * groups_n * SPLITS;
+  const int rank = (int)blockIdx.x % CS;  // this block's place in its cluster: (rank % CM, rank / CM)
 
   if (warpgroup == 0) {  // producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::PRODUCER_REGISTERS));
     if (tid == 0) {
       Ring<STAGES> ring;
       int filled = 0;  // buffers used so far, up to STAGES: the first lap waits for no release
-      for (int unit = (int)blockIdx.x; unit < units; unit += (int)gridDim.x) {
-        const int2 t = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(unit / SPLITS, tiles_m, tiles_n);
+      for (int unit = cluster_index<CS>(); unit < units; unit += cluster_count<CS>()) {
+        const int2 t = block_tile<Cfg, CM>(unit / SPLITS, groups_m, groups_n, rank);
         const int2 steps = split_steps<SPLITS>(unit, k_steps);
         for (int kt = steps.x; kt < steps.x + steps.y; ++kt, ring.advance()) {
           if (filled < STAGES) {
@@ -190,13 +243,28 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
           }
           unsigned char* stage = smem + ring.stage * STAGE;
           mbarrier_expect_tx(&full[ring.stage], STAGE);  // zero-filled bytes past M, N, K count too
-          tma_load_2d(stage, &a_map, kt * BK, t.x * BM, &full[ring.stage]);
+          if constexpr (CN == 1) {
+            tma_load_2d(stage, &a_map, kt * BK, t.x * BM, &full[ring.stage]);
+          } else {  // rows [cn, cn + 1) * BM / CN of the A box, to the blocks of this tile row
+            constexpr int PART = BM / CN;
+            tma_load_2d_multicast(stage + rank / CM * PART * 128, &a_map, kt * BK, t.x * BM + rank / CM * PART, &full[ring.stage],
+                                  (unsigned short)(A_MASK << rank % CM));
+          }
 #pragma unroll
-          for (int j = 0; j < BN / 64; ++j)
-            tma_load_2d(stage + A_BYTES + j * B_BOX, &b_map, t.y * BN + 64 * j, kt * BK, &full[ring.stage]);
+          for (int j = 0; j < BN / 64; ++j) {
+            unsigned char* box = stage + A_BYTES + j * B_BOX;
+            if constexpr (CM == 1) {
+              tma_load_2d(box, &b_map, t.y * BN + 64 * j, kt * BK, &full[ring.stage]);
+            } else {  // K rows [cm, cm + 1) * BK / CM of the B box, to the blocks of this tile column
+              constexpr int PART = BK / CM;
+              tma_load_2d_multicast(box + rank % CM * PART * 128, &b_map, t.y * BN + 64 * j, kt * BK + rank % CM * PART,
+                                    &full[ring.stage], (unsigned short)(((1u << CM) - 1) << (rank / CM * CM)));
+            }
+          }
         }
       }
     }
+    if constexpr (CS > 1) cluster_sync();  // with the consumers' below: nothing arrives here after
     return;
   }
 
@@ -212,18 +280,18 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
 
   // Pingpong: consumer c takes every other unit of the block, starting with its c-th; its ring
   // position skips the K steps of the other's units.
-  const int blocks = (int)gridDim.x;
-  const int first = (int)blockIdx.x + (COOPERATIVE ? 0 : consumer * blocks);
-  const int stride = (COOPERATIVE ? 1 : 2) * blocks;
-  if (!COOPERATIVE && consumer == 1) ring.skip(split_steps<SPLITS>((int)blockIdx.x, k_steps).y);
+  const int clusters = cluster_count<CS>();
+  const int first = cluster_index<CS>() + (COOPERATIVE ? 0 : consumer * clusters);
+  const int stride = (COOPERATIVE ? 1 : 2) * clusters;
+  if (!COOPERATIVE && consumer == 1) ring.skip(split_steps<SPLITS>(cluster_index<CS>(), k_steps).y);
   for (int unit = first; unit < units; unit += stride) {
     const int tile = unit / SPLITS;
-    const int2 t = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(tile, tiles_m, tiles_n);
+    const int2 t = block_tile<Cfg, CM>(tile, groups_m, groups_n, rank);
     const int k_count = split_steps<SPLITS>(unit, k_steps).y;
     // Pingpong: wait for the other consumer to have waited on every full barrier of its tile, so
     // every earlier use of a buffer completed before this one waits on that buffer's parity (the
     // other consumer's arrival comes after its mainloop; the block's first tile waits for nobody).
-    if (!COOPERATIVE && unit != (int)blockIdx.x) barrier_sync(ORDER_BARRIER + consumer, 256);
+    if (!COOPERATIVE && unit != cluster_index<CS>()) barrier_sync(ORDER_BARRIER + consumer, 256);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -249,16 +317,16 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
       }
       wgmma_commit();
       wgmma_wait<1>();  // this step's products may still run; the previous step's are done
-      if (tid == 0 && kt > 0) mbarrier_arrive(&empty[previous]);
+      if (tid == 0 && kt > 0) release_buffer<CS>(&empty[previous]);
       previous = ring.stage;
     }
-    if (!COOPERATIVE && unit + blocks < units) {
+    if (!COOPERATIVE && unit + clusters < units) {
       // The other consumer's next unit (this block's next) may start its mainloop.
       barrier_arrive(ORDER_BARRIER + (1 - consumer), 256);
-      ring.skip(split_steps<SPLITS>(unit + blocks, k_steps).y);
+      ring.skip(split_steps<SPLITS>(unit + clusters, k_steps).y);
     }
     wgmma_wait<0>();
-    if (tid == 0) mbarrier_arrive(&empty[previous]);  // the unit's last buffer
+    if (tid == 0) release_buffer<CS>(&empty[previous]);  // the unit's last buffer
 #pragma unroll
     for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
 
@@ -346,6 +414,7 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
     }
   }
   if (TMA_EPILOGUE && tid == 0) bulk_wait_group<0>();  // shared memory stays until the stores read it
+  if constexpr (CS > 1) cluster_sync();  // the cluster's blocks stop arriving on this block's barriers
 }
 
 // The members a configuration's argument struct has only with the TMA epilogue (d_map) or split-K
@@ -368,6 +437,13 @@ __device__ __forceinline__ u32* counters_of(const typename Cfg::Args& a) {
 
 template <class Cfg>
 __global__ void __launch_bounds__(384, 1) gemm_persistent(const __grid_constant__ typename Cfg::Args a) {
+  gemm_persistent_body<Cfg>(a.a_map, a.b_map, d_map_of<Cfg>(a), a.D, partials_of<Cfg>(a), counters_of<Cfg>(a), a.M,
+                            a.N, a.K, a.ldd, a.alpha);
+}
+
+template <class Cfg>
+__global__ void __cluster_dims__(Cfg::CLUSTER_M * Cfg::CLUSTER_N, 1, 1) __launch_bounds__(384, 1)
+    gemm_persistent_cluster(const __grid_constant__ typename Cfg::Args a) {
   gemm_persistent_body<Cfg>(a.a_map, a.b_map, d_map_of<Cfg>(a), a.D, partials_of<Cfg>(a), counters_of<Cfg>(a), a.M,
                             a.N, a.K, a.ldd, a.alpha);
 }

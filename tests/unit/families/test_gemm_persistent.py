@@ -257,6 +257,8 @@ def test_the_configuration_struct_names_every_value() -> None:
         "PRODUCER_REGISTERS": "40",
         "CONSUMER_REGISTERS": "232",
         "SPLITS": "1",
+        "CLUSTER_M": "1",
+        "CLUSTER_N": "1",
         "SHARED_BYTES": str(4 * 320 * 128 + 4 * 16 + 1024),
         "Args": "Args_t",
     }

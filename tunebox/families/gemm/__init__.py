@@ -6,7 +6,7 @@ dimensions ``lda >= K``, ``ldb >= N``, ``ldd >= N`` (any value: rows need not be
 D's elements between N and ``ldd`` are never written (the reference keeps them poison), A's past K
 and B's past N are never read (the seeded inputs fill them with data, so a read would show).
 
-Four templates (the paths), three in ``kernels/gemm/gemm.cu``:
+Six templates (the paths), three in ``kernels/gemm/gemm.cu``:
 
 - ``mma``: mma.sync m16n8k16 fed by a cp.async pipeline of 1-4 stages, 16-byte chunks where a
   chunk is inside and aligned and zero-filled element copies otherwise (the seed's mixed path);
@@ -33,6 +33,12 @@ Four templates (the paths), three in ``kernels/gemm/gemm.cu``:
   narrow N, long K; TMA epilogue only) cuts each tile's K steps over that many work units; each stores
   its float32 partial sums in workspace, and the last to arrive sums them in split order (the same D
   whichever unit is last) and runs the epilogue.
+- ``decode``: few tokens (M up to a few hundred), where reading B is the time: mma.sync with the
+  operands' roles swapped, a cp.async or TMA ring, split-K over a thread-block cluster added in a
+  fixed order (kernels/gemm/gemm_decode.cu).
+- ``cluster``: the persistent kernel on thread-block clusters of 2 x 1, 1 x 2 or 2 x 2 tiles, whose
+  blocks share A's or B's boxes by TMA multicast (kernels/gemm/gemm_persistent.cu,
+  ``gemm_persistent_cluster``); no split-K.
 
 Verification is within a tolerance (``GemmOperation.tolerance``): the float64 reference, rounded to
 D's type, may differ by ``atol + rtol * |want|`` with ``rtol = 1e-2`` and ``atol = 1e-2 * sqrt(K / 64)
@@ -48,6 +54,7 @@ and two partial sums fit.
 """
 
 from ..contract import Family
+from .cluster import ClusterConfig, ClusterTemplate
 from .decode import DecodeConfig, DecodeTemplate
 from .mma import MmaConfig, MmaTemplate
 from .operation import GemmOperation, GemmProblem
@@ -57,10 +64,13 @@ from .tma_wgmma import WgmmaConfig
 from .wgmma import WgmmaTemplate
 
 FAMILY = Family(
-    GemmOperation(), (MmaTemplate(), WgmmaTemplate(), PaddedTemplate(), PersistentTemplate(), DecodeTemplate())
+    GemmOperation(),
+    (MmaTemplate(), WgmmaTemplate(), PaddedTemplate(), PersistentTemplate(), DecodeTemplate(), ClusterTemplate()),
 )
 
 __all__ = [
+    "ClusterConfig",
+    "ClusterTemplate",
     "FAMILY",
     "DecodeConfig",
     "DecodeTemplate",

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 from ...dtypes import element_type
 from ...limits import SM_COUNT
@@ -62,12 +63,16 @@ class PersistentConfig(TemplateConfig):
     consumer_registers: int = choice(224, 232, 240, doc="registers per thread of the consumers (setmaxnreg)")
     splits: int = choice(1, 2, 4, 8, doc="work units per tile along K (split-K), summed through workspace in order")
 
+    def cluster_shape(self) -> tuple[int, int]:
+        """Tiles along M and N of a thread-block cluster (template ``cluster``); none here."""
+        return (1, 1)
+
 
 class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
     name = "persistent"
     config_type = PersistentConfig
     # common_rules's full_tiles applies to bounds='false' only, which this kernel has not
-    rule_names = (
+    rule_names: ClassVar[tuple[str, ...]] = (
         "schedule_rows",
         "accumulators_fit",
         "register_budget",
@@ -80,6 +85,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         "shared_memory_fits",
     )
     kernel = "gemm/gemm_persistent.cu"
+    entry = "gemm_persistent"  # the kernel's function template
 
     @staticmethod
     def shared_bytes(config: PersistentConfig) -> int:
@@ -169,15 +175,20 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
                     f"{p.split_slots()} slots ({SPLIT_WORKSPACE_BYTES >> 20} MiB; rows 16-byte aligned): fewer splits"
                 ),
             )
+        self.cluster_rules(rules, p, c)
         tma_rules(rules, p, lambda: self.tensor_maps(p, c))
         common_rules(rules, p, c.BM, c.BN, "true", self.shared_bytes(c))
         return rules.broken
 
+    def cluster_rules(self, rules: Rules, problem: GemmProblem, config: PersistentConfig) -> None:
+        """The rules of a cluster's shape (template ``cluster``); none without clusters."""
+
     def render(self, problem: GemmProblem, config: PersistentConfig) -> Instantiation:
         c = config
+        cluster_m, cluster_n = c.cluster_shape()
         return instantiate(
             self.kernel,
-            "gemm_persistent",
+            self.entry,
             {
                 **output_members(problem),
                 "BM": c.BM,
@@ -188,6 +199,8 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
                 "GROUP": c.group,
                 "TMA_EPILOGUE": c.epilogue == "tma",
                 "SPLITS": c.splits,
+                "CLUSTER_M": cluster_m,
+                "CLUSTER_N": cluster_n,
                 "PRODUCER_REGISTERS": c.producer_registers,
                 "CONSUMER_REGISTERS": c.consumer_registers,
                 "SHARED_BYTES": self.shared_bytes(c),
@@ -195,13 +208,17 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
             arch_suffix="a",
         )
 
-    @staticmethod
-    def tiles(problem: GemmProblem, config: PersistentConfig) -> int:
-        return math.ceil(problem.M / config.BM) * math.ceil(problem.N / config.BN)
-
     def geometry(self, problem: GemmProblem, config: PersistentConfig) -> LaunchGeometry:
-        units = self.tiles(problem, config) * config.splits
-        return LaunchGeometry((min(units, SM_COUNT), 1, 1), (THREADS, 1, 1), self.shared_bytes(config))
+        """One block per SM at most, whole clusters: a work unit is a cluster's group of tiles (and one
+        of its K splits)."""
+        cluster_m, cluster_n = config.cluster_shape()
+        size = cluster_m * cluster_n
+        units = (
+            math.ceil(math.ceil(problem.M / config.BM) / cluster_m)
+            * math.ceil(math.ceil(problem.N / config.BN) / cluster_n)
+            * config.splits
+        )
+        return LaunchGeometry((min(units, SM_COUNT // size) * size, 1, 1), (THREADS, 1, 1), self.shared_bytes(config))
 
     def args(self, problem: GemmProblem, config: PersistentConfig) -> tuple[Arg, ...]:
         """The members of ``Cfg::Args``: a_map, b_map, d_map (epilogue 'tma'), D, partials and counters
@@ -217,13 +234,15 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         )
 
     def tensor_maps(self, problem: GemmProblem, config: PersistentConfig) -> tuple[TensorMapArg, ...]:
-        """TMA maps with the 128-byte swizzle: A in boxes of BM rows x 64, B of 64 x 64, and with the TMA
-        epilogue D in boxes of 64 rows x 128 bytes (the epilogue's chunks)."""
+        """TMA maps with the 128-byte swizzle: A in boxes of BM rows x 64, B of 64 x 64 (with clusters,
+        each block loads the part it multicasts: BM / cluster_n rows of A, 64 / cluster_m of B), and with
+        the TMA epilogue D in boxes of 64 rows x 128 bytes (the epilogue's chunks)."""
         p = problem
         out = element_type(p.out_dtype)
+        cluster_m, cluster_n = config.cluster_shape()
         maps = [
-            ("A", "bfloat16", (p.M, p.K), p.lda * 2, (config.BM, WG_BK), "128B"),
-            ("B", "bfloat16", (p.K, p.N), p.ldb * 2, (WG_BK, 64), "128B"),
+            ("A", "bfloat16", (p.M, p.K), p.lda * 2, (config.BM // cluster_n, WG_BK), "128B"),
+            ("B", "bfloat16", (p.K, p.N), p.ldb * 2, (WG_BK // cluster_m, 64), "128B"),
         ]
         if config.epilogue == "tma":
             maps.append(("D", p.out_dtype, (p.M, p.N), p.ldd * out.itemsize, (64, 128 // out.itemsize), "none"))
