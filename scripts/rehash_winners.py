@@ -124,6 +124,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "widened by 192; other instructions identical (gemm 53 of 53, quant_gemm 27 of 27 sampled variants)",
     "f1debee": "hardware constants moved into limits.py (SM_COUNT from three modules, three more from "
     "quant_gemm/stream.py), the same values; no other line changes",
+    "ea475c2": "template cluster added beside the others (persistent.py: cluster_shape (1, 1), the entry name and "
+    "CLUSTER_M / CLUSTER_N members; the same maps, grid and rules for persistent configurations); instructions "
+    "identical (gemm persistent 23, decode 24, wgmma 23, padded 13, mma 12; quant_gemm 24 sampled variants)",
 }
 
 
