@@ -9,6 +9,10 @@ MAX_SHARED_BYTES = 227 * 1024  # dynamic shared memory one block may opt in to
 MAX_GRID_X = 2**31 - 1  # blocks along grid.x
 MAX_GRID_Y = 65_535  # blocks along grid.y (and grid.z)
 SM_COUNT = 132  # streaming multiprocessors: persistent grids' size, split counts that fill them
+# Thread-block clusters of each size (blocks) that run at once at one block per SM: 66 of 2, 30 of 4
+# (cuOccupancyMaxActiveClusters on the H200 for gemm's cluster template; 4-block clusters do not tile
+# every GPC). A persistent grid of more clusters runs the extra ones after the others finish.
+CLUSTERS_AT_ONCE = {1: SM_COUNT, 2: 66, 4: 30}
 SM_SHARED_BYTES = 228 * 1024  # shared memory of one SM, for all its resident blocks
 BLOCK_RESERVED_SHARED_BYTES = 1024  # of it, what the hardware keeps for each resident block
 SM_THREADS = 2048  # resident threads of one SM

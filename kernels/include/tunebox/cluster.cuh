@@ -31,10 +31,11 @@ __device__ __forceinline__ void fence_mbarrier_init_cluster() {
   asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }
 
-// Arrive on the mbarrier at `bar`'s offset in block `rank` of the cluster (release at cluster scope).
+// Arrive on the mbarrier at `bar`'s offset in block `rank` of the cluster (release at the block's
+// scope, which orders this block's accesses before the arrival: a cluster-scope release costs a
+// cluster-wide fence, per arrival).
 __device__ __forceinline__ void mbarrier_arrive_cluster(u64* bar, u32 rank) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_address(bar, rank))
-               : "memory");
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" ::"r"(cluster_address(bar, rank)) : "memory");
 }
 
 // Bulk tensor load of the box at (x, y) into shared `dst` of every block of the cluster whose bit is

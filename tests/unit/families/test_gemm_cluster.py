@@ -17,7 +17,7 @@ from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.families.gemm import FAMILY
 from tunebox.families.gemm.cluster import SHAPES
 from tunebox.families.gemm.persistent import tile_coordinates
-from tunebox.limits import SM_COUNT
+from tunebox.limits import CLUSTERS_AT_ONCE, SM_COUNT
 from tunebox.params import Config
 from tunebox.records import Status
 
@@ -62,7 +62,7 @@ def test_every_tile_exactly_once_across_the_clusters(shape: str, schedule: str, 
         groups_m, groups_n = math.ceil(tiles_m / cm), math.ceil(tiles_n / cn)
         units = groups_m * groups_n
         grid = G.geometry(p, c).grid[0]
-        assert grid % (cm * cn) == 0 and grid <= SM_COUNT
+        assert grid % (cm * cn) == 0 and grid // (cm * cn) <= CLUSTERS_AT_ONCE[cm * cn] and grid <= SM_COUNT
         clusters = grid // (cm * cn)
         walked = []
         for block in range(grid):

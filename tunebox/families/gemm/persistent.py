@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from ...dtypes import element_type
-from ...limits import SM_COUNT
+from ...limits import CLUSTERS_AT_ONCE
 from ...rules import Rules
 from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
@@ -209,8 +209,8 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         )
 
     def geometry(self, problem: GemmProblem, config: PersistentConfig) -> LaunchGeometry:
-        """One block per SM at most, whole clusters: a work unit is a cluster's group of tiles (and one
-        of its K splits)."""
+        """One block per SM at most, whole clusters, no more clusters than run at once: a work unit is a
+        cluster's group of tiles (and one of its K splits)."""
         cluster_m, cluster_n = config.cluster_shape()
         size = cluster_m * cluster_n
         units = (
@@ -218,7 +218,8 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
             * math.ceil(math.ceil(problem.N / config.BN) / cluster_n)
             * config.splits
         )
-        return LaunchGeometry((min(units, SM_COUNT // size) * size, 1, 1), (THREADS, 1, 1), self.shared_bytes(config))
+        clusters = min(units, CLUSTERS_AT_ONCE[size])
+        return LaunchGeometry((clusters * size, 1, 1), (THREADS, 1, 1), self.shared_bytes(config))
 
     def args(self, problem: GemmProblem, config: PersistentConfig) -> tuple[Arg, ...]:
         """The members of ``Cfg::Args``: a_map, b_map, d_map (epilogue 'tma'), D, partials and counters
