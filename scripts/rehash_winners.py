@@ -127,6 +127,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "ea475c2": "template cluster added beside the others (persistent.py: cluster_shape (1, 1), the entry name and "
     "CLUSTER_M / CLUSTER_N members; the same maps, grid and rules for persistent configurations); instructions "
     "identical (gemm persistent 23, decode 24, wgmma 23, padded 13, mma 12; quant_gemm 24 sampled variants)",
+    "eab369e": "the cluster template's remote release and grid only (cluster.cuh's mbarrier_arrive_cluster, called by "
+    "gemm_persistent_cluster alone; limits.CLUSTERS_AT_ONCE, whose entry for one block is SM_COUNT); instructions "
+    "identical since e63a2e8 (scripts/sass_identity.py --compare)",
 }
 
 
