@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 from cuda.core import LaunchConfig, Stream
-from serving_benchmark import flush_buffer, tensors  # scripts/, beside this one
+from serving_benchmark import median_ms, tensors  # scripts/, beside this one
 
 from tunebox.cuda_api import kernel_launcher, pack
 from tunebox.families import get
@@ -34,20 +33,8 @@ CASES = [  # (problem, tile), each run by the persistent template and by every c
     ({"M": 3000, "N": 5000, "K": 1000}, {"BM": 128, "BN": 256, "stages": 4, "schedule": "cooperative"}),
 ]
 CLUSTERS = {None: 1, "2x1": 2, "1x2": 2, "2x2": 4}  # cluster shape -> blocks
+SAMPLES = 30  # flushed launches a median
 GRIDS = (32, 48, 56, 60, 64, 66, 120, 128, 132)  # blocks, rounded down to whole clusters
-
-
-def median_ms(run: Any, samples: int = 30) -> float:
-    times = []
-    for _ in range(samples):
-        flush_buffer().zero_()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
 
 
 def measure(launcher: Launcher, stream: Any, shape: dict, tile: dict, cluster: str | None) -> dict[str, Any] | None:
@@ -73,7 +60,7 @@ def measure(launcher: Launcher, stream: Any, shape: dict, tile: dict, cluster: s
         run = kernel_launcher(stream, kernel, dataclasses.replace(geometry, grid=(blocks, 1, 1)), pack(args, pointers))
         run()
         torch.cuda.synchronize()
-        times[blocks] = round(median_ms(run) * 1e3, 1)
+        times[blocks] = round(median_ms(run, SAMPLES) * 1e3, 1)
     return {
         "shape": shape,
         "config": config.label(),

@@ -27,24 +27,13 @@ SHAPES = [
 TILES = {"cooperative": ((128, 128), (128, 256), (256, 128)), "pingpong": ((64, 128), (64, 64), (128, 128))}
 
 
+# the persistent template's default at a large shape (128 x 256 tiles, cooperative, 4 stages), as a cluster
+BASE = {**GEMM.templates["persistent"].default(GEMM.parse_problem({"M": 4096, "N": 4096, "K": 4096})).values()}
+BASE.update(template="cluster", BN=128, cluster="2x1")
+
+
 def cluster(**values):
-    return GEMM.config(
-        {
-            "template": "cluster",
-            "BM": 128,
-            "BN": 128,
-            "stages": 4,
-            "schedule": "cooperative",
-            "raster": "m",
-            "group": 8,
-            "epilogue": "tma",
-            "producer_registers": 40,
-            "consumer_registers": 232,
-            "splits": 1,
-            "cluster": "2x1",
-            **values,
-        }
-    )
+    return GEMM.config({**BASE, **values})
 
 
 def configs_for(problem, schedule, shape):

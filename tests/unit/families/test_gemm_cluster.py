@@ -22,20 +22,9 @@ from tunebox.params import Config
 from tunebox.records import Status
 
 G = FAMILY
-BASE = {
-    "template": "cluster",
-    "BM": 128,
-    "BN": 128,
-    "stages": 4,
-    "schedule": "cooperative",
-    "raster": "m",
-    "group": 8,
-    "epilogue": "tma",
-    "producer_registers": 40,
-    "consumer_registers": 232,
-    "splits": 1,
-    "cluster": "2x1",
-}
+# the persistent template's default at a large shape (128 x 256 tiles, cooperative, 4 stages), as a cluster
+BASE = {**G.templates["persistent"].default(G.parse_problem({"M": 4096, "N": 4096, "K": 4096})).values()}
+BASE.update(template="cluster", BN=128, cluster="2x1")
 
 
 def config(**values) -> Config:
