@@ -122,11 +122,13 @@ __device__ __forceinline__ int cluster_count() {
   return (int)gridDim.x / CS;
 }
 
-// Block `rank`'s tile of the `index`-th group of CM x CN tiles (one tile without clusters) of the order.
-template <class Cfg, int CM>
+// Block `rank`'s tile of the `index`-th group of CLUSTER_M x CLUSTER_N tiles (one tile without
+// clusters) of the order: the block at cluster position (rank % CLUSTER_M, rank / CLUSTER_M).
+template <class Cfg>
 __device__ __forceinline__ int2 block_tile(int index, int groups_m, int groups_n, int rank) {
+  constexpr int CM = Cfg::CLUSTER_M, CN = Cfg::CLUSTER_N;
   const int2 g = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(index, groups_m, groups_n);
-  return make_int2(g.x * CM + rank % CM, g.y * (Cfg::CLUSTER_N) + rank / CM);
+  return make_int2(g.x * CM + rank % CM, g.y * CN + rank / CM);
 }
 
 __device__ __forceinline__ float epilogue_value(float v, float alpha, bool relu) {
@@ -187,7 +189,7 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
   constexpr int BM = Cfg::BM, BN = Cfg::BN, STAGES = Cfg::STAGES, SPLITS = Cfg::SPLITS;
   constexpr bool COOPERATIVE = Cfg::COOPERATIVE, TMA_EPILOGUE = Cfg::TMA_EPILOGUE;
   constexpr int CM = Cfg::CLUSTER_M, CN = Cfg::CLUSTER_N, CS = CM * CN;  // cluster shape, in tiles
-  constexpr u32 A_MASK = CN == 2 ? 1u | 1u << CM : 1u;  // the ranks of tile row 0: cm = 0, each cn
+  constexpr u32 A_MASK = CN == 2 ? 1u | 1u << CM : 1u;  // the ranks of the blocks of tile row 0
   constexpr int ROWS = COOPERATIVE ? BM / 2 : BM;  // rows of a tile one consumer multiplies
   constexpr int MT = ROWS / 64;                    // its m64 wgmma tiles
   constexpr int A_BYTES = BM * BK * 2;
@@ -225,7 +227,7 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
   const int tiles_m = (int)((M + BM - 1) / BM), tiles_n = (int)((N + BN - 1) / BN);
   const int groups_m = (tiles_m + CM - 1) / CM, groups_n = (tiles_n + CN - 1) / CN;  // of a cluster's tiles
   const int units = groups_m * groups_n * SPLITS;
-  const int rank = (int)blockIdx.x % CS;  // this block's place in its cluster: (rank % CM, rank / CM)
+  const int rank = (int)blockIdx.x % CS;  // this block's cluster position: (rank % CM, rank / CM)
 
   if (warpgroup == 0) {  // producer
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::PRODUCER_REGISTERS));
@@ -233,7 +235,7 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
       Ring<STAGES> ring;
       int filled = 0;  // buffers used so far, up to STAGES: the first lap waits for no release
       for (int unit = cluster_index<CS>(); unit < units; unit += cluster_count<CS>()) {
-        const int2 t = block_tile<Cfg, CM>(unit / SPLITS, groups_m, groups_n, rank);
+        const int2 t = block_tile<Cfg>(unit / SPLITS, groups_m, groups_n, rank);
         const int2 steps = split_steps<SPLITS>(unit, k_steps);
         for (int kt = steps.x; kt < steps.x + steps.y; ++kt, ring.advance()) {
           if (filled < STAGES) {
@@ -245,19 +247,21 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
           mbarrier_expect_tx(&full[ring.stage], STAGE);  // zero-filled bytes past M, N, K count too
           if constexpr (CN == 1) {
             tma_load_2d(stage, &a_map, kt * BK, t.x * BM, &full[ring.stage]);
-          } else {  // rows [cn, cn + 1) * BM / CN of the A box, to the blocks of this tile row
+          } else {  // the A box's (rank / CM)-th part of BM / CN rows, to the blocks of this tile row
             constexpr int PART = BM / CN;
-            tma_load_2d_multicast(stage + rank / CM * PART * 128, &a_map, kt * BK, t.x * BM + rank / CM * PART, &full[ring.stage],
-                                  (unsigned short)(A_MASK << rank % CM));
+            const int part = rank / CM;
+            tma_load_2d_multicast(stage + part * PART * 128, &a_map, kt * BK, t.x * BM + part * PART,
+                                  &full[ring.stage], (unsigned short)(A_MASK << rank % CM));
           }
 #pragma unroll
           for (int j = 0; j < BN / 64; ++j) {
             unsigned char* box = stage + A_BYTES + j * B_BOX;
             if constexpr (CM == 1) {
               tma_load_2d(box, &b_map, t.y * BN + 64 * j, kt * BK, &full[ring.stage]);
-            } else {  // K rows [cm, cm + 1) * BK / CM of the B box, to the blocks of this tile column
+            } else {  // the B box's (rank % CM)-th part of BK / CM rows, to the blocks of this tile column
               constexpr int PART = BK / CM;
-              tma_load_2d_multicast(box + rank % CM * PART * 128, &b_map, t.y * BN + 64 * j, kt * BK + rank % CM * PART,
+              const int part = rank % CM;
+              tma_load_2d_multicast(box + part * PART * 128, &b_map, t.y * BN + 64 * j, kt * BK + part * PART,
                                     &full[ring.stage], (unsigned short)(((1u << CM) - 1) << (rank / CM * CM)));
             }
           }
@@ -286,7 +290,7 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
   if (!COOPERATIVE && consumer == 1) ring.skip(split_steps<SPLITS>(cluster_index<CS>(), k_steps).y);
   for (int unit = first; unit < units; unit += stride) {
     const int tile = unit / SPLITS;
-    const int2 t = block_tile<Cfg, CM>(tile, groups_m, groups_n, rank);
+    const int2 t = block_tile<Cfg>(tile, groups_m, groups_n, rank);
     const int k_count = split_steps<SPLITS>(unit, k_steps).y;
     // Pingpong: wait for the other consumer to have waited on every full barrier of its tile, so
     // every earlier use of a buffer completed before this one waits on that buffer's parity (the
