@@ -17,6 +17,9 @@ import tunebox.api as api
 from test_sweep_pipeline import QueueBackend
 from tunebox.cli import main
 
+# as in a terminal: a shell's background job (CI's runner, say) inherits SIGINT ignored, and Python then
+# keeps it ignored instead of raising KeyboardInterrupt
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 class CtrlC(QueueBackend):
     def next_outcome(self):
