@@ -132,6 +132,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "identical since e63a2e8 (scripts/sass_identity.py --compare)",
     "975217c": "gemm_persistent.cu's comments and names only (block_tile reads the cluster shape from Cfg); "
     "instructions identical (cluster 23, persistent 23, wgmma 23, padded 13, mma 12, decode 12 sampled variants)",
+    "b38e892": "tb::Wgmma's operand lists from one macro; instructions identical (persistent 18, cluster 18, wgmma 18, "
+    "padded 10, mma 8, decode 8 sampled variants; quant_gemm uses no wgmma)",
 }
 
 
