@@ -357,21 +357,36 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
       }
       if (!barrier_any(EPI_BARRIER + consumer, 128, last)) continue;
       __threadfence();
-      // A pair's sums in split order from its SPLITS slots, the loads without a branch so that they
-      // are all in flight together (a pair outside D reads the slots' first pair and is left).
-      for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
-                                                                bool) {
-        const float2* in = slots + (inside ? ((int)r * n32 + (int)c) / 2 : 0);
-        float2 sum = __ldcg(in);
+      // The sums in split order. Where every slot's pairs fit in registers beside the accumulators
+      // (two registers a load; ptxas spills past about 192 in all), one slot at a time over all of this
+      // thread's pairs: the loads are independent, so all are in flight at once (one L2 round trip
+      // rather than one a pair; the thread's own slot is read back too, which keeps the order of the
+      // additions). Otherwise a pair at a time, its SPLITS loads in flight together. A pair outside D
+      // reads the slots' first pair and is left.
+      if constexpr (MT * BN / 2 + 2 * SPLITS * (MT * BN / 4) <= 192) {
 #pragma unroll
-        for (int s = 1; s < SPLITS; ++s) {
-          const float2 part = __ldcg(in + s * slot_pairs);
-          sum.x += part.x;
-          sum.y += part.y;
-        }
-        v0 = inside ? sum.x : v0;
-        v1 = inside ? sum.y : v1;
-      });
+        for (int s = 0; s < SPLITS; ++s)
+          for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
+                                                                    bool) {
+            const float2 part = __ldcg(slots + s * slot_pairs + (inside ? ((int)r * n32 + (int)c) / 2 : 0));
+            v0 = inside ? (s == 0 ? part.x : v0 + part.x) : v0;
+            v1 = inside ? (s == 0 ? part.y : v1 + part.y) : v1;
+          });
+      } else {
+        for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
+                                                                  bool) {
+          const float2* in = slots + (inside ? ((int)r * n32 + (int)c) / 2 : 0);
+          float2 sum = __ldcg(in);
+#pragma unroll
+          for (int s = 1; s < SPLITS; ++s) {
+            const float2 part = __ldcg(in + s * slot_pairs);
+            sum.x += part.x;
+            sum.y += part.y;
+          }
+          v0 = inside ? sum.x : v0;
+          v1 = inside ? sum.y : v1;
+        });
+      }
     }
     if constexpr (TMA_EPILOGUE) {
 #pragma unroll
