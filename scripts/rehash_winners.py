@@ -134,6 +134,10 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "instructions identical (cluster 23, persistent 23, wgmma 23, padded 13, mma 12, decode 12 sampled variants)",
     "b38e892": "tb::Wgmma's operand lists from one macro; instructions identical (persistent 18, cluster 18, wgmma 18, "
     "padded 10, mma 8, decode 8 sampled variants; quant_gemm uses no wgmma)",
+    "78de5f7": "persistent split-K's final sums issue all loads first where they fit in registers: the same additions "
+    "in the same order (sums bit-identical); instructions identical but for those split-K variants (persistent 33 and "
+    "cluster 40 of 80 sampled identical, the 7 changed exactly the sampled ones of that form); no carried winner is "
+    "of that form (the one that was, 128 x 4096 x 14336, re-timed at 78de5f7 by gemm_wide_splits)",
 }
 
 
