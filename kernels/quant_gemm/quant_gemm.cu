@@ -132,12 +132,15 @@ __device__ __forceinline__ void token_words(const u16* __restrict__ token, i64 k
            (k + 2 * e + 1 < K ? (u32)__ldg(token + k + 2 * e + 1) : 0u) << 16;
 }
 
-// The products of a thread's share of one span (see span_products), its blocks' factors given; BIG: a
-// block of the warp takes the second factor (mxfp4 scales from 2^2), so every word takes it.
-template <class Cfg, int MT, int NT, bool BIG>
+// Which words of a span take the second factor: none, all (a block of the warp takes it: mxfp4 scales
+// from 2^2), or all when `big`, as multiplies under a predicate (they issue even when it is off).
+enum SecondFactor { SECOND_NONE = 0, SECOND_ALL = 1, SECOND_WHEN_BIG = 2 };
+
+// The products of a thread's share of one span (see span_products), its blocks' factors given.
+template <class Cfg, int MT, int NT, int SECOND>
 __device__ __forceinline__ void span_words(float (&acc)[MT][NT][4], const Span<MT>& s, const u32 (&f1)[MT][2][2],
                                            const u32 (&f2)[MT][2][2], const u16* const (&tokens)[NT], i64 k, i64 K,
-                                           bool tail) {
+                                           bool big, bool tail) {
   constexpr bool NV = Cfg::NVFP4;
 #pragma unroll
   for (int w = 0; w < 4; ++w) {
@@ -148,8 +151,16 @@ __device__ __forceinline__ void span_words(float (&acc)[MT][NT][4], const Span<M
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         fp4::decode_word(s.codes[i][r][w], f1[i][r][b], wt[i][r]);
-        if constexpr (BIG) fp4::rescale_word(wt[i][r], f2[i][r][b]);
+        if constexpr (SECOND == SECOND_ALL) fp4::rescale_word(wt[i][r], f2[i][r][b]);
       }
+    if constexpr (SECOND == SECOND_WHEN_BIG) {
+      if (big) {
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int r = 0; r < 2; ++r) fp4::rescale_word(wt[i][r], f2[i][r][b]);
+      }
+    }
 #pragma unroll
     for (int j = 0; j < NT; ++j) {
       u32 raw[4], act[4];
@@ -171,7 +182,9 @@ __device__ __forceinline__ void span_words(float (&acc)[MT][NT][4], const Span<M
 // Adds a thread's share of one span to the warp's sums: the codes and scales of its rows in s (weight
 // rows as the mma's A operand, MT tiles of 16), the activations of the NT token tiles from `tokens`
 // (row g of each tile) at elements k .. k + 31 of K (the thread's share: k = 128 span + 32 t). The
-// second factor is a warp-uniform branch, not a predicate: predicated-off multiplies still issue.
+// second factor (mxfp4) is a warp-uniform branch between two copies of the loop body, or with
+// Cfg::SECOND_PREDICATED multiplies under a predicate in one (fewer registers and instructions to
+// fetch; the multiplies issue even when off): each is faster at some shapes (results/README).
 template <class Cfg, int MT, int NT>
 __device__ __forceinline__ void span_products(float (&acc)[MT][NT][4], const Span<MT>& s,
                                               const u16* const (&tokens)[NT], i64 k, i64 K, bool tail) {
@@ -192,10 +205,12 @@ __device__ __forceinline__ void span_products(float (&acc)[MT][NT][4], const Spa
 #pragma unroll
       for (int b = 0; b < (NV ? 2 : 1); ++b)
         block_factors<NV>(s.scale[i][r] >> (8 * b) & 0xFFu, f1[i][r][b], f2[i][r][b]);
-  if (!NV && big)
-    span_words<Cfg, MT, NT, !NV>(acc, s, f1, f2, tokens, k, K, tail);
+  if constexpr (!NV && Cfg::SECOND_PREDICATED)
+    span_words<Cfg, MT, NT, SECOND_WHEN_BIG>(acc, s, f1, f2, tokens, k, K, big, tail);
+  else if (!NV && big)
+    span_words<Cfg, MT, NT, SECOND_ALL>(acc, s, f1, f2, tokens, k, K, big, tail);
   else
-    span_words<Cfg, MT, NT, false>(acc, s, f1, f2, tokens, k, K, tail);
+    span_words<Cfg, MT, NT, SECOND_NONE>(acc, s, f1, f2, tokens, k, K, big, tail);
 }
 
 // One output of the small-M templates: D[m, n] = total (nvfp4: times 2^7 and the tensor scale),

@@ -24,7 +24,7 @@ SHAPES = [(4099, 4111), (33, 300), (7, 100)]  # (N, K): odd N; K % 32, K % 128 !
 STREAM_SHAPES = [(4099, 2560), (33, 512), (7, 1024)]  # odd N, fewer rows than a warp's; K of 1 to 5 chunks
 STRUCTURAL_SHAPES = {"decode": (4099, 4111), "tiled": (4099, 4111), "stream": (4099, 2560)}
 STRUCTURAL_KEYS = {
-    "decode": ("splits", "warps_k", "unroll", "rows", "tokens"),
+    "decode": ("splits", "warps_k", "unroll", "rows", "tokens", "second_factor"),
     "tiled": ("stages", "BK", "BM", "warps_m", "warps_n"),
     "stream": ("rows", "warps", "warps_k", "tokens", "chunk", "stages", "blocks_per_sm"),
 }
@@ -91,13 +91,26 @@ def test_the_sweep_shapes_at_the_default(runner, builder, m, fmt):
 def test_sabotaged_sums_and_scales_are_caught(runner, builder):
     p = problem(M=3, N=4099, K=4111, format="mxfp4")
     cluster = QG.config(
-        {"template": "decode", "rows": 16, "warps": 4, "warps_k": 2, "tokens": 8, "unroll": 2, "splits": 4}
+        {
+            "template": "decode",
+            "rows": 16,
+            "warps": 4,
+            "warps_k": 2,
+            "tokens": 8,
+            "unroll": 2,
+            "splits": 4,
+            "second_factor": "branch",
+        }
     )
     sums = "tunebox/split_sums.cuh"  # the warps' and the cluster's reduction
     dropped = ("for (int c = 1; c < SPLITS; ++c) v[i] += load_cluster(sums + at + i, c);", "")
     assert_sabotage_caught(runner, builder, QG, p, cluster, *dropped, expect="elements wrong", header=sums)
     warps = ("for (int w = 1; w < WK; ++w) total += sums[w * SUMS + at];", "")
     assert_sabotage_caught(runner, builder, QG, p, cluster, *warps, expect="elements wrong", header=sums)
+    edges = problem(M=3, N=4099, K=4111, format="mxfp4", inputs="edges")  # rows of scales 2^73 and 2^2
+    predicated = QG.config({**dict(cluster.items), "second_factor": "predicated"})
+    second = ("      if (big) {", "      if (false) {")  # the predicated second factor never taken
+    assert_sabotage_caught(runner, builder, QG, edges, predicated, *second, expect="elements wrong")
     tail = QG.config({**dict(cluster.items), "splits": 1, "warps_k": 1})
     scale = (": (valid > 0 ? (u32)__ldg(sc) : 0u);", ": 0u;")  # the partial span's mxfp4 scale dropped
     assert_sabotage_caught(runner, builder, QG, p, tail, *scale, expect="elements wrong")

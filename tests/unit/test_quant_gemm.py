@@ -146,7 +146,7 @@ def assert_rule(p, good, bad, fragment: str) -> None:
 
 
 def decode(**fields):
-    base = {"rows": 16, "warps": 4, "warps_k": 1, "tokens": 8, "unroll": 2, "splits": 1}
+    base = {"rows": 16, "warps": 4, "warps_k": 1, "tokens": 8, "unroll": 2, "splits": 1, "second_factor": "branch"}
     return F.template_config("decode", DecodeConfig(**{**base, **fields}))
 
 

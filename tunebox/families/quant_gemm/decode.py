@@ -26,6 +26,12 @@ class DecodeConfig(TemplateConfig):
     tokens: int = choice(8, 16, 32, 64, doc="tokens per block (n8 tiles of 8); more blocks along grid.z")
     unroll: int = choice(1, 2, 4, doc="spans of 128 a warp keeps loading ahead (loads in flight)")
     splits: int = choice(1, 2, 4, 8, doc="blocks splitting K: one thread-block cluster, reduced in rank order")
+    second_factor: str = choice(
+        "branch",
+        "predicated",
+        doc="mxfp4's second scale factor: a warp-uniform branch between two loop bodies, or multiplies under a "
+        "predicate in one (fewer registers; they issue when off); nvfp4 has none, so both are one binary",
+    )
 
 
 def full_spans(p: QuantGemmProblem) -> int:
@@ -58,7 +64,7 @@ class DecodeTemplate(KernelTemplate[QuantGemmProblem, DecodeConfig]):
         tokens = max(t for t in (8, 16, 32, 64) if t <= max(8, -(-p.M // 8) * 8))
         warps = max(w for w in (1, 2, 4) if (w - 1) * 16 < p.N)
         for splits in (1, 2, 4, 8):
-            config = DecodeConfig(16, warps, 1, tokens, 2, splits)
+            config = DecodeConfig(16, warps, 1, tokens, 2, splits, "branch")
             if math.prod(self.geometry(p, config).grid) >= 2 * SM_COUNT or 2 * splits > full_spans(p):
                 break
         return config
@@ -96,6 +102,7 @@ class DecodeTemplate(KernelTemplate[QuantGemmProblem, DecodeConfig]):
                 "TOKENS": c.tokens,
                 "UNROLL": c.unroll,
                 "SPLITS": c.splits,
+                "SECOND_PREDICATED": c.second_factor == "predicated" and not problem.nvfp4,
                 "SHARED_BYTES": shared_bytes(c),
             },
         )

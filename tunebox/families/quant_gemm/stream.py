@@ -133,6 +133,7 @@ class StreamTemplate(KernelTemplate[QuantGemmProblem, StreamConfig]):
                 "CHUNK": c.chunk,
                 "STAGES": c.stages,
                 "PER_SM": c.blocks_per_sm,
+                "SECOND_PREDICATED": False,  # decode's second_factor "branch"
                 "SHARED_BYTES": shared_bytes(p, c),
             },
         )
