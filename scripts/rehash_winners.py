@@ -138,6 +138,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "in the same order (sums bit-identical); instructions identical but for those split-K variants (persistent 33 and "
     "cluster 40 of 80 sampled identical, the 7 changed exactly the sampled ones of that form); no carried winner is "
     "of that form (the one that was, 128 x 4096 x 14336, re-timed at 78de5f7 by gemm_wide_splits)",
+    "6a0ff7d": "quant_gemm decode's second_factor (branch, the form every stored winner ran, or predicated); "
+    "stored decode configurations given second_factor = branch; instructions identical (decode 20, stream 20, "
+    "tiled 20 sampled variants)",
 }
 
 
