@@ -123,13 +123,10 @@ __device__ __forceinline__ void cp_async_block(const E* __restrict__ src, E* sta
     const int r = idx / PER_ROW, c = (idx % PER_ROW) * VEC;
     const i64 gr = r0 + r, gc = c0 + c, off = gr * Ns + gc;
     const bool row_ok = in_range(gr, Ms);
-    if (!CHECK || (row_ok && gc >= 0 && gc + VEC <= Ns && off % VEC == 0)) {
-      cp_async_copy<VEC * sizeof(E)>(stage + staged_index<E, W, STAGING, VEC>(r, c), src + off);
-    } else {
-#pragma unroll
-      for (int e = 0; e < VEC; ++e)
-        stage[staged_index<E, W, STAGING, VEC>(r, c + e)] = row_ok && in_range(gc + e, Ns) ? src[off + e] : pad;
-    }
+    cp_async_or_elements<VEC>(
+        !CHECK || (row_ok && gc >= 0 && gc + VEC <= Ns && off % VEC == 0), src, off,
+        [&](int e) -> E& { return stage[staged_index<E, W, STAGING, VEC>(r, c + e)]; },
+        [&](int e) { return row_ok && in_range(gc + e, Ns); }, pad);
   }
 }
 

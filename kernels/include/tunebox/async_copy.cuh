@@ -40,6 +40,21 @@ __device__ __forceinline__ void cp_async_zfill(void* dst, const void* src, int v
   }
 }
 
+// Copies elements first .. first + VEC - 1 of global `src` to shared memory: one cp.async of the whole
+// vector into at(0) when `whole` (every element inside its matrix and the vector aligned to its size),
+// else element by element, at(e) = src[first + e] where inside(e) and `pad` elsewhere (read only where
+// inside). `at(e)` is element e's place in the shared tile; the whole vector's places are contiguous.
+template <int VEC, typename E, class At, class Inside>
+__device__ __forceinline__ void cp_async_or_elements(bool whole, const E* __restrict__ src, i64 first, At&& at,
+                                                     Inside&& inside, E pad) {
+  if (whole) {
+    cp_async_copy<VEC * sizeof(E)>(&at(0), src + first);
+  } else {
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) at(e) = inside(e) ? src[first + e] : pad;
+  }
+}
+
 __device__ __forceinline__ void cp_async_commit_group() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 
 template <int N>

@@ -40,12 +40,9 @@ __device__ __forceinline__ void load_tile(const u16* __restrict__ g, i64 R, i64 
     const int r = i / (COLS / 8), c = (i % (COLS / 8)) * 8;
     u16* dst = s + tile_index<COLS, SWIZZLE>(r, c);
     const i64 gr = r0 + r, gc = c0 + c;
-    if (!BOUNDS || (vec_ok && gr < R && gc + 8 <= C)) {
-      cp_async_copy<16>(dst, g + gr * ld + gc);
-    } else {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) dst[e] = (gr < R && gc + e < C) ? g[gr * ld + gc + e] : u16(0);
-    }
+    cp_async_or_elements<8>(
+        !BOUNDS || (vec_ok && gr < R && gc + 8 <= C), g, gr * ld + gc, [&](int e) -> u16& { return dst[e]; },
+        [&](int e) { return gr < R && gc + e < C; }, u16(0));
   }
 }
 
