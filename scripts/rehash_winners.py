@@ -144,8 +144,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "1b7914f": "tb::cp_async_or_elements for tile_copy's cp_async blocks and gemm's bounded tile loads: instructions "
     "identical for every form a carried winner has (tile_copy vector 60, tma 42, paired 36; gemm persistent 8, "
     "cluster 8, wgmma 28, padded 22, decode with TMA loads 14 sampled); changed only in the forms that use it (gemm "
-    "mma: its one winner re-timed at 1b7914f; decode with cp.async loads and tile_copy cp_async: no winner); quant_gemm "
-    "includes the header and does not call it (an uninstantiated template: no code)",
+    "mma: its one winner re-timed at 1b7914f; decode with cp.async loads and tile_copy cp_async: no winner); "
+    "quant_gemm includes the header and does not call it (an uninstantiated template: no code)",
 }
 
 
