@@ -1,22 +1,32 @@
-"""Rewrite a recorded evaluation log from flat configurations to template configurations (issue 14).
+"""Rewrite recorded configurations after a change of a family's configuration space (issue 14).
 
-Before issue 14 a configuration assigned every parameter of one flat space, the kernel's transport
-or path among them (``transport`` / ``path``); now it names its ``template`` and holds that
-template's own parameters only. The measurements are of the same kernels, so a recording keeps its
-records: each configuration is projected onto its template (the selector's value names it; a family
-of one template takes that one). A configuration the new space does not hold is an error (a template
-lost a value), never dropped. Records that the projection makes identical (parameters a template
-ignores) keep the first, as the sweep would have timed that binary once.
+Flat to template configurations: before issue 14 a configuration assigned every parameter of one flat
+space, the kernel's transport or path among them (``transport`` / ``path``); now it names its
+``template`` and holds that template's own parameters only. The measurements are of the same kernels,
+so a recording keeps its records: each configuration is projected onto its template (the selector's
+value names it; a family of one template takes that one). A configuration the new space does not hold
+is an error (a template lost a value), never dropped. Records that the projection makes identical
+(parameters a template ignores) keep the first, as the sweep would have timed that binary once.
 
     python scripts/migrate_recording.py results/recordings/<sweep>.jsonl [...]
+
+A new parameter of a template: every configuration of that family's template that lacks NAME gets
+VALUE, the value that reproduces what was measured (the form the kernel had before the parameter
+existed), in recordings and in winners databases (``.sqlite``: each row's configuration and record).
+VALUE is read as JSON where it parses (numbers), else as a string. Configurations that already hold
+NAME are left as they are, so running it twice changes nothing.
+
+    python scripts/migrate_recording.py --add-field FAMILY TEMPLATE NAME VALUE FILE [...]
 """
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tunebox.families import get
 from tunebox.params import TEMPLATE
@@ -41,7 +51,7 @@ def migrate(config: dict, family_name: str) -> dict:
     return new
 
 
-def main(paths: list[str]) -> None:
+def project(paths: list[str]) -> None:
     for name in paths:
         path = Path(name)
         kept, seen, merged = [], set(), 0
@@ -67,6 +77,68 @@ def main(paths: list[str]) -> None:
             kept.append(record.to_json())
         path.write_text("\n".join(kept) + "\n")
         print(f"{path}: {len(kept)} records, {merged} merged into an identical configuration")
+
+
+def with_field(config: dict, family_name: str, template: str, name: str, value: Any) -> dict:
+    """``config`` with ``name`` = ``value`` if it is a configuration of the family's ``template`` that
+    lacks ``name``; the result must be in the family's space."""
+    if config.get(TEMPLATE) != template or name in config:
+        return config
+    new = {**config, name: value}
+    if not get(family_name).space.holds(new):
+        raise SystemExit(f"{family_name}: {new} is not in the space")
+    return new
+
+
+def add_field(family: str, template: str, name: str, value: Any, paths: list[str]) -> None:
+    def fixed(record: EvalRecord) -> EvalRecord:
+        if record.family != family:
+            return record
+        return replace(record, config=with_field(record.config, family, template, name, value))
+
+    for file in paths:
+        path, changed = Path(file), 0
+        if path.suffix == ".sqlite":
+            connection = sqlite3.connect(path)
+            with connection:
+                rows = connection.execute(
+                    "SELECT rowid, record_json FROM winners WHERE family = ?", (family,)
+                ).fetchall()
+                for rowid, record_json in rows:
+                    before = EvalRecord.from_json(record_json)
+                    record = fixed(before)
+                    if record.config != before.config:
+                        changed += 1
+                        connection.execute(
+                            "UPDATE winners SET config_json = ?, record_json = ? WHERE rowid = ?",
+                            (json.dumps(record.config, sort_keys=True, allow_nan=False), record.to_json(), rowid),
+                        )
+            connection.close()
+        else:
+            lines = []
+            for line in path.read_text().splitlines():
+                if line.strip() and "tunebox_evallog" not in json.loads(line):
+                    before = EvalRecord.from_json(line)
+                    record = fixed(before)
+                    changed += record.config != before.config
+                    line = record.to_json() if record.config != before.config else line
+                lines.append(line)
+            path.write_text("\n".join(lines) + "\n")
+        print(f"{path}: {changed} configurations of {family} {template} given {name} = {value!r}")
+
+
+def main(args: list[str]) -> None:
+    if args[:1] == ["--add-field"]:
+        if len(args) < 6:
+            raise SystemExit("usage: migrate_recording.py --add-field FAMILY TEMPLATE NAME VALUE FILE [...]")
+        family, template, name, text = args[1:5]
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        add_field(family, template, name, value, args[5:])
+    else:
+        project(args)
 
 
 if __name__ == "__main__":
