@@ -262,3 +262,12 @@ def test_defaults_and_a_sample_compile_for_sm90(tmp_path) -> None:
         assert result.status is Status.OK, (p.key(), config.label(), result.log[-2000:])
         if config == F.default_config(p):
             assert result.spill_bytes == 0, (p.key(), config.label(), result.registers)
+
+
+def test_the_second_factor_forms_are_two_binaries_for_mxfp4_only() -> None:
+    """decode's ``second_factor``: branch and predicated render two kernels where scales take a second
+    factor (mxfp4) and one where none does (nvfp4), so an nvfp4 sweep times that binary once."""
+    for fmt, distinct in (("mxfp4", True), ("nvfp4", False)):
+        p = problem(M=16, N=4096, K=4096, format=fmt)
+        sources = {F.render(p, decode(second_factor=form)).code for form in ("branch", "predicated")}
+        assert len(sources) == (2 if distinct else 1), fmt
