@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU host, after a change that voids recorded results: re-records each named sweep
 # (spaces/NAME.toml, with the strategy its file states). Its evaluation log becomes the replay
-# recording results/recordings/NAME.jsonl and its finalists results/benchmarks/NAME.json (gather,
+# recording results/recordings/NAME.jsonl.gz (gzip) and its finalists results/benchmarks/NAME.json (gather,
 # scatter and gather_elements together: results/benchmarks/gather.json); winners go to
 # results/winners.sqlite. When OUT is set, everything written so far is packed into $OUT/results.tgz
 # after each sweep (a device call returns at most 8 files, and what is under $OUT comes back even if
@@ -20,7 +20,7 @@ for name in "$@"; do
   start=$(date +%s)
   rm -rf "results/sweeps/$name"  # a fresh recording, never a resumed one (a warm machine keeps ignored files)
   python3 -m tunebox tune "spaces/$name.toml" --backend gpu --results results --quiet
-  cp "results/sweeps/$name/evals.jsonl" "results/recordings/$name.jsonl"
+  gzip -9n < "results/sweeps/$name/evals.jsonl" > "results/recordings/$name.jsonl.gz"
   case $name in
     gather | scatter | gather_elements) indexed+=("spaces/$name.toml") ;;
     *) python3 -m tunebox benchmark "spaces/$name.toml" --results results --out "results/benchmarks/$name.json" \

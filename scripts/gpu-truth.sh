@@ -4,7 +4,8 @@
 # is then interrupted as Ctrl-C would (its log keeps every evaluation made); the next call resumes it.
 # Each call packs the sweep directory into $OUT/NAME-sweep.tgz: unpack it under results/sweeps/ here
 # and carry results/sweeps/NAME (an ignored path) to the next call. The call that finishes the sweep
-# also writes its log to results/recordings/NAME.jsonl (the replay recording; $OUT/NAME.jsonl).
+# also writes its log, gzip-compressed, to results/recordings/NAME.jsonl.gz (the replay recording;
+# $OUT/NAME.jsonl.gz).
 # Usage: bash scripts/gpu-truth.sh NAME [SECONDS]
 set -euo pipefail
 . scripts/gpu-env.sh
@@ -19,9 +20,9 @@ if [ -n "${OUT:-}" ]; then
   tar czf "$OUT/$name-sweep.tgz" -C results/sweeps "$name"
 fi
 if [ "$status" -eq 0 ]; then
-  cp "results/sweeps/$name/evals.jsonl" "results/recordings/$name.jsonl"
-  if [ -n "${OUT:-}" ]; then cp "results/recordings/$name.jsonl" "$OUT/"; fi
-  echo "recorded $name: results/recordings/$name.jsonl"
+  gzip -9n < "results/sweeps/$name/evals.jsonl" > "results/recordings/$name.jsonl.gz"
+  if [ -n "${OUT:-}" ]; then cp "results/recordings/$name.jsonl.gz" "$OUT/"; fi
+  echo "recorded $name: results/recordings/$name.jsonl.gz"
 else
   echo "$name: part recorded (exit $status); carry results/sweeps/$name back and run this again"
 fi

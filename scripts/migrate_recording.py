@@ -8,19 +8,20 @@ value names it; a family of one template takes that one). A configuration the ne
 is an error (a template lost a value), never dropped. Records that the projection makes identical
 (parameters a template ignores) keep the first, as the sweep would have timed that binary once.
 
-    python scripts/migrate_recording.py results/recordings/<sweep>.jsonl [...]
+    python scripts/migrate_recording.py results/recordings/<sweep>.jsonl.gz [...]
 
 A new parameter of a template: every configuration of that family's template that lacks NAME gets
 VALUE, the value that reproduces what was measured (the form the kernel had before the parameter
-existed), in recordings and in winners databases (``.sqlite``: each row's configuration and record).
-VALUE is read as JSON where it parses (numbers), else as a string. Configurations that already hold
-NAME are left as they are, so running it twice changes nothing.
+existed), in recordings (plain or ``.jsonl.gz``) and in winners databases (``.sqlite``: each row's
+configuration and record). VALUE is read as JSON where it parses (numbers), else as a string.
+Configurations that already hold NAME are left as they are, so running it twice changes nothing.
 
     python scripts/migrate_recording.py --add-field FAMILY TEMPLATE NAME VALUE FILE [...]
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import sqlite3
 import sys
@@ -51,11 +52,22 @@ def migrate(config: dict, family_name: str) -> dict:
     return new
 
 
+def read_lines(path: Path) -> list[str]:
+    """The lines of a recording, plain or gzip-compressed (``.jsonl.gz``)."""
+    data = path.read_bytes()
+    return (gzip.decompress(data) if path.suffix == ".gz" else data).decode().splitlines()
+
+
+def write_lines(path: Path, lines: list[str]) -> None:
+    data = ("\n".join(lines) + "\n").encode()
+    path.write_bytes(gzip.compress(data, 9, mtime=0) if path.suffix == ".gz" else data)
+
+
 def project(paths: list[str]) -> None:
     for name in paths:
         path = Path(name)
         kept, seen, merged = [], set(), 0
-        for line in path.read_text().splitlines():
+        for line in read_lines(path):
             if not line.strip():
                 continue
             if "tunebox_evallog" in json.loads(line):  # the log's header line stays as it is
@@ -75,7 +87,7 @@ def project(paths: list[str]) -> None:
                 continue
             seen.add(key)
             kept.append(record.to_json())
-        path.write_text("\n".join(kept) + "\n")
+        write_lines(path, kept)
         print(f"{path}: {len(kept)} records, {merged} merged into an identical configuration")
 
 
@@ -116,14 +128,14 @@ def add_field(family: str, template: str, name: str, value: Any, paths: list[str
             connection.close()
         else:
             lines = []
-            for line in path.read_text().splitlines():
+            for line in read_lines(path):
                 if line.strip() and "tunebox_evallog" not in json.loads(line):
                     before = EvalRecord.from_json(line)
                     record = fixed(before)
                     changed += record.config != before.config
                     line = record.to_json() if record.config != before.config else line
                 lines.append(line)
-            path.write_text("\n".join(lines) + "\n")
+            write_lines(path, lines)
         print(f"{path}: {changed} configurations of {family} {template} given {name} = {value!r}")
 
 

@@ -1,6 +1,6 @@
 """Learn each family's race portfolio from the recorded sweeps (issue 16, tuned on first use).
 
-    python scripts/portfolio.py OUT.json RECORDING.jsonl... [--keep FAMILY]...   (OUT: results/portfolios.json)
+    python scripts/portfolio.py OUT.json RECORDING.jsonl.gz... [--keep FAMILY]...   (OUT: results/portfolios.json)
 
 For every recorded problem, the configurations whose verified median is within ``WITHIN`` of the
 problem's best "cover" it; a greedy set cover then picks, per family, the fewest configurations that
@@ -57,7 +57,7 @@ def main(argv: list[str]) -> None:
     options = "".join(f" --keep {family}" for family in sorted(keep))
     doc = {
         "about": f"per family, the fewest configurations within {WITHIN:.0%} of every recorded problem's best",
-        "command": f"python scripts/portfolio.py results/portfolios.json results/recordings/*.jsonl{options}",
+        "command": f"python scripts/portfolio.py results/portfolios.json results/recordings/*.jsonl.gz{options}",
         "families": families,
     }
     out.write_text(json.dumps(doc, indent=1) + "\n")

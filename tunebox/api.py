@@ -23,6 +23,7 @@ from .search.loop import Sweep
 from .search.loop_settings import LoopSettings
 from .search.runs import SweepProgress, SweepResult
 from .store.evallog import EvalLog
+from .store.recordings import shipped_recording
 from .store.lock import SweepLock
 from .sweep_spec import SweepSpec, check_problem, load_sweep, search_settings
 
@@ -33,8 +34,8 @@ DEFAULT_LOOP = LoopSettings()
 
 
 def default_recording(spec: SweepSpec) -> Path:
-    """The recorded GPU sweep shipped beside a sweep file: ``<repo>/results/recordings/<name>.jsonl``."""
-    return spec.source.resolve().parent.parent / "results" / "recordings" / f"{spec.name}.jsonl"
+    """The recorded GPU sweep shipped beside a sweep file: ``<repo>/results/recordings/<name>.jsonl.gz``."""
+    return shipped_recording(spec.source, spec.name)
 
 
 def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backend:
@@ -51,7 +52,7 @@ def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backe
     if not path.exists():
         raise DeviceUnavailable(
             f"no GPU and no recording at {path}; record one on a GPU host "
-            "(tunebox tune on the GPU, then copy evals.jsonl there)"
+            "(tunebox tune on the GPU, then gzip its evals.jsonl to that path)"
         )
     return ReplayBackend(path, EvalLog(path).read(), spec.family.name)  # another family's: ReplayMiss at once
 

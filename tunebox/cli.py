@@ -71,7 +71,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--recording",
         type=Path,
-        help="recorded sweep to replay (default results/recordings/<sweep name>.jsonl beside the sweep file's folder)",
+        help="recorded sweep to replay (default results/recordings/<sweep name>.jsonl.gz beside the sweep file's folder)",
     )
     t.add_argument(
         "--results",
@@ -200,7 +200,7 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument(
         "--recordings",
         type=Path,
-        help="folder of the recordings, <sweep name>.jsonl (default: results/recordings/ beside each sweep "
+        help="folder of the recordings, <sweep name>.jsonl.gz (default: results/recordings/ beside each sweep "
         "file's folder)",
     )
     st.add_argument(

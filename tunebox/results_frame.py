@@ -49,7 +49,7 @@ def results(
     names: dict[str, str] = {}
     if path.is_dir():
         log = path / LOG_NAME
-    elif path.suffix in (".jsonl", ".json"):
+    elif path.suffix in (".jsonl", ".json") or path.name.endswith(".jsonl.gz"):
         log = path
     else:
         from .api import DEFAULT_RESULTS

@@ -4,6 +4,7 @@ refused with nothing written."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 import sqlite3
@@ -13,13 +14,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "migrate_recording.py"
-RECORDING = REPO / "results" / "recordings" / "quant_gemm.jsonl"
+RECORDING = REPO / "results" / "recordings" / "quant_gemm.jsonl.gz"
 WINNERS = REPO / "results" / "winners.sqlite"
 ADD = ("--add-field", "quant_gemm", "decode", "second_factor")
 
 
 def migrate(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=REPO)
+
+
+def shipped_lines() -> list[str]:
+    return gzip.decompress(RECORDING.read_bytes()).decode().splitlines()
 
 
 def without_field(config: dict) -> dict:
@@ -37,19 +42,19 @@ def decode_rows(db: Path) -> list[tuple[str, str]]:
 def test_a_recording_regains_the_field_once(tmp_path: Path) -> None:
     """Recorded decode configurations with the field taken out get it back (as ``branch``); other
     templates' and the header line stay; a second run changes nothing."""
-    records = [json.loads(line) for line in RECORDING.read_text().splitlines()[:200]]
+    records = [json.loads(line) for line in shipped_lines()[:200]]
     decode = [r for r in records if r.get("config", {}).get("template") == "decode"]
     assert decode and len(decode) < len(records) - 1
     for record in records:
         if "config" in record:
             record["config"] = without_field(record["config"])
-    path = tmp_path / "old.jsonl"
-    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    path = tmp_path / "old.jsonl.gz"  # compressed, as the shipped recordings are
+    path.write_bytes(gzip.compress("".join(json.dumps(record) + "\n" for record in records).encode()))
     done = migrate(*ADD, "branch", str(path))
     assert done.returncode == 0, done.stderr
     for record in decode:
         record["config"]["second_factor"] = "branch"
-    assert [json.loads(line) for line in path.read_text().splitlines()] == records
+    assert [json.loads(line) for line in gzip.decompress(path.read_bytes()).decode().splitlines()] == records
     again = migrate(*ADD, "branch", str(path))
     assert again.returncode == 0 and "0 configurations" in again.stdout, again.stderr
 
@@ -78,7 +83,7 @@ def test_a_winners_database_regains_the_field(tmp_path: Path) -> None:
 
 
 def test_a_value_outside_the_space_is_refused(tmp_path: Path) -> None:
-    line = next(line for line in RECORDING.read_text().splitlines() if '"template": "decode"' in line)
+    line = next(line for line in shipped_lines() if '"template": "decode"' in line)
     record = json.loads(line)
     record["config"] = without_field(record["config"])
     path = tmp_path / "old.jsonl"

@@ -159,7 +159,7 @@ class ReplayBackend:
         if family is not None and family not in families:
             raise ReplayMiss(
                 f"{recording} is a recording of {_names(families)}, not of {family}: replay a recording of "
-                f"a {family} sweep (--recording; the default is results/recordings/<sweep name>.jsonl), "
+                f"a {family} sweep (--recording; the default is results/recordings/<sweep name>.jsonl.gz), "
                 "or measure on a GPU (--backend gpu)"
             )
         self._index: dict[tuple[str, str, str, str], EvalRecord] = {}

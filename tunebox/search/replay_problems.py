@@ -14,6 +14,7 @@ from ..errors import SpaceError
 from ..params import Config, TemplateSpaces
 from ..records import EvalRecord, Status, canonical_json
 from ..store.evallog import EvalLog
+from ..store.recordings import shipped_recording
 from ..sweep_spec import load_sweep
 from .warm_start import DEFAULT_LIMIT, Tuned, warm_seeds
 
@@ -52,10 +53,10 @@ class ReplayProblem:
 
 def load_problems(sweep: Path, recording: Path | None = None) -> list[ReplayProblem]:
     """The problems of a sweep file, each restricted to the valid configurations its recording
-    (default ``results/recordings/<name>.jsonl`` beside the sweep file's folder) measured in the
+    (default ``results/recordings/<name>.jsonl.gz`` beside the sweep file's folder) measured in the
     screening phase. A configuration's time is the median of its screening samples."""
     spec = load_sweep(sweep)
-    path = recording or spec.source.resolve().parent.parent / "results" / "recordings" / f"{spec.name}.jsonl"
+    path = recording or shipped_recording(spec.source, spec.name)
     if not path.exists():
         raise SpaceError(f"{sweep}: no recording at {path} (record the sweep on a GPU host, or pass its recording)")
     records = EvalLog(path).read()

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import TuneboxError
+from ..store.recordings import recording_in
 from ..sweep_spec import load_sweep
 from .benchmark_strategies import strategies
 from .methodology import (
@@ -224,7 +225,7 @@ def benchmark(
         raise TuneboxError("Kernel Tuner is not installed: pip install '.[bench]'")
     problems: list[ReplayProblem] = []
     for sweep in sweeps:
-        recording = recordings / f"{load_sweep(sweep).name}.jsonl" if recordings else None
+        recording = recording_in(recordings, load_sweep(sweep).name) if recordings else None
         problems += load_problems(sweep, recording)
     problems = with_warm_seeds(problems)
     start = datetime.now(UTC)

@@ -4,12 +4,14 @@ Layout: the first line is the header ``{"tunebox_evallog": 1}``; every later lin
 Each append is a single ``os.write`` on an ``O_APPEND`` descriptor, under an exclusive ``flock``,
 followed by ``fsync``: appenders in different processes never interleave partial lines, and a returned
 ``append`` survives a crash. Reading tolerates a torn last line (a writer killed mid-append), which the
-next append cuts off; damage anywhere else raises ``DatabaseError``.
+next append cuts off; damage anywhere else raises ``DatabaseError``. A log whose name ends in ``.gz``
+is read through gzip (a compressed recording, ``store.recordings``) and cannot be appended to.
 """
 
 from __future__ import annotations
 
 import fcntl
+import gzip
 import json
 import logging
 import os
@@ -60,6 +62,11 @@ class EvalLog:
             self._append_lines("".join(r.to_json() + "\n" for r in records).encode())
 
     def _append_lines(self, lines: bytes) -> None:
+        if self.path.suffix == ".gz":
+            raise DatabaseError(
+                f"{self.path} is a compressed recording, read-only: write the sweep's log elsewhere "
+                "(a results directory) and compress it into the recordings when it is complete"
+            )
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
@@ -113,6 +120,14 @@ class EvalLog:
             data = self.path.read_bytes()
         except FileNotFoundError:
             return []
+        if self.path.suffix == ".gz":
+            try:
+                data = gzip.decompress(data)
+            except (OSError, EOFError) as exc:
+                raise DatabaseError(
+                    f"{self.path}: not a complete gzip file ({exc}); the recording is damaged: restore it "
+                    "(git checkout) or record the sweep again"
+                ) from exc
         if not data:
             return []
         lines = data.split(b"\n")

@@ -61,8 +61,8 @@ def test_a_recording_of_another_device_than_expected_is_refused() -> None:
 def test_make_backend_checks_the_sweeps_family(sweep_file: Path) -> None:
     spec = load_sweep(sweep_file)  # a tile_copy sweep
     start = time.monotonic()
-    with pytest.raises(ReplayMiss, match="gather.jsonl is a recording of gather, not of tile_copy"):
-        api.make_backend(spec, "replay", REPO / "results" / "recordings" / "gather.jsonl")
+    with pytest.raises(ReplayMiss, match="gather.jsonl.gz is a recording of gather, not of tile_copy"):
+        api.make_backend(spec, "replay", REPO / "results" / "recordings" / "gather.jsonl.gz")
     assert time.monotonic() - start < 10
 
 
@@ -84,7 +84,7 @@ def test_a_resumed_replay_keeps_the_device_of_its_log(sweep_file: Path, recordin
 
 
 def test_tune_with_a_wrong_family_recording_exits_2_at_once(tmp_path: Path) -> None:
-    recording = REPO / "results" / "recordings" / "gather.jsonl"
+    recording = REPO / "results" / "recordings" / "gather.jsonl.gz"
     argv = ["tune", str(REPO / "spaces" / "tile_copy.toml"), "--backend", "replay", "--recording", str(recording)]
     start = time.monotonic()
     done = subprocess.run(
@@ -97,7 +97,7 @@ def test_tune_with_a_wrong_family_recording_exits_2_at_once(tmp_path: Path) -> N
     assert done.returncode == 2 and done.stdout == "" and time.monotonic() - start < 30
     assert done.stderr == (
         f"tunebox: error: {recording} is a recording of gather, not of tile_copy: replay a recording of a "
-        "tile_copy sweep (--recording; the default is results/recordings/<sweep name>.jsonl), or measure on "
+        "tile_copy sweep (--recording; the default is results/recordings/<sweep name>.jsonl.gz), or measure on "
         "a GPU (--backend gpu)\n"
     )
     assert not list((tmp_path / "r").rglob("evals.jsonl")) and not list((tmp_path / "r").rglob("*.sqlite"))

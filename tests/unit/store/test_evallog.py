@@ -1,7 +1,9 @@
-"""EvalLog: round trip, torn tail, damaged middle, header versions, concurrent appenders."""
+"""EvalLog: round trip, torn tail, damaged middle, header versions, concurrent appenders, compressed
+recordings (read-only)."""
 
 from __future__ import annotations
 
+import gzip
 import logging
 import multiprocessing
 from pathlib import Path
@@ -145,3 +147,24 @@ def test_append_all_is_one_write_read_back_in_order(tmp_path: Path) -> None:
     assert log.read() == [record(0), record(1), record(2)]
     log.append_all([record(4)])
     assert log.read() == [record(0), record(1), record(2), record(4)]
+
+
+def test_a_compressed_log_reads_as_the_plain_one_and_refuses_appends(tmp_path: Path) -> None:
+    plain = EvalLog(tmp_path / "log.jsonl")
+    records = [record(0), record(1, Status.WRONG_RESULT), record(2)]
+    plain.append_all(records)
+    compressed = tmp_path / "log.jsonl.gz"
+    compressed.write_bytes(gzip.compress(plain.path.read_bytes()))
+    assert EvalLog(compressed).read() == records
+    with pytest.raises(DatabaseError, match="compressed recording, read-only"):
+        EvalLog(compressed).append(record(3))
+    assert EvalLog(compressed).read() == records
+
+
+def test_a_truncated_compressed_log_is_damaged(tmp_path: Path) -> None:
+    plain = EvalLog(tmp_path / "log.jsonl")
+    plain.append_all([record(i) for i in range(20)])
+    compressed = tmp_path / "log.jsonl.gz"
+    compressed.write_bytes(gzip.compress(plain.path.read_bytes())[:-12])
+    with pytest.raises(DatabaseError, match="not a complete gzip file"):
+        EvalLog(compressed).read()
