@@ -23,8 +23,8 @@ from .search.loop import Sweep
 from .search.loop_settings import LoopSettings
 from .search.runs import SweepProgress, SweepResult
 from .store.evallog import EvalLog
-from .store.recordings import shipped_recording
 from .store.lock import SweepLock
+from .store.recordings import shipped_recording
 from .sweep_spec import SweepSpec, check_problem, load_sweep, search_settings
 
 log = logging.getLogger(__name__)

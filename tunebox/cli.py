@@ -71,7 +71,8 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--recording",
         type=Path,
-        help="recorded sweep to replay (default results/recordings/<sweep name>.jsonl.gz beside the sweep file's folder)",
+        help="recorded sweep to replay (default results/recordings/<sweep name>.jsonl.gz beside the sweep file's "
+        "folder)",
     )
     t.add_argument(
         "--results",
