@@ -109,7 +109,7 @@ __device__ __forceinline__ void store_pair_slot(u16* __restrict__ d, i64 rows, i
   if (CHECK && !in_range(r, rows)) return;
   const i64 f = r * cols + c0, aligned = floor_to(f, N);
   const int first = k * N - (int)(f - aligned);
-  const int width = CHECK ? (int)(cols - c0 < W ? cols - c0 : W) : W;  // segment inside the row
+  const int width = segment_width<W, CHECK>(cols, c0);
   if (first >= width) return;
   const i64 base = aligned + (i64)k * N;
   const int odd = first & 1, q0 = (first - odd) / 2;
@@ -122,13 +122,7 @@ __device__ __forceinline__ void store_pair_slot(u16* __restrict__ d, i64 rows, i
   Halves<N> v;
 #pragma unroll
   for (int m = 0; m < N / 2; ++m) v.w[m] = __byte_perm(t[m], t[m + 1], odd ? 0x5432 : 0x3210);
-  if (first >= 0 && first + N <= width) {
-    *reinterpret_cast<typename Raw<2 * N>::type*>(d + base) = v.raw;
-    return;
-  }
-#pragma unroll
-  for (int e = 0; e < N; ++e)
-    if ((unsigned)(first + e) < (unsigned)width) d[base + e] = v.e[e];
+  store_slot_elements<N>(d, base, first, width, v);
 }
 
 }  // namespace tb

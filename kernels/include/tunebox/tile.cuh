@@ -114,6 +114,27 @@ __device__ __forceinline__ i64 floor_to(i64 x, int n) {
 // exactly one slot, and every slot that lies wholly inside the array moves in one aligned vector
 // access, whatever the row's alignment (unaligned leading dimensions, odd origins).
 
+// The segment's columns inside the row: W, or with CHECK the part before the row's end (c0 >= 0).
+template <int W, bool CHECK>
+__device__ __forceinline__ int segment_width(i64 cols, i64 c0) {
+  return CHECK ? (int)(cols - c0 < W ? cols - c0 : W) : W;
+}
+
+// Writes a slot's N elements `v` (a union of `raw`, one access, and elements `e`) at flat offset
+// `base` of a, the slot's element 0 at segment column `first`: in one vector access when all of them
+// lie in the segment's first `width` columns, else only those that do (a slot shared with a
+// neighbouring segment or row keeps the neighbour's elements).
+template <int N, typename E, typename V>
+__device__ __forceinline__ void store_slot_elements(E* __restrict__ a, i64 base, int first, int width, const V& v) {
+  if (first >= 0 && first + N <= width) {
+    *reinterpret_cast<typename Raw<N * sizeof(E)>::type*>(a + base) = v.raw;
+    return;
+  }
+#pragma unroll
+  for (int e = 0; e < N; ++e)
+    if ((unsigned)(first + e) < (unsigned)width) a[base + e] = v.e[e];
+}
+
 // Loads slot k of the segment, calling put(col, value) for each of its elements inside the
 // segment. CHECK=false promises a valid row, a segment inside the row and a slot vector inside
 // the array; otherwise elements whose source lies outside the array get `pad` (validity is checked
@@ -154,25 +175,18 @@ __device__ __forceinline__ void load_slot(const E* __restrict__ a, i64 rows, i64
 template <typename E, int N, int W, bool CHECK, typename Get>
 __device__ __forceinline__ void store_slot(E* __restrict__ a, i64 rows, i64 cols, i64 r, i64 c0,
                                            int k, Get get) {
-  typedef typename Raw<N * sizeof(E)>::type R;
   if (CHECK && !in_range(r, rows)) return;
   const i64 f = r * cols + c0;
   const i64 aligned = floor_to(f, N);
   const int first = k * N - (int)(f - aligned);
-  const int width = CHECK ? (int)(cols - c0 < W ? cols - c0 : W) : W;  // segment inside the row
+  const int width = segment_width<W, CHECK>(cols, c0);
   if (first >= width) return;
   const i64 base = aligned + (i64)k * N;
   Vec<E, N> v;
 #pragma unroll
   for (int e = 0; e < N; ++e)
     v.e[e] = (unsigned)(first + e) < (unsigned)width ? get(first + e) : E(0);
-  if (first >= 0 && first + N <= width) {
-    *reinterpret_cast<R*>(a + base) = v.raw;
-    return;
-  }
-#pragma unroll
-  for (int e = 0; e < N; ++e)
-    if ((unsigned)(first + e) < (unsigned)width) a[base + e] = v.e[e];
+  store_slot_elements<N>(a, base, first, width, v);
 }
 
 // True when every element of origin + [0,h) x [0,w) lies inside a (rows, cols) array.
