@@ -146,6 +146,10 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "cluster 8, wgmma 28, padded 22, decode with TMA loads 14 sampled); changed only in the forms that use it (gemm "
     "mma: its one winner re-timed at 1b7914f; decode with cp.async loads and tile_copy cp_async: no winner); "
     "quant_gemm includes the header and does not call it (an uninstantiated template: no code)",
+    "83a6069": "tile.cuh's store_slot_elements and segment_width, used by store_slot and store_pair_slot (tile_copy "
+    "only): instructions identical (tile_copy vector 70, tma 46, paired 38, cp_async 52 sampled, the rest of cp_async "
+    "varying from build to build as before); other families include the header and call neither (uninstantiated "
+    "templates: no code)",
 }
 
 
