@@ -33,11 +33,6 @@ DEFAULT_RESULTS = Path("results")
 DEFAULT_LOOP = LoopSettings()
 
 
-def default_recording(spec: SweepSpec) -> Path:
-    """The recorded GPU sweep shipped beside a sweep file: ``<repo>/results/recordings/<name>.jsonl.gz``."""
-    return shipped_recording(spec.source, spec.name)
-
-
 def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backend:
     """``gpu``, ``replay`` or ``auto`` (the GPU when the probe finds one, else replay)."""
     _check_backend_name(backend)
@@ -48,7 +43,7 @@ def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backe
         if backend == "gpu":
             raise DeviceUnavailable(f"no usable GPU ({reason}); use --backend replay")
         log.warning("no GPU here (%s): replaying recorded measurements", reason)
-    path = recording or default_recording(spec)
+    path = recording or shipped_recording(spec.source, spec.name)  # <repo>/results/recordings/<name>.jsonl.gz
     if not path.exists():
         raise DeviceUnavailable(
             f"no GPU and no recording at {path}; record one on a GPU host "
