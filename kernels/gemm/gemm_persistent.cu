@@ -23,8 +23,10 @@
 // [split * k_steps / SPLITS, (split + 1) * k_steps / SPLITS). A unit stores its float32 partial sums
 // (rows < M, columns < N) in slot `split` of `partials` (SPLITS x M x N, row-major), then counts its
 // arrival on its tile's counter (one per tile and consumer part; zero before the launch, and left
-// zero: the last unit resets it). The unit that arrives last sums the SPLITS slots in split order, so
-// D is the same whichever unit is last, and runs the epilogue; the others skip it.
+// zero: the last unit resets it) with one acquire-release atomic after the part's barrier
+// (tb::counter_arrive), which publishes the slot and, for the last unit, acquires the others'.
+// The unit that arrives last sums the SPLITS slots in split order, so D is the same whichever unit
+// is last, and runs the epilogue; the others skip it.
 //
 // Clusters (gemm_persistent_cluster, Cfg::CLUSTER_M x Cfg::CLUSTER_N blocks, rank r = blockIdx.x %
 // their product at cluster position (r % CLUSTER_M, r / CLUSTER_M); no split-K): a work unit is a
@@ -336,8 +338,8 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
 
     const i64 m0 = (i64)t.x * BM + (COOPERATIVE ? consumer * ROWS : 0), n0 = (i64)t.y * BN;
     if constexpr (SPLITS > 1) {
-      // This unit's partial sums into its slot; the arrival counted once every thread's stores are
-      // visible device-wide; the last unit of the tile (part) sums the slots in split order. Split-K
+      // This unit's partial sums into its slot; the arrival counted (released) once every thread of
+      // the part has stored; the last unit of the tile (part) sums the slots in split order. Split-K
       // takes the TMA epilogue (a rule), so N is even: every pair is whole and 8-byte aligned. A slot
       // holds at most 2^23 floats: 32-bit offsets, which keep registers free.
       const int n32 = (int)N, slot_pairs = (int)(M * N / 2);
@@ -347,16 +349,14 @@ __device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map,
                                                                 bool) {
         if (inside) slot[((int)r * n32 + (int)c) / 2] = make_float2(v0, v1);
       });
-      __threadfence();
       barrier_sync(EPI_BARRIER + consumer, 128);
       u32 last = 0;
       if (tid == 0) {
         u32* counter = counters + 2 * tile + (COOPERATIVE ? consumer : 0);
-        last = atomicAdd(counter, 1u) == SPLITS - 1;
+        last = counter_arrive(counter) == SPLITS - 1;
         if (last) atomicExch(counter, 0u);  // zero again for the next launch
       }
       if (!barrier_any(EPI_BARRIER + consumer, 128, last)) continue;
-      __threadfence();
       // The sums in split order. Where every slot's pairs fit in registers beside the accumulators
       // (two registers a load; ptxas spills past about 192 in all), one slot at a time over all of this
       // thread's pairs: the loads are independent, so all are in flight at once (one L2 round trip

@@ -12,6 +12,16 @@ __device__ __forceinline__ void barrier_sync(int id, int threads) {
 __device__ __forceinline__ void barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
+// One arrival on a device-wide counter, with acquire-release semantics at GPU scope: returns the
+// count before it. Called by one thread after a barrier of its block, it publishes every write the
+// block made before the barrier (the release is cumulative) and, read by the thread that sees the
+// last count, makes every other block's published writes visible to the writes and reads its block
+// makes after the next barrier; no __threadfence on either side.
+__device__ __forceinline__ u32 counter_arrive(u32* counter) {
+  u32 before;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
+  return before;
+}
 // A named barrier that also ORs a predicate over its threads: whether any thread passed `value` != 0.
 __device__ __forceinline__ bool barrier_any(int id, int threads, u32 value) {
   u32 any;
