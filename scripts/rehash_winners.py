@@ -141,6 +141,11 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "6a0ff7d": "quant_gemm decode's second_factor (branch, the form every stored winner ran, or predicated); "
     "stored decode configurations given second_factor = branch; instructions identical (decode 20, stream 20, "
     "tiled 20 sampled variants)",
+    "b209d79": "persistent split-K's arrival on the tile counter one acquire-release atomic (tb::counter_arrive, new "
+    "in barriers.cuh) in place of two __threadfence: instructions changed exactly in the split-K variants (sampled: 4 "
+    "of 20 over every gemm recording, 23 of 40 over the split sweeps' recordings; every other template and 1-split "
+    "variant identical); the one carried winner of that form (128 x 4096 x 14336, 2 splits) re-timed at b209d79 by "
+    "gemm_wide_splits",
     "1b7914f": "tb::cp_async_or_elements for tile_copy's cp_async blocks and gemm's bounded tile loads: instructions "
     "identical for every form a carried winner has (tile_copy vector 60, tma 42, paired 36; gemm persistent 8, "
     "cluster 8, wgmma 28, padded 22, decode with TMA loads 14 sampled); changed only in the forms that use it (gemm "
