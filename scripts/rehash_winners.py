@@ -145,7 +145,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "in barriers.cuh) in place of two __threadfence: instructions changed exactly in the split-K variants (sampled: 4 "
     "of 20 over every gemm recording, 23 of 40 over the split sweeps' recordings; every other template and 1-split "
     "variant identical); the one carried winner of that form (128 x 4096 x 14336, 2 splits) re-timed at b209d79 by "
-    "gemm_wide_splits",
+    "gemm_wide_splits; quant_gemm includes barriers.cuh and does not call it (decode, stream, tiled 20 sampled each: "
+    "identical)",
     "1b7914f": "tb::cp_async_or_elements for tile_copy's cp_async blocks and gemm's bounded tile loads: instructions "
     "identical for every form a carried winner has (tile_copy vector 60, tma 42, paired 36; gemm persistent 8, "
     "cluster 8, wgmma 28, padded 22, decode with TMA loads 14 sampled); changed only in the forms that use it (gemm "
