@@ -26,7 +26,7 @@ STRUCTURAL_SHAPES = {"decode": (4099, 4111), "tiled": (4099, 4111), "stream": (4
 STRUCTURAL_KEYS = {
     "decode": ("splits", "warps_k", "unroll", "rows", "tokens", "second_factor"),
     "tiled": ("stages", "BK", "BM", "warps_m", "warps_n"),
-    "stream": ("rows", "warps", "warps_k", "tokens", "chunk", "stages", "blocks_per_sm"),
+    "stream": ("rows", "warps", "warps_k", "tokens", "chunk", "stages", "blocks_per_sm", "second_factor"),
 }
 TIMEOUT_S = 300
 

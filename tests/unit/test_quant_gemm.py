@@ -152,6 +152,7 @@ def decode(**fields):
 
 def stream(**fields):
     base = {"rows": 16, "warps": 4, "warps_k": 1, "tokens": 8, "chunk": 512, "stages": 4, "blocks_per_sm": 1}
+    base["second_factor"] = "branch"
     return F.template_config("stream", StreamConfig(**{**base, **fields}))
 
 
@@ -264,10 +265,12 @@ def test_defaults_and_a_sample_compile_for_sm90(tmp_path) -> None:
             assert result.spill_bytes == 0, (p.key(), config.label(), result.registers)
 
 
-def test_the_second_factor_forms_are_two_binaries_for_mxfp4_only() -> None:
-    """decode's ``second_factor``: branch and predicated render two kernels where scales take a second
-    factor (mxfp4) and one where none does (nvfp4), so an nvfp4 sweep times that binary once."""
+@pytest.mark.parametrize("template", [decode, stream])
+def test_the_second_factor_forms_are_two_binaries_for_mxfp4_only(template) -> None:
+    """The small-M templates' ``second_factor``: branch and predicated render two kernels where scales
+    take a second factor (mxfp4) and one where none does (nvfp4), so an nvfp4 sweep times that binary
+    once."""
     for fmt, distinct in (("mxfp4", True), ("nvfp4", False)):
         p = problem(M=16, N=4096, K=4096, format=fmt)
-        sources = {F.render(p, decode(second_factor=form)).code for form in ("branch", "predicated")}
+        sources = {F.render(p, template(second_factor=form)).code for form in ("branch", "predicated")}
         assert len(sources) == (2 if distinct else 1), fmt

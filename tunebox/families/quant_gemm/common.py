@@ -1,13 +1,14 @@
 """What the quant_gemm templates share: the kernel arguments, the members of the configuration struct
 that the problem fixes, the widths of the global accesses that a row's alignment allows, and the warp
-layout rules of the small-M templates (decode, stream)."""
+layout rules and the second scale factor's form of the small-M templates (decode, stream)."""
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
 from ...rules import Rules
 from ..base import Arg, BufferArg, ScalarArg
+from ..contract import choice
 from .problem import QuantGemmProblem
 
 KERNEL = "quant_gemm/quant_gemm.cu"
@@ -26,6 +27,21 @@ def problem_members(p: QuantGemmProblem) -> dict[str, int | bool]:
     """NVFP4 (e4m3 scales and a tensor scale, else mxfp4), and the access widths of a row of values
     (``VB``, bytes) and of A (``AV``, bytes)."""
     return {"NVFP4": p.nvfp4, "VB": access_bytes(p.row_bytes), "AV": access_bytes(2 * p.K)}
+
+
+def second_factor_choice() -> Any:
+    """The small-M templates' ``second_factor`` field (span_products in the kernel)."""
+    return choice(
+        "branch",
+        "predicated",
+        doc="mxfp4's second scale factor: a warp-uniform branch between two loop bodies, or multiplies under a "
+        "predicate in one (fewer registers; they issue when off); nvfp4 has none, so both are one binary",
+    )
+
+
+def second_predicated(p: QuantGemmProblem, second_factor: str) -> bool:
+    """The kernel's SECOND_PREDICATED: the predicated form where scales take a second factor (mxfp4)."""
+    return second_factor == "predicated" and not p.nvfp4
 
 
 def kernel_args(p: QuantGemmProblem) -> tuple[Arg, ...]:

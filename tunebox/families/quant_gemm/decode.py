@@ -12,7 +12,15 @@ from ...limits import MAX_GRID_X, MAX_GRID_Y, SM_COUNT
 from ...rules import Rules
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .common import KERNEL, kernel_args, problem_members, warp_layout_rules, warps_n
+from .common import (
+    KERNEL,
+    kernel_args,
+    problem_members,
+    second_factor_choice,
+    second_predicated,
+    warp_layout_rules,
+    warps_n,
+)
 from .problem import QuantGemmProblem
 
 SPAN = 128  # elements of K a warp takes at a time (32 a thread)
@@ -26,12 +34,7 @@ class DecodeConfig(TemplateConfig):
     tokens: int = choice(8, 16, 32, 64, doc="tokens per block (n8 tiles of 8); more blocks along grid.z")
     unroll: int = choice(1, 2, 4, doc="spans of 128 a warp keeps loading ahead (loads in flight)")
     splits: int = choice(1, 2, 4, 8, doc="blocks splitting K: one thread-block cluster, reduced in rank order")
-    second_factor: str = choice(
-        "branch",
-        "predicated",
-        doc="mxfp4's second scale factor: a warp-uniform branch between two loop bodies, or multiplies under a "
-        "predicate in one (fewer registers; they issue when off); nvfp4 has none, so both are one binary",
-    )
+    second_factor: str = second_factor_choice()
 
 
 def full_spans(p: QuantGemmProblem) -> int:
@@ -102,7 +105,7 @@ class DecodeTemplate(KernelTemplate[QuantGemmProblem, DecodeConfig]):
                 "TOKENS": c.tokens,
                 "UNROLL": c.unroll,
                 "SPLITS": c.splits,
-                "SECOND_PREDICATED": c.second_factor == "predicated" and not problem.nvfp4,
+                "SECOND_PREDICATED": second_predicated(problem, c.second_factor),
                 "SHARED_BYTES": shared_bytes(c),
             },
         )

@@ -13,7 +13,16 @@ from ...limits import BLOCK_RESERVED_SHARED_BYTES, SM_COUNT, SM_SHARED_BYTES, SM
 from ...rules import Rules, shared_memory_fits
 from ..base import Arg, Instantiation, LaunchGeometry, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .common import KERNEL, kernel_args, power_ceiling, problem_members, warp_layout_rules, warps_n
+from .common import (
+    KERNEL,
+    kernel_args,
+    power_ceiling,
+    problem_members,
+    second_factor_choice,
+    second_predicated,
+    warp_layout_rules,
+    warps_n,
+)
 from .problem import QuantGemmProblem
 
 
@@ -26,6 +35,7 @@ class StreamConfig(TemplateConfig):
     chunk: int = choice(256, 512, 1024, doc="bytes of codes a row per ring stage (2 x chunk elements of K)")
     stages: int = choice(2, 3, 4, 6, 8, doc="ring stages: chunks in flight per block")
     blocks_per_sm: int = choice(1, 2, 4, doc="resident blocks per SM: the persistent grid's size over 132 SMs")
+    second_factor: str = second_factor_choice()
 
 
 def whole_pieces(p: QuantGemmProblem) -> int:
@@ -75,13 +85,14 @@ class StreamTemplate(KernelTemplate[QuantGemmProblem, StreamConfig]):
     def default(self, problem: QuantGemmProblem) -> StreamConfig | None:
         """None past M = 64 or where K is not in whole pieces; else one group of 16 rows a block whose 8
         consumer warps split each chunk of 512 bytes (a span each), every token up to 64, 4 stages, two
-        blocks per SM up to 16 tokens (one past: their accumulators need the registers)."""
+        blocks per SM up to 16 tokens (one past: their accumulators need the registers), the second factor
+        as a branch."""
         p = problem
         if p.M > 64 or p.K % whole_pieces(p):
             return None
         tokens = max(t for t in (8, 16, 32, 64) if t <= max(8, -(-p.M // 8) * 8))
         per_sm = 2 if tokens <= 16 else 1
-        return StreamConfig(rows=16, warps=8, warps_k=8, tokens=tokens, chunk=512, stages=4, blocks_per_sm=per_sm)
+        return StreamConfig(16, 8, 8, tokens, chunk=512, stages=4, blocks_per_sm=per_sm, second_factor="branch")
 
     def violations(self, problem: QuantGemmProblem, config: StreamConfig) -> list[str]:
         p, c = problem, config
@@ -133,7 +144,7 @@ class StreamTemplate(KernelTemplate[QuantGemmProblem, StreamConfig]):
                 "CHUNK": c.chunk,
                 "STAGES": c.stages,
                 "PER_SM": c.blocks_per_sm,
-                "SECOND_PREDICATED": False,  # decode's second_factor "branch"
+                "SECOND_PREDICATED": second_predicated(p, c.second_factor),
                 "SHARED_BYTES": shared_bytes(p, c),
             },
         )
