@@ -147,6 +147,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "variant identical); the one carried winner of that form (128 x 4096 x 14336, 2 splits) re-timed at b209d79 by "
     "gemm_wide_splits; quant_gemm includes barriers.cuh and does not call it (decode, stream, tiled 20 sampled each: "
     "identical)",
+    "acc2113": "quant_gemm stream's second_factor (branch, the form every stored winner ran, or predicated); stored "
+    "stream configurations given second_factor = branch; all 1001 recorded stream variants render the same source "
+    "and geometry; decode's SECOND_PREDICATED the same expression, moved to common.py",
     "1b7914f": "tb::cp_async_or_elements for tile_copy's cp_async blocks and gemm's bounded tile loads: instructions "
     "identical for every form a carried winner has (tile_copy vector 60, tma 42, paired 36; gemm persistent 8, "
     "cluster 8, wgmma 28, padded 22, decode with TMA loads 14 sampled); changed only in the forms that use it (gemm "
