@@ -5,8 +5,11 @@
 Small problems (the GPU finishes each launch long before the host issues the next one, so the loop
 measures the host): a 64 x 64 float32 transpose and a 4096-row bfloat16 gather served by tunebox
 kernels, a 64 x 64 x 64 gemm served by torch.matmul through launch; each beside the torch call a user
-writes. Mean over 20000 calls after 1000 warm ones, synchronised at the ends; then a profile of the
-kernel path (the 15 costliest functions by own time). Needs a GPU and torch.
+writes. Mean over 20000 calls after 1000 warm ones, synchronised at the ends. Then the parts of the
+kernel path on their own (the floor this host sets): ``cuLaunchKernel`` of an empty kernel through
+ctypes with every argument converted once (the call ``DirectLaunch`` makes), ``DirectLaunch.run`` on one
+buffer, and the fast path's key of the transpose's call; and a profile of the kernel path (the 15
+costliest functions by own time). Needs a GPU and torch.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ import torch
 from serving_benchmark import host_us  # scripts/, beside this one
 
 from tunebox.benchmark import versions
+from tunebox.families.base import BufferArg, LaunchGeometry
+from tunebox.runtime.fast_path import DirectLaunch, torch_signature
 from tunebox.runtime.launch import Launcher
 
 CALLS = 20000
@@ -30,6 +35,30 @@ CALLS = 20000
 
 def per_call_us(run: Any) -> float:
     return host_us(run, CALLS, warmups=1000, batch=CALLS)  # one batch: the mean over every call in a row
+
+
+def host_parts(a: Any, b: Any) -> dict[str, Any]:
+    """The kernel path's parts on their own, as calls to time."""
+    from cuda.core import Program, ProgramOptions
+
+    code = 'extern "C" __global__ void touch(float* p) {}'
+    kernel = Program(code, "c++", ProgramOptions(arch="sm_90")).compile("cubin").get_kernel("touch")
+    stream = torch.cuda.current_stream().cuda_stream
+    buffer = {"p": torch.empty(1, device="cuda")}
+    direct = DirectLaunch(
+        kernel,
+        LaunchGeometry((1, 1, 1), (32, 1, 1), 0),
+        (BufferArg("p", "float"),),
+        {"p": buffer["p"].data_ptr()},
+        stream,
+    )
+    return {
+        "cuLaunchKernel through ctypes (empty kernel)": direct._launch,
+        "DirectLaunch.run (empty kernel, one buffer)": lambda: direct.run(buffer, stream),
+        "torch_signature (the transpose's call)": lambda: torch_signature(
+            "tile_copy", {"src": a, "dst": b}, None, "tunebox", {"transpose": True}
+        ),
+    }
 
 
 def main(out: Path) -> None:
@@ -56,6 +85,8 @@ def main(out: Path) -> None:
     for name, (tunebox_call, torch_call) in cases.items():
         results[name] = {"tunebox_us": per_call_us(tunebox_call), "torch_us": per_call_us(torch_call)}
         print(name, results[name], flush=True)
+    parts = {name: per_call_us(call) for name, call in host_parts(a, b).items()}
+    print(parts, flush=True)
     profile = cProfile.Profile()
     kernel = cases["tile_copy transpose 64x64 float32 (kernel)"][0]
     profile.enable()
@@ -72,6 +103,7 @@ def main(out: Path) -> None:
                 "versions": versions(),
                 "calls": CALLS,
                 "cases": results,
+                "host_parts_us": parts,
                 "profile_of_the_kernel_path": text.getvalue().splitlines()[:40],
             },
             indent=1,
