@@ -6,7 +6,7 @@ Small problems (the GPU finishes each launch long before the host issues the nex
 measures the host): a 64 x 64 float32 transpose and a 4096-row bfloat16 gather served by tunebox
 kernels, a 64 x 64 x 64 gemm served by torch.matmul through launch; each beside the torch call a user
 writes. Mean over 20000 calls after 1000 warm ones, synchronised at the ends. Then the parts of the
-kernel path on their own (the floor this host sets): ``cuLaunchKernel`` of an empty kernel through
+kernel path on their own (the floor this host sets): ``cuLaunchKernelEx`` of an empty kernel through
 ctypes with every argument converted once (the call ``DirectLaunch`` makes), ``DirectLaunch.run`` on one
 buffer, and the fast path's key of the transpose's call; and a profile of the kernel path (the 15
 costliest functions by own time). Needs a GPU and torch.
@@ -53,7 +53,7 @@ def host_parts(a: Any, b: Any) -> dict[str, Any]:
         stream,
     )
     return {
-        "cuLaunchKernel through ctypes (empty kernel)": direct._launch,
+        "cuLaunchKernelEx through ctypes (empty kernel)": direct._launch,
         "DirectLaunch.run (empty kernel, one buffer)": lambda: direct.run(buffer, stream),
         "torch_signature (the transpose's call)": lambda: torch_signature(
             "tile_copy", {"src": a, "dst": b}, None, "tunebox", {"transpose": True}

@@ -11,7 +11,7 @@ cache) and kept per process.
 A repeated call on torch tensors of the same shapes, types, device, options and stream takes the fast
 path (``fast_path.py``): no parsing, lookup or validation beyond shapes, types, contiguity and
 pointers; a single-kernel plan writes the new addresses into its prebuilt argument struct and calls
-``cuLaunchKernel``. It works
+``cuLaunchKernelEx``. It works
 inside ``torch.cuda.graph`` capture once the plan exists (call it once before capturing).
 """
 

@@ -72,3 +72,21 @@ def test_calls_the_fast_path_cannot_key_take_the_full_path(torch):
 def test_without_torch_there_is_no_fast_path(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch", raising=False)
     assert key({"src": object()}) is None
+
+
+def test_the_launch_configuration_is_cuda_h_s_byte_for_byte():
+    """``LaunchConfig`` (what the fast path hands cuLaunchKernelEx) holds the same bytes as the
+    CUlaunchConfig cuda.bindings builds from the same grid, block, shared bytes and stream."""
+    import ctypes
+
+    from cuda.bindings import driver
+
+    from tunebox.runtime.fast_path import LaunchConfig
+
+    grid, block, shared, stream = (3, 5, 7), (32, 2, 1), 49152, 0x1234ABCD5678
+    ours = LaunchConfig((ctypes.c_uint * 3)(*grid), (ctypes.c_uint * 3)(*block), shared, stream)
+    theirs = driver.CUlaunchConfig()
+    theirs.gridDimX, theirs.gridDimY, theirs.gridDimZ = grid
+    theirs.blockDimX, theirs.blockDimY, theirs.blockDimZ = block
+    theirs.sharedMemBytes, theirs.hStream = shared, driver.CUstream(stream)
+    assert bytes(ours) == ctypes.string_at(theirs.getPtr(), ctypes.sizeof(LaunchConfig))
