@@ -134,7 +134,7 @@ class Baseline:
 
     name: str
     run: Callable[[dict[str, Any]], dict[str, Any]]
-    into: Callable[[dict[str, Any], dict[str, Any]], None] | None = None
+    into: Callable[[dict[str, Any], dict[str, Any]], object] | None = None  # what it returns is not read
 
 
 class Problem(abc.ABC):

@@ -147,7 +147,7 @@ def race(
             return "ok" if not wrong else "wrong result: " + "; ".join(wrong)
 
         entrants: list[Entrant] = []
-        runs: dict[str, Callable[[], None]] = {}
+        runs: dict[str, Callable[[], object]] = {}
         main = baselines[0]
         if main.into is not None:
             into = main.into
@@ -215,7 +215,7 @@ def _warm_wall(torch: Any, run: Callable[[], object], first_s: float) -> float:
     return min(first_s, _wall(torch, run))
 
 
-def _sample(torch: Any, flush: Any, run: Callable[[], None]) -> float:
+def _sample(torch: Any, flush: Any, run: Callable[[], object]) -> float:
     """One flushed sample of ``run`` on the current stream, in ms."""
     flush.zero_()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
