@@ -151,8 +151,16 @@ def decode(**fields):
 
 
 def stream(**fields):
-    base = {"rows": 16, "warps": 4, "warps_k": 1, "tokens": 8, "chunk": 512, "stages": 4, "blocks_per_sm": 1}
-    base["second_factor"] = "branch"
+    base = {
+        "rows": 16,
+        "warps": 4,
+        "warps_k": 1,
+        "tokens": 8,
+        "chunk": 512,
+        "stages": 4,
+        "blocks_per_sm": 1,
+        "second_factor": "branch",
+    }
     return F.template_config("stream", StreamConfig(**{**base, **fields}))
 
 

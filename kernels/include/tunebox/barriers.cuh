@@ -13,10 +13,10 @@ __device__ __forceinline__ void barrier_arrive(int id, int threads) {
   asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(threads) : "memory");
 }
 // One arrival on a device-wide counter, with acquire-release semantics at GPU scope: returns the
-// count before it. Called by one thread after a barrier of its block, it publishes every write the
-// block made before the barrier (the release is cumulative) and, read by the thread that sees the
-// last count, makes every other block's published writes visible to the writes and reads its block
-// makes after the next barrier; no __threadfence on either side.
+// count before it. Called by one thread after a barrier (bar.sync, or a named barrier of some of the
+// block's warps), it publishes every write the threads meeting there made before it (the release is
+// cumulative); in the thread that sees the last count, it acquires every earlier arrival's published
+// writes for the threads that meet it at the next barrier. No __threadfence on either side.
 __device__ __forceinline__ u32 counter_arrive(u32* counter) {
   u32 before;
   asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
