@@ -151,6 +151,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "stream configurations given second_factor = branch; all 1001 recorded stream variants render the same source "
     "and geometry; decode's SECOND_PREDICATED the same expression, moved to common.py",
     "141b650": "Baseline.into's return annotation only (object for None): no code, render or reference changed",
+    "3e87427": "a comment of barriers.cuh only (counter_arrive's contract)",
     "1b7914f": "tb::cp_async_or_elements for tile_copy's cp_async blocks and gemm's bounded tile loads: instructions "
     "identical for every form a carried winner has (tile_copy vector 60, tma 42, paired 36; gemm persistent 8, "
     "cluster 8, wgmma 28, padded 22, decode with TMA loads 14 sampled); changed only in the forms that use it (gemm "
