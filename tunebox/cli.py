@@ -196,7 +196,7 @@ def parser() -> argparse.ArgumentParser:
         nargs="+",
         type=Path,
         help="sweep files whose recordings to replay (default: spaces/ gather, scatter, gather_elements, "
-        "ragged3d, gemm_wgmma and gemm_skinny)",
+        "ragged3d, gemm_wgmma, gemm_skinny and truth_windows)",
     )
     st.add_argument(
         "--recordings",

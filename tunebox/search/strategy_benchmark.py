@@ -59,7 +59,7 @@ SEEDS_PER_TASK = 5  # a strategy's seeds on a problem run in tasks of this many 
 
 # the sweeps whose recordings hold every valid configuration of each problem (or, for gather and
 # scatter, every one their sweep measured: see ReplayProblem.complete)
-DEFAULT_SWEEPS = ("gather", "scatter", "gather_elements", "ragged3d", "gemm_wgmma", "gemm_skinny")
+DEFAULT_SWEEPS = ("gather", "scatter", "gather_elements", "ragged3d", "gemm_wgmma", "gemm_skinny", "truth_windows")
 
 
 def _run_one(name: str, run: StrategyRun, problem: ReplayProblem, seeds: Sequence[int], budget: int) -> StrategyResult:
