@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import SpaceError
+from .store.recordings import COMPRESSED
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,7 +50,7 @@ def results(
     names: dict[str, str] = {}
     if path.is_dir():
         log = path / LOG_NAME
-    elif path.suffix in (".jsonl", ".json") or path.name.endswith(".jsonl.gz"):
+    elif path.suffix in (".jsonl", ".json") or path.name.endswith(COMPRESSED):
         log = path
     else:
         from .api import DEFAULT_RESULTS
