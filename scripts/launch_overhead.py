@@ -51,10 +51,12 @@ def host_parts(a: Any, b: Any) -> dict[str, Any]:
         (BufferArg("p", "float"),),
         {"p": buffer["p"].data_ptr()},
         stream,
+        ("p",),
     )
+    address = (buffer["p"].data_ptr(),)
     return {
         "cuLaunchKernelEx through ctypes (empty kernel)": direct._launch,
-        "DirectLaunch.run (empty kernel, one buffer)": lambda: direct.run(buffer, stream),
+        "DirectLaunch.run (empty kernel, one buffer)": lambda: direct.run(buffer, stream, address),
         "torch_signature (the transpose's call)": lambda: torch_signature(
             "tile_copy", {"src": a, "dst": b}, None, "tunebox", {"transpose": True}
         ),

@@ -25,15 +25,16 @@ from .serving import Served
 
 def torch_signature(
     family_name: str, arrays: Mapping[str, Any], stream: int | None, use: str, options: Mapping[str, Any]
-) -> tuple[Hashable, int] | None:
-    """(fast-path key, stream handle) of a call whose arrays are all contiguous CUDA torch tensors and
-    whose options are hashable; else None. The key holds every shape, type and device, the options,
-    ``use`` and the stream: all a plan depends on but the pointers."""
+) -> tuple[Hashable, int, tuple[int, ...]] | None:
+    """(fast-path key, stream handle, the arrays' addresses in their order) of a call whose arrays are
+    all contiguous CUDA torch tensors and whose options are hashable; else None. The key holds every
+    name, shape, type and device, the options, ``use`` and the stream: all a plan depends on but the
+    addresses (read here, in the same pass)."""
     torch = sys.modules.get("torch")
     if torch is None or not arrays:
         return None
     tensor = torch.Tensor
-    parts = []
+    parts, addresses = [], []
     for name, t in arrays.items():
         if not isinstance(t, tensor) or not t.is_contiguous():
             return None
@@ -41,6 +42,7 @@ def torch_signature(
         if device < 0:
             return None
         parts.append((name, t.shape, t.dtype, device))
+        addresses.append(t.data_ptr())
     if stream is None:
         stream = _current_stream(torch, parts[0][3])
     # options in the call's order: another order is another key, never a wrong one
@@ -54,7 +56,7 @@ def torch_signature(
             hash(settings)  # the rest of the key is hashable: names, shapes, dtypes, ints
         except TypeError:  # an unhashable option (an array of lengths, a nested list): the full path every call
             return None
-    return (family_name, use, stream, tuple(parts), settings), stream
+    return (family_name, use, stream, tuple(parts), settings), stream, tuple(addresses)
 
 
 def _current_stream(torch: Any, device: int) -> int:
@@ -74,32 +76,33 @@ def repointable(args: tuple[Arg, ...]) -> bool:
     return not any(isinstance(arg, TensorMapArg) for arg in args)
 
 
+FastRun = Callable[[Mapping[str, Any], int, tuple[int, ...]], bool]
+"""(the call's tensors, stream handle, their addresses in their order) -> ran (else: the full path)."""
+
+
 @dataclass(frozen=True)
 class FastEntry:
     served: Served
-    run: Callable[[Mapping[str, Any], int], bool]  # (the call's tensors, stream handle) -> ran (else: full path)
+    run: FastRun
 
 
 def on_addresses(
-    arrays: Mapping[str, Any], run: Callable[[Mapping[str, Any], int], object]
-) -> Callable[[Mapping[str, Any], int], bool]:
+    arrays: Mapping[str, Any], run: Callable[[Mapping[str, Any], int, tuple[int, ...]], object]
+) -> FastRun:
     """``run`` (launches encoded on ``arrays``' addresses) for later calls on the same addresses; other
     addresses take the full path. Keeps the addresses, not the arrays."""
-    bound = tuple((name, array.data_ptr()) for name, array in arrays.items())
+    bound = tuple(array.data_ptr() for array in arrays.values())
 
-    def again(call: Mapping[str, Any], stream: int) -> bool:
-        for name, address in bound:
-            if call[name].data_ptr() != address:
-                return False
-        run(call, stream)
+    def again(call: Mapping[str, Any], stream: int, addresses: tuple[int, ...]) -> bool:
+        if addresses != bound:
+            return False
+        run(call, stream, addresses)
         return True
 
     return again
 
 
-def library_runner(
-    call: Callable[[Mapping[str, Any]], None], stream: int | None
-) -> Callable[[Mapping[str, Any], int], bool]:
+def library_runner(call: Callable[[Mapping[str, Any]], None], stream: int | None) -> FastRun:
     """The library call on a call's tensors: on torch's current stream, or on ``stream`` when the
     caller named one."""
     named = None
@@ -108,7 +111,7 @@ def library_runner(
 
         named = torch.cuda.ExternalStream(stream)
 
-    def run(arrays: Mapping[str, Any], _stream: int) -> bool:
+    def run(arrays: Mapping[str, Any], _stream: int, _addresses: tuple[int, ...]) -> bool:
         if named is None:
             call(arrays)
         else:
@@ -142,10 +145,17 @@ class DirectLaunch:
     each, at 8-byte aligned offsets) and launched through ``cuLaunchKernelEx``, which copies the struct
     at launch. The launch's configuration is built once, here: the call passes four addresses, where
     cuLaunchKernel's eleven arguments cost ctypes a conversion each (the call alone 6.8 -> 5.1 us on the
-    H200 host: results/benchmarks/launch_overhead_cuLaunchKernel.json, launch_overhead.json)."""
+    H200 host: results/benchmarks/launch_overhead_cuLaunchKernel.json, launch_overhead.json). ``names``:
+    the call's buffers in the order of its addresses; the others (workspace) stay as ``pointers`` has them."""
 
     def __init__(
-        self, kernel: Any, geometry: LaunchGeometry, args: tuple[Arg, ...], pointers: Mapping[str, int], stream: int
+        self,
+        kernel: Any,
+        geometry: LaunchGeometry,
+        args: tuple[Arg, ...],
+        pointers: Mapping[str, int],
+        stream: int,
+        names: tuple[str, ...],
     ) -> None:
         from cuda.bindings import driver
 
@@ -154,8 +164,8 @@ class DirectLaunch:
         members = zip(args, layout.members, strict=True)
         slots = [(member.offset, arg.name) for arg, member in members if isinstance(arg, BufferArg)]
         assert all(offset % 8 == 0 for offset, _ in slots), "C aligns a pointer member to 8 bytes"
-        self._slots = tuple((offset // 8, name) for offset, name in slots)  # (word index, buffer name)
-        self._fixed = {name: pointers[name] for _, name in slots}  # workspace stays bound
+        # (word index, position among the call's addresses)
+        self._slots = tuple((offset // 8, names.index(name)) for offset, name in slots if name in names)
         self._storage = ctypes.create_string_buffer(packed.data, len(packed.data))
         self._words = (ctypes.c_uint64 * (len(packed.data) // 8)).from_buffer(self._storage)
         self._parameters = (ctypes.c_void_p * 1)(ctypes.addressof(self._storage))
@@ -168,12 +178,11 @@ class DirectLaunch:
         )
         self._lock = threading.Lock()
 
-    def run(self, arrays: Mapping[str, Any], _stream: int) -> bool:
+    def run(self, _arrays: Mapping[str, Any], _stream: int, addresses: tuple[int, ...]) -> bool:
         with self._lock:  # the struct is shared: one writer-and-launcher at a time
             words = self._words
-            for index, name in self._slots:
-                tensor = arrays.get(name)
-                words[index] = tensor.data_ptr() if tensor is not None else self._fixed[name]
+            for index, position in self._slots:
+                words[index] = addresses[position]
             err = self._launch()
         if err != 0:
             raise RuntimeError(f"cuLaunchKernelEx failed: CUresult {err}")

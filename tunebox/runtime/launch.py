@@ -129,7 +129,7 @@ class Launcher:
         signature = torch_signature(family_name, arrays, stream, use, options)
         if signature is not None:
             entry = self._fast.get(signature[0])
-            if entry is not None and entry.run(arrays, signature[1]):
+            if entry is not None and entry.run(arrays, signature[1], signature[2]):
                 return entry.served
         family = get_family(family_name)
         check_problem(family_name, options)  # a non-finite pad_value, say, says what to give instead
@@ -152,7 +152,7 @@ class Launcher:
                 if signature is not None:
                     self._fast[signature[0]] = FastEntry(plan.served, library)
         if plan.library is not None:
-            library(arrays, handle)
+            library(arrays, handle, ())
             return plan.served
         with self._lock:
             bound = self._bind(family, problem, handle, plan.workspace)
@@ -169,13 +169,13 @@ class Launcher:
             assert run is not None  # set above on the first call: ``bound.pointers`` starts as None
             if signature is not None and len(plan.steps) == 1:
                 kernel, geometry, args = plan.steps[0]
-                direct = DirectLaunch(kernel, geometry, args, pointers, handle).run
+                direct = DirectLaunch(kernel, geometry, args, pointers, handle, tuple(arrays)).run
                 # tensor maps are encoded on their buffers' addresses: fast again only on the same ones
                 fast = direct if repointable(args) else on_addresses(arrays, direct)
                 self._fast[signature[0]] = FastEntry(plan.served, fast)
             elif signature is not None:  # a graph of several launches: fast again on the same addresses
                 graph = run
-                self._fast[signature[0]] = FastEntry(plan.served, on_addresses(arrays, lambda _a, _s: graph()))
+                self._fast[signature[0]] = FastEntry(plan.served, on_addresses(arrays, lambda _a, _s, _p: graph()))
         run()
         return plan.served
 

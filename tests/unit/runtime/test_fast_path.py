@@ -9,12 +9,23 @@ import types
 import numpy as np
 import pytest
 
-from tunebox.runtime.fast_path import torch_signature
+from tunebox.runtime.fast_path import on_addresses, torch_signature
 
 
 class _Tensor:
-    def __init__(self, shape: tuple[int, ...], dtype: str = "float32", device: int = 0, contiguous: bool = True):
+    def __init__(
+        self,
+        shape: tuple[int, ...],
+        dtype: str = "float32",
+        device: int = 0,
+        contiguous: bool = True,
+        address: int = 0x1000,
+    ):
         self.shape, self.dtype, self._device, self._contiguous = shape, dtype, device, contiguous
+        self._address = address
+
+    def data_ptr(self) -> int:
+        return self._address
 
     def is_contiguous(self) -> bool:
         return self._contiguous
@@ -67,6 +78,21 @@ def test_calls_the_fast_path_cannot_key_take_the_full_path(torch):
     assert key({"src": good}, lengths=np.arange(3)) is None  # an unhashable option
     assert key({"src": good}, lengths=[[1, 2], [3]]) is None  # a nested list
     assert key({}) is None
+
+
+def test_the_signature_carries_the_addresses_in_the_arrays_order(torch):
+    arrays = {"src": _Tensor((4, 5), address=0x2000), "dst": _Tensor((5, 4), address=0x1000)}
+    assert torch_signature("tile_copy", arrays, None, "auto", {})[2] == (0x2000, 0x1000)
+
+
+def test_a_launch_on_fixed_addresses_runs_only_on_those(torch):
+    """``on_addresses``: a call on the plan's own addresses runs; any other takes the full path."""
+    arrays = {"src": _Tensor((4, 5), address=0x2000), "dst": _Tensor((5, 4), address=0x1000)}
+    ran = []
+    again = on_addresses(arrays, lambda call, stream, addresses: ran.append((stream, addresses)))
+    assert again(arrays, 7, (0x2000, 0x1000)) and ran == [(7, (0x2000, 0x1000))]
+    assert not again(arrays, 7, (0x3000, 0x1000)) and not again(arrays, 7, (0x1000, 0x2000))
+    assert len(ran) == 1
 
 
 def test_without_torch_there_is_no_fast_path(monkeypatch):
