@@ -20,7 +20,8 @@
 // blocks). NVFP4 quantize's prologue: quant_amax_partial (finite |x| maxima of grid-strided slices,
 // into the workspace amax) and quant_amax_final (their maximum G; the tensor scale T = G / 2688,
 // which the main kernel reads back); their argument structs are Cfg's <kernel>_args.
-#include "tunebox/quant.cuh"
+#include "tunebox/fp4.cuh"
+#include "tunebox/quant_pairs.cuh"
 #include "tunebox/tile.cuh"
 
 namespace {
@@ -80,10 +81,24 @@ __device__ __forceinline__ u32 widen(E e) {
   return BF16 ? (u32)e << 16 : (u32)e;
 }
 
-// The thread's EPT elements of row r from column c0, as float32 bits (zeros past cols or if !real).
+// A thread's EPT consecutive elements as they lie in memory: e[i] is element i, w[j] bytes 4j .. 4j + 3
+// of them (bfloat16: elements 2j and 2j + 1, the first in the low half).
 template <class Cfg>
-__device__ __forceinline__ void load_elements(const typename Cfg::E* __restrict__ x, bool real, i64 r, i64 c0,
-                                              i64 cols, u32 (&bits)[Cfg::EPT]) {
+union Share {
+  typename Cfg::E e[Cfg::EPT];
+  u32 w[Cfg::EPT * sizeof(typename Cfg::E) / 4];
+};
+
+// Element i of a share as float32 bits (bfloat16 bits shifted up 16, exact).
+template <class Cfg>
+__device__ __forceinline__ u32 element_bits(const Share<Cfg>& s, int i) {
+  return widen<Cfg::BF16>(s.e[i]);
+}
+
+// The thread's EPT elements of row r from column c0 (zeros past cols or if !real).
+template <class Cfg>
+__device__ __forceinline__ void load_share(const typename Cfg::E* __restrict__ x, bool real, i64 r, i64 c0, i64 cols,
+                                           Share<Cfg>& s) {
   using E = typename Cfg::E;
   constexpr int VEC = Cfg::VEC;
   typedef typename tb::Raw<VEC * sizeof(E)>::type R;
@@ -93,8 +108,51 @@ __device__ __forceinline__ void load_elements(const typename Cfg::E* __restrict_
     tb::Vec<E, VEC> in;
     in.raw = real && c < cols ? __ldg(reinterpret_cast<const R*>(x + r * cols + c)) : R{};
 #pragma unroll
-    for (int e = 0; e < VEC; ++e) bits[v * VEC + e] = widen<Cfg::BF16>(in.e[e]);
+    for (int e = 0; e < VEC; ++e) s.e[v * VEC + e] = in.e[e];
   }
+}
+
+// Vector v of a share (its elements v * VEC ..), from whole words where it holds some.
+template <class Cfg>
+__device__ __forceinline__ typename tb::Raw<Cfg::VEC * sizeof(typename Cfg::E)>::type vector_of(const Share<Cfg>& s,
+                                                                                               int v) {
+  constexpr int BYTES = Cfg::VEC * sizeof(typename Cfg::E);
+  typedef typename tb::Raw<BYTES>::type R;
+  if constexpr (BYTES >= 4) {
+    const u32* w = s.w + v * (BYTES / 4);
+    if constexpr (BYTES == 16) return R{w[0], w[1], w[2], w[3]};
+    else if constexpr (BYTES == 8) return R{w[0], w[1]};
+    else return w[0];
+  } else {
+    return s.e[v];  // one element
+  }
+}
+
+// *p = v, one access (NVVM split a 16-byte store of four computed words into four stores).
+template <typename R>
+__device__ __forceinline__ void store_vector(void* p, R v) {
+#ifdef __CUDA_ARCH__
+  if constexpr (sizeof(R) == 16) {
+    asm("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w));
+    return;
+  }
+#endif
+  *static_cast<R*>(p) = v;
+}
+
+// The largest |element| of a share as float32 bits (a NaN's bits are above every number's).
+template <class Cfg>
+__device__ __forceinline__ u32 share_amax(const Share<Cfg>& s) {
+  u32 m = 0;
+  if constexpr (Cfg::BF16) {  // both halves of each word at once
+#pragma unroll
+    for (int j = 0; j < Cfg::EPT / 2; ++j) m = tb::bf16x2::max_u16(m, s.w[j] & 0x7FFF7FFFu);
+    m = max_u32(m & 0xFFFFu, m >> 16) << 16;
+  } else {
+#pragma unroll
+    for (int i = 0; i < Cfg::EPT; ++i) m = max_u32(m, element_bits(s, i) & ABS_MASK);
+  }
+  return m;
 }
 
 }  // namespace
@@ -111,7 +169,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_cons
   float T = 0.0f;
   if constexpr (FMT == NVFP4) T = __ldg(a.tensor_scale);  // written by quant_amax_final
   const bool narrow = a.total <= 0xFFFFFFFFll;
-  u32 bits[BPT][EPT];
+  Share<Cfg> in[BPT];
   i64 row[BPT], kb[BPT];
   bool live[BPT], real[BPT];
 #pragma unroll
@@ -120,14 +178,11 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_cons
     live[k] = q < a.total;
     block_of(q, a.gc, narrow, row[k], kb[k]);
     real[k] = live[k] && row[k] < a.rows && kb[k] < a.nb;
-    load_elements<Cfg>(a.x, real[k], row[k], kb[k] * B + lane * EPT, a.cols, bits[k]);
+    load_share<Cfg>(a.x, real[k], row[k], kb[k] * B + lane * EPT, a.cols, in[k]);
   }
 #pragma unroll
   for (int k = 0; k < BPT; ++k) {
-    u32 m = 0;
-#pragma unroll
-    for (int e = 0; e < EPT; ++e) m = max_u32(m, bits[k][e] & ABS_MASK);
-    m = group_max<LANES>(m);
+    const u32 m = group_max<LANES>(share_amax(in[k]));
     const bool bad = m >= INF_BITS;  // a NaN or an infinity: the scale is NaN
     u32 scale;
     float mul;
@@ -138,23 +193,32 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_cons
       scale = e8m0_of_amax<EMAX>(m);
       mul = e8m0_inverse(scale);
     }
+    // codes are computed for every block (no branch around them) and replaced in a bad one: fp4 by 0, fp8
+    // by NaN codes
+    const u32 keep = bad ? 0u : 0xFFFFu, fill = FP4 || !bad ? 0u : 0x7F7Fu;
     Bytes<LPB, W> out;
 #pragma unroll
     for (int i = 0; i < EPT / 2; ++i) {
-      float lo = as_float(bits[k][2 * i]), hi = as_float(bits[k][2 * i + 1]);
-      if (FMT == NVFP4) {  // a zero stays a signed zero (mul is infinite when T * scale is 0)
-        lo = lo == 0.0f ? lo : lo * mul;
-        hi = hi == 0.0f ? hi : hi * mul;
+      u32 codes;  // fp4: one byte; fp8: two
+      if constexpr (FMT == MXFP4 && Cfg::BF16) {
+        codes = e2m1_pair_byte(in[k].w[i], tb::bf16x2::dup(as_bits(mul) >> 16));
       } else {
-        lo *= mul;
-        hi *= mul;
+        float lo = as_float(element_bits(in[k], 2 * i)), hi = as_float(element_bits(in[k], 2 * i + 1));
+        if (FMT == NVFP4) {  // a zero stays a signed zero (mul is infinite when T * scale is 0)
+          lo = lo == 0.0f ? lo : lo * mul;
+          hi = hi == 0.0f ? hi : hi * mul;
+        } else {
+          lo *= mul;
+          hi *= mul;
+        }
+        codes = FP4 ? e2m1_encode(lo) | e2m1_encode(hi) << 4 : fp8_encode2<FMT>(lo, hi);
       }
+      codes = (codes & keep) | fill;
       if constexpr (FP4) {
-        out.b[i] = bad ? 0 : (u8)(e2m1_encode(lo) | e2m1_encode(hi) << 4);
+        out.b[i] = (u8)codes;
       } else {
-        const u32 pair = bad ? 0x7F7Fu : fp8_encode2<FMT>(lo, hi);
-        out.b[2 * i] = (u8)pair;
-        out.b[2 * i + 1] = (u8)(pair >> 8);
+        out.b[2 * i] = (u8)codes;
+        out.b[2 * i + 1] = (u8)(codes >> 8);
       }
     }
     const i64 at = (kb[k] * B + lane * EPT) / (FP4 ? 2 : 1);  // in the row's values bytes
@@ -201,36 +265,44 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_dequantize(const __grid_co
 #pragma unroll
   for (int k = 0; k < BPT; ++k) {
     const bool scale_nan = FMT == NVFP4 ? (sc[k] & 0x7Fu) == 0x7Fu : sc[k] == 0xFFu;
-    const float s = FMT == NVFP4 ? e4m3_value(sc[k]) : e8m0_value(sc[k]);
-    u32 out[EPT];
+    Share<Cfg> out;
+    if constexpr (FMT == MXFP4 && Cfg::BF16) {  // pairs of elements in packed arithmetic (fp4.cuh)
+      const u32 first = tb::fp4::e8m0_factor(sc[k]), second = tb::fp4::e8m0_second(sc[k]);
+      const bool big = tb::fp4::e8m0_big(sc[k]);
 #pragma unroll
-    for (int e = 0; e < EPT; ++e) {
-      const u32 c = FP4 ? (in[k].b[e / 2] >> (4 * (e & 1))) & 15u : in[k].b[e];
-      float v = 0.0f;
-      bool nan = scale_nan;
-      if (FP4) {
-        v = e2m1_value(c);
-      } else if (FMT == MXFP8_E4M3) {
-        v = e4m3_value(c);
-        nan = nan || (c & 0x7Fu) == 0x7Fu;
-      } else {
-        v = (c & 0x7Fu) == 0x7Cu ? as_float((c & 0x80u) << 24 | INF_BITS) : e5m2_value(c);
-        nan = nan || (c & 0x7Fu) > 0x7Cu;
+      for (int i = 0; i < EPT / 2; ++i) {
+        const u32 b = in[k].b[i];  // elements 2i and 2i + 1 as e2m1_pair's nibbles 0 and 4
+        u32 pair = tb::fp4::bf16x2_mul(tb::fp4::e2m1_pair<0>((b & 0xFu) | (b & 0xF0u) << 12), first);
+        if (big) pair = tb::fp4::bf16x2_mul(pair, second);
+        out.w[i] = scale_nan ? tb::bf16x2::dup(NAN_F32 >> 16) : pair;
       }
-      float r = v * s;
-      if (FMT == NVFP4) r = r * T;
-      nan = nan || r != r;
-      out[e] = Cfg::BF16 ? (nan ? NAN_F32 >> 16 : bf16_rne(as_bits(r))) : (nan ? NAN_F32 : as_bits(r));
+    } else {
+      const float s = FMT == NVFP4 ? e4m3_value(sc[k]) : e8m0_value(sc[k]);
+#pragma unroll
+      for (int e = 0; e < EPT; ++e) {
+        const u32 c = FP4 ? (in[k].b[e / 2] >> (4 * (e & 1))) & 15u : in[k].b[e];
+        float v = 0.0f;
+        bool nan = scale_nan;
+        if (FP4) {
+          v = e2m1_value(c);
+        } else if (FMT == MXFP8_E4M3) {
+          v = e4m3_value(c);
+          nan = nan || (c & 0x7Fu) == 0x7Fu;
+        } else {
+          v = (c & 0x7Fu) == 0x7Cu ? as_float((c & 0x80u) << 24 | INF_BITS) : e5m2_value(c);
+          nan = nan || (c & 0x7Fu) > 0x7Cu;
+        }
+        float r = v * s;
+        if (FMT == NVFP4) r = r * T;
+        nan = nan || r != r;
+        out.e[e] = (E)(Cfg::BF16 ? (nan ? NAN_F32 >> 16 : bf16_rne(as_bits(r))) : (nan ? NAN_F32 : as_bits(r)));
+      }
     }
     const i64 c0 = kb[k] * B + lane * EPT;
 #pragma unroll
     for (int v = 0; v < EPT / VEC; ++v) {
       const i64 c = c0 + v * VEC;
-      if (!real[k] || c >= a.cols) continue;
-      tb::Vec<E, VEC> o;
-#pragma unroll
-      for (int e = 0; e < VEC; ++e) o.e[e] = (E)out[v * VEC + e];
-      *reinterpret_cast<typename tb::Raw<VEC * sizeof(E)>::type*>(a.x + row[k] * a.cols + c) = o.raw;
+      if (real[k] && c < a.cols) store_vector(a.x + row[k] * a.cols + c, vector_of(out, v));
     }
   }
 }

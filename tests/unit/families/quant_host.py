@@ -114,13 +114,14 @@ static inline float __uint_as_float(unsigned b) { float f; std::memcpy(&f, &b, 4
 static inline unsigned __float_as_uint(float f) { unsigned b; std::memcpy(&b, &f, 4); return b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 #include "tunebox/quant.cuh"
+#include "tunebox/quant_pairs.cuh"
 using namespace tb::quant;
 int main(int argc, char** argv) {  // mode; stdin: u32 words (pairs for the two-operand modes)
   const std::string mode = argv[1];
   std::vector<u32> in, out;
   u32 w;
   while (std::fread(&w, 4, 1, stdin) == 1) in.push_back(w);
-  const bool pairs = mode == "nvfp4_scale" || mode == "fp8_e4m3" || mode == "fp8_e5m2";
+  const bool pairs = mode == "nvfp4_scale" || mode == "fp8_e4m3" || mode == "fp8_e5m2" || mode == "e2m1_pair_byte";
   for (size_t i = 0; i < in.size(); i += pairs ? 2 : 1) {
     const u32 b = in[i], c = pairs ? in[i + 1] : 0;
     const float f = __uint_as_float(b), g = __uint_as_float(c);
@@ -139,6 +140,7 @@ int main(int argc, char** argv) {  // mode; stdin: u32 words (pairs for the two-
     else if (mode == "bf16_rne") out.push_back(bf16_rne(b));
     else if (mode == "finite_abs") out.push_back(finite_abs(b));
     else if (mode == "nvfp4_scale") out.push_back(nvfp4_scale(f, g));
+    else if (mode == "e2m1_pair_byte") out.push_back(e2m1_pair_byte(b, c));
     else return 2;
   }
   std::fwrite(out.data(), 4, out.size(), stdout);
@@ -154,7 +156,7 @@ def compiler() -> str:
 
 
 def build_math(where: Path) -> Path:
-    """The host build of quant.cuh's functions: ``exe <mode>`` maps stdin's u32 words to results."""
+    """The host build of quant.cuh's and quant_pairs.cuh's functions: ``exe <mode>`` maps stdin's u32 words to results."""
     (where / "math.cpp").write_text(MATH)
     exe = where / "math"
     command = [compiler(), "-std=c++17", "-O1", "-ffp-contract=off", f"-I{kernels_dir() / 'include'}"]

@@ -58,6 +58,28 @@ def test_element_rounding_matches_the_reference(math_exe: Path, mode: str) -> No
 
 
 @needs_gpp
+def test_packed_e2m1_pairs_match_the_reference(math_exe: Path) -> None:
+    """quant_pairs.cuh's e2m1_pair_byte (MXFP4 from bfloat16, two elements a word) on every finite
+    bfloat16 pattern, at block exponents from the least (2^-127) to the greatest, wherever the block's
+    rule holds (|x| * 2^-X below 8): the codes ``formats.encode`` gives x * 2^-X, the first element in
+    the low nibble. Pairs are (pattern, its negation's neighbour), so both halves see every pattern."""
+    bits = np.arange(1 << 16, dtype=np.uint32)
+    bits = bits[~np.isnan((bits << 16).view(F32))]
+    partner = bits[::-1] ^ 0x8000
+    for code in (0, 1, 2, 60, 120, 125, 126, 127, 128, 129, 130, 200, 252):
+        scale = F32(2.0) ** (code - 127) if code else F32(2.0**-127)
+        with np.errstate(over="ignore"):
+            lo, hi = ((b << 16).view(F32) / scale for b in (bits, partner))
+        keep = (np.abs(lo) < 8) & (np.abs(hi) < 8)
+        inverse = (F32(1) / scale).view(np.uint32) >> 16
+        pairs = np.stack([bits[keep] | partner[keep] << 16, np.full(keep.sum(), inverse | inverse << 16)], 1)
+        got = quant_host.device_math(math_exe, "e2m1_pair_byte", pairs.reshape(-1))
+        want = encode(lo[keep], E2M1).astype(np.uint32) | encode(hi[keep], E2M1).astype(np.uint32) << 4
+        wrong = np.flatnonzero(got != want)
+        assert wrong.size == 0, (code, pairs[wrong[:4]], got[wrong[:4]], want[wrong[:4]])
+
+
+@needs_gpp
 def test_scales_and_values_match_the_reference(math_exe: Path) -> None:
     amax = words() & 0x7FFFFFFF
     amax = np.concatenate([amax, np.array([0x7F800000, 0x7FC00000, 0], dtype=np.uint32)])

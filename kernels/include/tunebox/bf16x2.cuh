@@ -1,0 +1,92 @@
+// tunebox bfloat16 pairs: two bfloat16 values in a 32-bit word (element 0 in the low half) and sm_90's
+// packed arithmetic on them, one instruction a pair. On the device each operation rounds once, to nearest
+// even, from the exact result (subnormals kept). The host forms (for the unit tests, which run kernels on
+// the host) compute in float32 and round that to bfloat16: the same bits wherever the float32 result is
+// exact or lies no closer than 2^-24 of its own magnitude to a point halfway between two bfloat16 values,
+// which every caller's operands here ensure (each says why). No NaN reaches them.
+#pragma once
+
+namespace tb {
+namespace bf16x2 {
+
+typedef unsigned int u32;
+
+__device__ __forceinline__ u32 dup(u32 half) { return half | half << 16; }
+
+#ifndef __CUDA_ARCH__
+inline float half_value(u32 x, int h) {
+  const u32 b = (x >> h & 0xFFFFu) << 16;
+  float f;
+  __builtin_memcpy(&f, &b, 4);
+  return f;
+}
+template <class F>
+inline u32 each_half(u32 x, u32 y, F f) {
+  u32 d = 0;
+  for (int h = 0; h < 32; h += 16) {
+    const float r = f(half_value(x, h), half_value(y, h));
+    u32 b;
+    __builtin_memcpy(&b, &r, 4);
+    d |= ((b + 0x7FFFu + ((b >> 16) & 1u)) >> 16) << h;
+  }
+  return d;
+}
+#endif
+
+__device__ __forceinline__ u32 mul(u32 x, u32 y) {
+#ifdef __CUDA_ARCH__
+  u32 d;
+  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(x), "r"(y));
+  return d;
+#else
+  return each_half(x, y, [](float a, float b) { return a * b; });
+#endif
+}
+
+__device__ __forceinline__ u32 add(u32 x, u32 y) {
+#ifdef __CUDA_ARCH__
+  u32 d;
+  asm("add.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(x), "r"(y));
+  return d;
+#else
+  return each_half(x, y, [](float a, float b) { return a + b; });
+#endif
+}
+
+__device__ __forceinline__ u32 sub(u32 x, u32 y) {
+#ifdef __CUDA_ARCH__
+  u32 d;
+  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(x), "r"(y));
+  return d;
+#else
+  return each_half(x, y, [](float a, float b) { return a - b; });
+#endif
+}
+
+// The smaller of each pair of nonnegative values.
+__device__ __forceinline__ u32 min(u32 x, u32 y) {
+#ifdef __CUDA_ARCH__
+  u32 d;
+  asm("min.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(x), "r"(y));
+  return d;
+#else
+  return each_half(x, y, [](float a, float b) { return a < b ? a : b; });
+#endif
+}
+
+// The larger of each pair of halves as unsigned 16-bit integers (for nonnegative bfloat16 values, the
+// larger value).
+__device__ __forceinline__ u32 max_u16(u32 x, u32 y) {
+#ifdef __CUDA_ARCH__
+  u32 d;
+  asm("max.u16x2 %0, %1, %2;" : "=r"(d) : "r"(x), "r"(y));
+  return d;
+#else
+  const u32 lo = (x & 0xFFFFu) > (y & 0xFFFFu) ? x & 0xFFFFu : y & 0xFFFFu;
+  const u32 hi = (x >> 16) > (y >> 16) ? x >> 16 : y >> 16;
+  return lo | hi << 16;
+#endif
+}
+
+}  // namespace bf16x2
+}  // namespace tb
