@@ -156,7 +156,8 @@ def compiler() -> str:
 
 
 def build_math(where: Path) -> Path:
-    """The host build of quant.cuh's and quant_pairs.cuh's functions: ``exe <mode>`` maps stdin's u32 words to results."""
+    """The host build of quant.cuh's and quant_pairs.cuh's functions: ``exe <mode>`` maps stdin's u32
+    words to results."""
     (where / "math.cpp").write_text(MATH)
     exe = where / "math"
     command = [compiler(), "-std=c++17", "-O1", "-ffp-contract=off", f"-I{kernels_dir() / 'include'}"]
