@@ -140,6 +140,25 @@ __device__ __forceinline__ void store_vector(void* p, R v) {
   *static_cast<R*>(p) = v;
 }
 
+// Whether a dequantize's fp4 elements go to bfloat16 two a word (quant_dequantize): for MXFP4 always,
+// for NVFP4 when T * 2^7 is finite (T's product with v * s * 2^-7 is then v * s * T's, rounded once).
+template <class Cfg>
+__device__ __forceinline__ bool pairs_in_packed(float T) {
+  if constexpr (!Cfg::BF16 || (Cfg::FORMAT != MXFP4 && Cfg::FORMAT != NVFP4)) return false;
+  else return Cfg::FORMAT == MXFP4 || (as_bits(T) & ABS_MASK) < 0x7B800000u;  // |T| < 2^120, not NaN
+}
+
+// float32 lo and hi (no NaN) rounded to bfloat16, nearest even, as one word (lo in the low half).
+__device__ __forceinline__ u32 bf16_pair(float lo, float hi) {
+#ifdef __CUDA_ARCH__
+  u32 d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+#else
+  return bf16_rne(as_bits(lo)) | bf16_rne(as_bits(hi)) << 16;
+#endif
+}
+
 // The largest |element| of a share as float32 bits (a NaN's bits are above every number's).
 template <class Cfg>
 __device__ __forceinline__ u32 share_amax(const Share<Cfg>& s) {
@@ -266,15 +285,20 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_dequantize(const __grid_co
   for (int k = 0; k < BPT; ++k) {
     const bool scale_nan = FMT == NVFP4 ? (sc[k] & 0x7Fu) == 0x7Fu : sc[k] == 0xFFu;
     Share<Cfg> out;
-    if constexpr (FMT == MXFP4 && Cfg::BF16) {  // pairs of elements in packed arithmetic (fp4.cuh)
-      const u32 first = tb::fp4::e8m0_factor(sc[k]), second = tb::fp4::e8m0_second(sc[k]);
-      const bool big = tb::fp4::e8m0_big(sc[k]);
+    if (pairs_in_packed<Cfg>(T)) {  // fp4 to bfloat16: fp4.cuh's exact products, two elements a word
+      if constexpr (FP4 && Cfg::BF16) {
+        namespace f = tb::fp4;
+        const u32 first = FMT == NVFP4 ? f::e4m3_factor(sc[k]) : f::e8m0_factor(sc[k]), second = f::e8m0_second(sc[k]);
+        const bool big = FMT == MXFP4 && f::e8m0_big(sc[k]);
+        const float t = T * tb::fp4::NV_UNDO;  // NVFP4: the products are v * s * 2^-7
 #pragma unroll
-      for (int i = 0; i < EPT / 2; ++i) {
-        const u32 b = in[k].b[i];  // elements 2i and 2i + 1 as e2m1_pair's nibbles 0 and 4
-        u32 pair = tb::fp4::bf16x2_mul(tb::fp4::e2m1_pair<0>((b & 0xFu) | (b & 0xF0u) << 12), first);
-        if (big) pair = tb::fp4::bf16x2_mul(pair, second);
-        out.w[i] = scale_nan ? tb::bf16x2::dup(NAN_F32 >> 16) : pair;
+        for (int i = 0; i < EPT / 2; ++i) {
+          const u32 b = in[k].b[i];  // elements 2i and 2i + 1 as e2m1_pair's nibbles 0 and 4
+          u32 pair = f::bf16x2_mul(f::e2m1_pair<0>((b & 0xFu) | (b & 0xF0u) << 12), first);
+          if (big) pair = f::bf16x2_mul(pair, second);
+          if constexpr (FMT == NVFP4) pair = bf16_pair(as_float(pair << 16) * t, as_float(pair & 0xFFFF0000u) * t);
+          out.w[i] = scale_nan ? tb::bf16x2::dup(NAN_F32 >> 16) : pair;
+        }
       }
     } else {
       const float s = FMT == NVFP4 ? e4m3_value(sc[k]) : e8m0_value(sc[k]);

@@ -154,6 +154,20 @@ def test_kernels_on_the_host_match_the_reference(tmp_path: Path) -> None:
 
 
 @needs_gpp
+def test_nvfp4_dequantize_at_every_kind_of_tensor_scale_on_the_host(tmp_path: Path) -> None:
+    """NVFP4 to bfloat16 takes packed pairs when T * 2^7 is finite and element-wise arithmetic otherwise:
+    both, and the boundary between them, match the reference (T infinite, NaN, past 2^120, just below it,
+    subnormal, zero)."""
+    p = Q.parse_problem({"dtype": "bfloat16", "rows": 7, "cols": 96, "format": "nvfp4", "direction": "dequantize"})
+    exe = quant_host.build(Q, [(p, Q.default_config(p))], tmp_path)
+    inputs = Q.make_inputs(p, np.random.default_rng(1))
+    for t in (np.inf, np.nan, 2.0**125, 2.0**120, 2.0**120 * (1 - 2.0**-24), 2.0**-140, 0.0, 3.0):
+        inputs["tensor_scale"] = np.array([t], dtype=F32).view(np.uint32)
+        got = quant_host.run(exe, 0, Q, p, inputs, tmp_path)
+        np.testing.assert_array_equal(got["x"], Q.reference(p, inputs)["x"], err_msg=f"T = {t}")
+
+
+@needs_gpp
 def test_nvfp4_all_zero_tensor_on_the_host(tmp_path: Path) -> None:
     """T = 0: the prologue's maximum is 0, every scale 2^-6, elements signed zeros."""
     p = Q.parse_problem(
