@@ -80,7 +80,8 @@ def test_sweep_problems_are_exact(runner, builder, index):
 
 def test_sabotaged_variants_are_rejected(runner, builder):
     """Swapped nibbles (the reinterpret order), scales written past the swizzled layout's real blocks
-    (its padding must be 0), and a NaN block quantized like any other."""
+    (its padding must be 0), a NaN block quantized like any other, and the two elements of a word
+    swapped in the packed bfloat16 paths."""
     fp4 = problem(
         dtype="bfloat16", rows=130, cols=96, format="nvfp4", direction="quantize", scale_layout="swizzled_128x4"
     )
@@ -90,8 +91,16 @@ def test_sabotaged_variants_are_rejected(runner, builder):
     padding = ("real[k] ? (u8)scale : 0", "(u8)scale")
     assert_sabotage_caught(runner, builder, QUANT, fp4, config, *padding, expect="scales:")
     fp8 = problem(dtype="float32", rows=64, cols=96, format="mxfp8_e4m3", direction="quantize")
-    nan = ("bad ? 0x7F7Fu : fp8_encode2<FMT>(lo, hi)", "fp8_encode2<FMT>(lo, hi)")
+    nan = ("codes = (codes & keep) | fill;", "(void)keep, (void)fill;")
     assert_sabotage_caught(runner, builder, QUANT, fp8, QUANT.default_config(fp8), *nan, expect="values:")
+    # the packed bfloat16 paths (MXFP4 quantize, fp4 dequantize): a word's two elements swapped
+    for direction, swapped in (
+        ("quantize", ("e2m1_pair_byte(in[k].w[i],", "e2m1_pair_byte(in[k].w[i] >> 16 | in[k].w[i] << 16,")),
+        ("dequantize", ("(b & 0xFu) | (b & 0xF0u) << 12", "(b & 0xF0u) >> 4 | (b & 0xFu) << 16")),
+    ):
+        mx = problem(dtype="bfloat16", rows=33, cols=96, format="mxfp4", direction=direction)
+        expect = "values:" if direction == "quantize" else "x:"
+        assert_sabotage_caught(runner, builder, QUANT, mx, QUANT.default_config(mx), *swapped, expect=expect)
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
