@@ -220,7 +220,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_cons
     for (int i = 0; i < EPT / 2; ++i) {
       u32 codes;  // fp4: one byte; fp8: two
       if constexpr (FMT == MXFP4 && Cfg::BF16) {
-        codes = e2m1_pair_byte(in[k].w[i], tb::bf16x2::dup(as_bits(mul) >> 16));
+        codes = e2m1_pair_byte(in[k].w[i], tb::fp4::dup(as_bits(mul) >> 16));
       } else {
         float lo = as_float(element_bits(in[k], 2 * i)), hi = as_float(element_bits(in[k], 2 * i + 1));
         if (FMT == NVFP4) {  // a zero stays a signed zero (mul is infinite when T * scale is 0)
@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_dequantize(const __grid_co
           u32 pair = f::bf16x2_mul(f::e2m1_pair<0>((b & 0xFu) | (b & 0xF0u) << 12), first);
           if (big) pair = f::bf16x2_mul(pair, second);
           if constexpr (FMT == NVFP4) pair = bf16_pair(as_float(pair << 16) * t, as_float(pair & 0xFFFF0000u) * t);
-          out.w[i] = scale_nan ? tb::bf16x2::dup(NAN_F32 >> 16) : pair;
+          out.w[i] = scale_nan ? tb::fp4::dup(NAN_F32 >> 16) : pair;
         }
       }
     } else {

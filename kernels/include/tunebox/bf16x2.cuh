@@ -1,9 +1,11 @@
 // tunebox bfloat16 pairs: two bfloat16 values in a 32-bit word (element 0 in the low half) and sm_90's
-// packed arithmetic on them, one instruction a pair. On the device each operation rounds once, to nearest
-// even, from the exact result (subnormals kept). The host forms (for the unit tests, which run kernels on
-// the host) compute in float32 and round that to bfloat16: the same bits wherever the float32 result is
-// exact or lies no closer than 2^-24 of its own magnitude to a point halfway between two bfloat16 values,
-// which every caller's operands here ensure (each says why). No NaN reaches them.
+// packed arithmetic on them, one instruction a pair: add, subtract, min and max here (the multiply and
+// `dup` are fp4.cuh's, which the quant_gemm kernels decode with). On the device each operation rounds
+// once, to nearest even, from the exact result (subnormals kept). The host forms (for the unit tests,
+// which run kernels on the host) compute in float32 and round that to bfloat16: the same bits wherever
+// the float32 result is exact or lies no closer than 2^-24 of its own magnitude to a point halfway
+// between two bfloat16 values, which every caller's operands here ensure (each says why); NaN results
+// are unspecified.
 #pragma once
 
 namespace tb {
@@ -11,7 +13,6 @@ namespace bf16x2 {
 
 typedef unsigned int u32;
 
-__device__ __forceinline__ u32 dup(u32 half) { return half | half << 16; }
 
 #ifndef __CUDA_ARCH__
 inline float half_value(u32 x, int h) {
@@ -32,16 +33,6 @@ inline u32 each_half(u32 x, u32 y, F f) {
   return d;
 }
 #endif
-
-__device__ __forceinline__ u32 mul(u32 x, u32 y) {
-#ifdef __CUDA_ARCH__
-  u32 d;
-  asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(x), "r"(y));
-  return d;
-#else
-  return each_half(x, y, [](float a, float b) { return a * b; });
-#endif
-}
 
 __device__ __forceinline__ u32 add(u32 x, u32 y) {
 #ifdef __CUDA_ARCH__

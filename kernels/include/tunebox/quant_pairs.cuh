@@ -4,6 +4,7 @@
 #pragma once
 
 #include "tunebox/bf16x2.cuh"
+#include "tunebox/fp4.cuh"
 
 namespace tb {
 namespace quant {
@@ -17,14 +18,15 @@ typedef unsigned int u32;
 // (the sum's unit in the last place), ties to even; taking 2^(e + 6) back is exact; 6 saturates. Times
 // 2^-126 an e2m1 value becomes the bfloat16 whose bits 6..8 are its code (subnormal below 1: fp4.cuh's
 // decoding read backwards). The sign is x's, zeros and values rounding to zero included. Host forms
-// (bf16x2.cuh): every float32 result here is exact, but |q| + 2^6 for |q| < 1, which lies at least
+// (bf16x2.cuh, fp4.cuh): every float32 result here is exact, but |q| + 2^6 for |q| < 1, which lies at least
 // 2^-10 from a halfway point unless it is one (|q| has 8 significant bits).
 __device__ __forceinline__ u32 e2m1_pair_byte(u32 x, u32 inverse) {
   namespace p = bf16x2;
-  const u32 a = p::mul(x, inverse) & 0x7FFF7FFFu;
+  const u32 a = fp4::bf16x2_mul(x, inverse) & 0x7FFF7FFFu;
   const u32 step = p::max_u16(a & 0x7F807F80u, 0x3F803F80u) + 0x03000300u;
   const u32 y = p::min(p::sub(p::add(a, step), step), 0x40C040C0u);
-  const u32 t = ((p::mul(y, 0x00800080u) & 0x01C001C0u) | (x >> 6 & 0x02000200u)) >> 6;  // sign beside code
+  const u32 w = fp4::bf16x2_mul(y, 0x00800080u);               // codes at bits 6..8 of each half
+  const u32 t = ((w & 0x01C001C0u) | (x >> 6 & 0x02000200u)) >> 6;  // each sign beside its code
   return (t | t >> 12) & 0xFFu;
 }
 
