@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from tunebox.benchmark import versions
-from tunebox.dtypes import element_type
+from tunebox.dtypes import buffer_type
 from tunebox.families import get
 from tunebox.limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from tunebox.runner.worker import disagreement
@@ -58,8 +58,9 @@ def tensors(family: Any, problem: Any, seed: int) -> tuple[dict[str, Any], dict[
             signed = bits.view({1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}[bits.dtype.itemsize])
             out[spec.name] = torch.from_numpy(np.ascontiguousarray(signed)).cuda().view(dtype)
         else:  # outputs start as the poison the references expect where nothing is written
-            et = element_type(spec.dtype)
-            poison = et.poison - (1 << (8 * et.itemsize)) if et.poison >= 1 << (8 * et.itemsize - 1) else et.poison
+            et = buffer_type(spec.dtype)
+            wraps = et.itemsize > 1 and et.poison >= 1 << (8 * et.itemsize - 1)  # INT's wider types are signed
+            poison = et.poison - (1 << (8 * et.itemsize)) if wraps else et.poison
             out[spec.name] = torch.full(spec.shape, poison, dtype=INT[et.itemsize], device="cuda").view(dtype)
     return out, inputs
 
