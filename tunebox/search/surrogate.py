@@ -41,6 +41,7 @@ from .ask import Ask
 
 LENGTH_SCALES = (0.1, 0.2, 0.4, 0.8, 1.6)  # in units of the feature cube's diagonal / sqrt(dims)
 NOISES = (1e-4, 1e-2, 1e-1)  # variance of the standardised log-time
+JITTER = 1e-8  # added to the noise: the kernel matrix of coinciding features still factorises
 GRID_EVERY_UNTIL = 30  # answers up to which every fit searches the (length scale, noise) grid
 GRID_GROWTH = 1.1  # later, the grid is searched again once the answers grew by this factor
 
@@ -115,23 +116,10 @@ def _matern(squared: np.ndarray, scale: float) -> np.ndarray:
     return np.asarray((1.0 + d + d * d / 3.0) * np.exp(-d), dtype=float)
 
 
-@dataclass(frozen=True)
-class _Fit:
-    """A Gaussian process on standardised ``y``: ``inverse`` is the inverse of the Cholesky factor of
-    the kernel matrix (noise included), ``alpha`` the kernel matrix's inverse times z."""
-
-    scale: float
-    noise: float
-    inverse: np.ndarray
-    alpha: np.ndarray
-    mean: float
-    std: float
-
-
 def _fit_at(squared: np.ndarray, z: np.ndarray, scale: float, noise: float) -> tuple[float, np.ndarray] | None:
     """(log marginal likelihood, inverse Cholesky factor) at one (length scale, noise); None when the
     kernel matrix does not factorise."""
-    k = _matern(squared, scale) + (noise + 1e-8) * np.eye(len(z))
+    k = _matern(squared, scale) + (noise + JITTER) * np.eye(len(z))
     try:
         chol = np.linalg.cholesky(k)
     except np.linalg.LinAlgError:
@@ -141,23 +129,18 @@ def _fit_at(squared: np.ndarray, z: np.ndarray, scale: float, noise: float) -> t
     return -0.5 * float(w @ w) - float(np.log(np.diag(chol)).sum()), inverse
 
 
-def _fit(x: np.ndarray, y: np.ndarray, dims: int, hyper: tuple[float, float] | None = None) -> _Fit:
-    """The process on standardised ``y`` at ``hyper`` (length scale, noise), or, without it, at the
-    grid's pair of highest marginal likelihood."""
-    mean, std = float(y.mean()), float(y.std()) or 1.0
-    z = (y - mean) / std
+def _fit(x: np.ndarray, z: np.ndarray, dims: int) -> tuple[float, float, np.ndarray]:
+    """(length scale, noise, inverse Cholesky factor) of the grid's pair of highest marginal likelihood
+    for standardised answers ``z`` at features ``x`` (the grid's largest noise always factorises)."""
     squared = _squared_distances(x, x)
     root = math.sqrt(max(dims, 1))
-    grid = [hyper] if hyper else [(s * root, noise) for s, noise in itertools.product(LENGTH_SCALES, NOISES)]
     best: tuple[float, float, float, np.ndarray] | None = None
-    for scale, noise in grid:
-        fitted = _fit_at(squared, z, scale, noise)
+    for s, noise in itertools.product(LENGTH_SCALES, NOISES):
+        fitted = _fit_at(squared, z, s * root, noise)
         if fitted is not None and (best is None or fitted[0] > best[0]):
-            best = (fitted[0], scale, noise, fitted[1])
-    if best is None:  # the stored pair no longer factorises: search the grid (its largest noise always does)
-        return _fit(x, y, dims)
-    _, scale, noise, inverse = best
-    return _Fit(scale, noise, inverse, inverse.T @ (inverse @ z), mean, std)
+            best = (fitted[0], s * root, noise, fitted[1])
+    assert best is not None, "the largest noise makes the kernel matrix positive definite"
+    return best[1], best[2], best[3]
 
 
 class _Columns:
@@ -185,16 +168,50 @@ class _Columns:
         return np.stack([self.column(i, scale) for i in told], axis=1)
 
 
-def _expected_improvement(fit: _Fit, k: np.ndarray, best: float, xi: float) -> np.ndarray:
-    """Expected improvement of every configuration, ``k`` the kernel between them and the answered ones."""
-    mu = k @ fit.alpha
-    v = fit.inverse @ k.T
-    sigma = np.sqrt(np.maximum(1.0 - (v * v).sum(axis=0), 1e-12))
-    gap = (best - fit.mean) / fit.std - mu - xi
-    u = gap / sigma
-    cdf = 0.5 * (1.0 + np.vectorize(math.erf)(u / math.sqrt(2.0)))
-    pdf = np.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
-    return np.asarray(gap * cdf + sigma * pdf, dtype=float)
+class _Posterior:
+    """The process's kernel terms given the answered configurations ``told`` (in the order added), at one
+    (length scale, noise): ``inverse`` is the inverse of the kernel matrix's Cholesky factor (noise
+    included), ``v`` = inverse @ K(told, every configuration), ``v2`` the column sums of v * v. The
+    posterior mean of every configuration is v.T @ (inverse @ z) and its variance 1 - v2, for any
+    standardised answers z. An answer added at the same pair extends all three by a row: O(n^2 + nN)
+    for n answers and N configurations, where refactorising costs O(n^3 + n^2 N)."""
+
+    def __init__(self, columns: _Columns, told: Sequence[int], scale: float, noise: float, inverse: np.ndarray):
+        self.scale, self.noise, self.told = scale, noise, list(told)
+        self.inverse = inverse
+        self.v = inverse @ columns.matrix(told, scale).T
+        self.v2 = (self.v * self.v).sum(axis=0)
+
+    def extend(self, columns: _Columns, i: int) -> bool:
+        """Add configuration ``i`` (one rank-one step of the Cholesky factor); False, and nothing
+        changed, when its new pivot is not positive (the caller refits)."""
+        column = columns.column(i, self.scale)
+        known = self.inverse @ column[self.told]
+        pivot = 1.0 + self.noise + JITTER - float(known @ known)
+        if pivot <= 0.0:
+            return False
+        d = math.sqrt(pivot)
+        n = len(self.told)
+        inverse = np.zeros((n + 1, n + 1))
+        inverse[:n, :n] = self.inverse
+        inverse[n, :n] = -(known @ self.inverse) / d
+        inverse[n, n] = 1.0 / d
+        row = (column - known @ self.v) / d
+        self.inverse, self.told = inverse, [*self.told, i]
+        self.v = np.vstack([self.v, row])
+        self.v2 = self.v2 + row * row
+        return True
+
+    def expected_improvement(self, z: np.ndarray, best: float, xi: float) -> np.ndarray:
+        """Expected improvement below ``best`` (standardised) of every configuration, ``z`` the
+        standardised answers of ``told`` in its order."""
+        mu = self.v.T @ (self.inverse @ z)
+        sigma = np.sqrt(np.maximum(1.0 - self.v2, 1e-12))
+        gap = best - mu - xi
+        u = gap / sigma
+        cdf = 0.5 * (1.0 + np.vectorize(math.erf)(u / math.sqrt(2.0)))
+        pdf = np.exp(-0.5 * u * u) / math.sqrt(2.0 * math.pi)
+        return np.asarray(gap * cdf + sigma * pdf, dtype=float)
 
 
 def _penalised(scores: np.ndarray, near: np.ndarray) -> np.ndarray:
@@ -236,7 +253,8 @@ class SurrogateStrategy:
         self._x = features(space, self.configs, options.ratios)
         self._columns = _Columns(self._x)
         self._rng = np.random.default_rng(seed)
-        self._model: tuple[bytes, _Fit] | None = None  # the last fit and the answers it knew
+        self._posterior: _Posterior | None = None  # the kernel terms of the answers modelled last
+        self._known = b""  # those answers (configurations and modelled log-times)
         self._grid_at = 0  # answers the last search of the (length scale, noise) grid saw
         # every configuration's expected improvement under the last fit, lowered around each pick since
         self._scores: np.ndarray | None = None
@@ -292,22 +310,36 @@ class SurrogateStrategy:
     def _model_pick(self, left: np.ndarray, finite: dict[int, float]) -> int:
         worst = max(finite.values())
         spread = worst - min(finite.values())
-        told = sorted(self._times)
+        told = list(self._times)  # in the order answered: the posterior grows by appending
         y = np.array([self._times[i] if math.isfinite(self._times[i]) else worst + max(spread, 0.1) for i in told])
-        x = self._x[told]
         known = np.asarray(told).tobytes() + y.tobytes()
-        if self._model is None or self._model[0] != known:  # asks between two answers share one fit
-            previous = self._model[1] if self._model else None
-            if previous is None or _grid_due(len(told), self._grid_at):
-                self._model, self._grid_at = (known, _fit(x, y, self._x.shape[1])), len(told)
-            else:
-                self._model = (known, _fit(x, y, self._x.shape[1], (previous.scale, previous.noise)))
-            k = self._columns.matrix(told, self._model[1].scale)
-            self._scores = _expected_improvement(self._model[1], k, min(finite.values()), self.options.xi)
-        assert self._scores is not None  # set with the fit
+        if self._known != known:  # asks between two answers share one fit
+            self._known = known
+            mean, std = float(y.mean()), float(y.std()) or 1.0
+            z = (y - mean) / std
+            posterior = self._posterior
+            if posterior is None or _grid_due(len(told), self._grid_at):
+                scale, noise, inverse = _fit(self._x[told], z, self._x.shape[1])
+                self._grid_at = len(told)
+                # the same pair as before: the posterior is extended, not rebuilt (O(n^2 N))
+                if posterior is None or (scale, noise) != (posterior.scale, posterior.noise):
+                    posterior = self._posterior = _Posterior(self._columns, told, scale, noise, inverse)
+            if not self._extended(posterior, told):  # a pivot lost to rounding: factorise afresh
+                scale, noise, inverse = _fit(self._x[told], z, self._x.shape[1])
+                self._posterior, self._grid_at = _Posterior(self._columns, told, scale, noise, inverse), len(told)
+            assert self._posterior is not None
+            self._scores = self._posterior.expected_improvement(z, (min(finite.values()) - mean) / std, self.options.xi)
+        assert self._scores is not None and self._posterior is not None  # set with the fit
         pick = self._tie(left, self._scores[left])
-        self._scores = _penalised(self._scores, self._columns.column(pick, self._model[1].scale))
+        self._scores = _penalised(self._scores, self._columns.column(pick, self._posterior.scale))
         return pick
+
+    def _extended(self, posterior: _Posterior, told: list[int]) -> bool:
+        """Whether ``posterior`` now covers ``told``, the answers it knew being a prefix of them (each
+        newer one added at its pair); False when it cannot (the caller refits)."""
+        if posterior.told != told[: len(posterior.told)]:
+            return False
+        return all(posterior.extend(self._columns, i) for i in told[len(posterior.told) :])
 
     def _tie(self, left: np.ndarray, score: np.ndarray) -> int:
         top = np.flatnonzero(score >= score.max() - 1e-12 * max(1.0, abs(float(score.max()))))

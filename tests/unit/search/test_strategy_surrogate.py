@@ -175,16 +175,15 @@ def test_asks_in_a_batch_before_their_answers_are_distinct() -> None:
 
 def test_the_hyperparameter_grid_is_searched_while_answers_are_few_then_on_ten_percent_growth(monkeypatch) -> None:
     """Every fit searches the (length scale, noise) grid up to 30 answers; later only once the answers
-    grew by 10% since the last search, the fits between reusing its pair (one factorisation)."""
+    grew by 10% since the last search, the fits between extending the last one by its new answers."""
     from tunebox.search import surrogate
 
     grids: list[int] = []
     fit = surrogate._fit
 
-    def counting(x, y, dims, hyper=None):
-        if hyper is None:
-            grids.append(len(y))
-        return fit(x, y, dims, hyper)
+    def counting(x, z, dims):
+        grids.append(len(z))
+        return fit(x, z, dims)
 
     monkeypatch.setattr(surrogate, "_fit", counting)
     values = [Param("a", tuple(range(1, 9))), Param("b", tuple(range(1, 9)))]
@@ -198,3 +197,30 @@ def test_the_hyperparameter_grid_is_searched_while_answers_are_few_then_on_ten_p
     assert grids[: grids.index(30) + 1] == list(range(2, 31))  # every answer up to 30
     later = grids[grids.index(30) :]
     assert later == [30, 33, 37, 41, 46, 51, 57]  # each at least 1.1 x the last
+
+
+def test_a_posterior_extended_answer_by_answer_is_the_one_factorised_at_once() -> None:
+    """_Posterior.extend (a row of the Cholesky factor's inverse per answer) gives the posterior mean,
+    variance and expected improvement that factorising all the answers at once gives."""
+    from tunebox.search import surrogate
+
+    rng = np.random.default_rng(3)
+    x = rng.random((200, 4))
+    columns = surrogate._Columns(x)
+    told = [int(i) for i in rng.choice(200, 40, replace=False)]
+    z = rng.standard_normal(40)
+    scale, noise = 0.7, 1e-2
+
+    def inverse_of(indices: list[int]) -> np.ndarray:
+        k = surrogate._matern(surrogate._squared_distances(x[indices], x[indices]), scale)
+        return np.linalg.inv(np.linalg.cholesky(k + (noise + surrogate.JITTER) * np.eye(len(indices))))
+
+    at_once = surrogate._Posterior(columns, told, scale, noise, inverse_of(told))
+    grown = surrogate._Posterior(columns, told[:5], scale, noise, inverse_of(told[:5]))
+    assert all(grown.extend(columns, i) for i in told[5:])
+    assert grown.told == told
+    np.testing.assert_allclose(grown.v2, at_once.v2, atol=1e-9)
+    np.testing.assert_allclose(grown.v.T @ (grown.inverse @ z), at_once.v.T @ (at_once.inverse @ z), atol=1e-8)
+    np.testing.assert_allclose(
+        grown.expected_improvement(z, -1.0, 0.0), at_once.expected_improvement(z, -1.0, 0.0), atol=1e-8
+    )
