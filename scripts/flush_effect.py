@@ -16,56 +16,20 @@ GPU and torch.
 from __future__ import annotations
 
 import json
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
 import torch
 from cuda.core import LaunchConfig, Program, ProgramOptions, Stream, launch
-from serving_benchmark import tensors  # scripts/, beside this one
+from launch_variant import variant_launcher  # scripts/, beside this one
+from serving_benchmark import median_ms
 
 from tunebox.benchmark import versions
-from tunebox.cuda_api import pack, steps_launcher
 from tunebox.families import get
-from tunebox.runtime.launch import Launcher
 
 SAMPLES = 200
 ALIVE: list[Any] = []  # the variants' buffers, kept for the script's life
-
-
-def variant_run(family_name: str, problem_json: dict[str, Any], config_json: dict[str, Any]) -> tuple[Any, int]:
-    """A closure launching the variant on seeded inputs, and its bytes moved."""
-    family = get(family_name)
-    problem = family.parse_problem(problem_json)
-    config = family.config(config_json)
-    family.check(problem, config)
-    arrays, _ = tensors(family, problem, seed=1)
-    workspace = {
-        b.name: torch.zeros(max(1, b.nbytes), dtype=torch.uint8, device="cuda")
-        for b in family.buffers(problem)
-        if b.role == "workspace"
-    }
-    pointers = {name: t.data_ptr() for name, t in {**arrays, **workspace}.items()}
-    stream = Stream.from_handle(torch.cuda.current_stream().cuda_stream)
-    steps = Launcher().steps(family, problem, config)
-    run = steps_launcher(stream, [(kernel, geometry, pack(a, pointers)) for kernel, geometry, a in steps])
-    ALIVE.append((arrays, workspace))
-    return run, family.work(problem).bytes_moved
-
-
-def timed(run: Any, flush: Any) -> float:
-    """Median ms of ``run`` over SAMPLES samples, ``flush`` before each (outside the events)."""
-    times = []
-    for _ in range(SAMPLES):
-        flush()
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        run()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
 
 
 def main(out: Path, specs: list[str]) -> None:
@@ -83,7 +47,10 @@ def main(out: Path, specs: list[str]) -> None:
         {"case": "empty kernel", "run": lambda: launch(stream, LaunchConfig(grid=1, block=32), empty_kernel)}
     ]
     for i in range(0, len(specs), 3):
-        run, moved = variant_run(specs[i], json.loads(specs[i + 1]), json.loads(specs[i + 2]))
+        family, problem, config = specs[i], json.loads(specs[i + 1]), json.loads(specs[i + 2])
+        run, buffers = variant_launcher(family, problem, config)
+        ALIVE.append(buffers)
+        moved = get(family).work(get(family).parse_problem(problem)).bytes_moved
         src = torch.empty(moved // 2, dtype=torch.uint8, device="cuda").random_(0, 255)
         dst = torch.empty_like(src)
         cases.append({"case": f"{specs[i]} {specs[i + 1]} {specs[i + 2]}", "bytes": moved, "run": run})
@@ -92,7 +59,7 @@ def main(out: Path, specs: list[str]) -> None:
     for case in cases:
         case["run"]()
         torch.cuda.synchronize()
-        ms = {name: timed(case["run"], flush) for name, flush in flushes.items()}
+        ms = {name: median_ms(case["run"], SAMPLES, flush) for name, flush in flushes.items()}
         row = {"case": case["case"], "median_ms": ms}
         if "bytes" in case:
             row["gbps"] = {name: case["bytes"] / (t * 1e-3) / 1e9 for name, t in ms.items()}

@@ -65,10 +65,15 @@ def tensors(family: Any, problem: Any, seed: int) -> tuple[dict[str, Any], dict[
     return out, inputs
 
 
-def median_ms(run: Any, samples: int) -> float:
+def median_ms(run: Any, samples: int, flush: Any = None) -> float:
+    """Median ms of ``run`` between two events over ``samples`` samples, ``flush`` before each (outside
+    the events; default: zeroing 512 MiB)."""
     times = []
     for _ in range(samples):
-        flush_buffer().zero_()
+        if flush is None:
+            flush_buffer().zero_()
+        else:
+            flush()
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         run()
