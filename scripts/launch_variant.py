@@ -4,11 +4,10 @@ bounds the persistent gemm at 3000 x 5000 x 1000, why pingpong trails cooperativ
     ncu --clock-control none --set full -k regex:gemm -s 1 -c 1 -o OUT \\
         python3 scripts/launch_variant.py gemm PROBLEM CONFIG [--times N]
 
-PROBLEM and CONFIG are JSON objects, as the winners database and `tunebox query` hold them (``variant_launcher`` is
-the same set-up for other scripts: flush_effect.py). The inputs
-are seeded as the serving benchmark seeds them (families whose outputs are float32, float16 or
-bfloat16: not quant's byte outputs); workspace starts zeroed. The variant is not verified
-here (its sweep and the GPU tests do that). Needs a GPU and torch.
+PROBLEM and CONFIG are JSON objects, as the winners database and `tunebox query` hold them. The inputs
+are seeded as the serving benchmark seeds them (byte outputs poisoned with 0xAD); workspace starts
+zeroed. The variant is not verified here (its sweep and the GPU tests do that). ``variant_launcher`` is
+the same set-up for other scripts (flush_effect.py). Needs a GPU and torch.
 """
 
 from __future__ import annotations
