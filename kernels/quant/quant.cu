@@ -148,17 +148,6 @@ __device__ __forceinline__ bool pairs_in_packed(float T) {
   else return Cfg::FORMAT == MXFP4 || (as_bits(T) & ABS_MASK) < 0x7B800000u;  // |T| < 2^120, not NaN
 }
 
-// float32 lo and hi (no NaN) rounded to bfloat16, nearest even, as one word (lo in the low half).
-__device__ __forceinline__ u32 bf16_pair(float lo, float hi) {
-#ifdef __CUDA_ARCH__
-  u32 d;
-  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
-  return d;
-#else
-  return bf16_rne(as_bits(lo)) | bf16_rne(as_bits(hi)) << 16;
-#endif
-}
-
 // The largest |element| of a share as float32 bits (a NaN's bits are above every number's).
 template <class Cfg>
 __device__ __forceinline__ u32 share_amax(const Share<Cfg>& s) {
@@ -296,7 +285,7 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_dequantize(const __grid_co
           const u32 b = in[k].b[i];  // elements 2i and 2i + 1 as e2m1_pair's nibbles 0 and 4
           u32 pair = f::bf16x2_mul(f::e2m1_pair<0>((b & 0xFu) | (b & 0xF0u) << 12), first);
           if (big) pair = f::bf16x2_mul(pair, second);
-          if constexpr (FMT == NVFP4) pair = bf16_pair(as_float(pair << 16) * t, as_float(pair & 0xFFFF0000u) * t);
+          if constexpr (FMT == NVFP4) pair = tb::bf16x2::from_floats(as_float(pair << 16) * t, as_float(pair & 0xFFFF0000u) * t);
           out.w[i] = scale_nan ? tb::fp4::dup(NAN_F32 >> 16) : pair;
         }
       }
