@@ -277,16 +277,18 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_dequantize(const __grid_co
     if (pairs_in_packed<Cfg>(T)) {  // fp4 to bfloat16: fp4.cuh's exact products, two elements a word
       if constexpr (FP4 && Cfg::BF16) {
         namespace f = tb::fp4;
-        const u32 first = FMT == NVFP4 ? f::e4m3_factor(sc[k]) : f::e8m0_factor(sc[k]), second = f::e8m0_second(sc[k]);
+        const u32 first = FMT == NVFP4 ? f::e4m3_factor(sc[k]) : f::e8m0_factor(sc[k]);
+        const u32 second = f::e8m0_second(sc[k]);
         const bool big = FMT == MXFP4 && f::e8m0_big(sc[k]);
-        const float t = T * tb::fp4::NV_UNDO;  // NVFP4: the products are v * s * 2^-7
+        const float t = T * f::NV_UNDO;  // NVFP4: the products are v * s * 2^-7
 #pragma unroll
         for (int i = 0; i < EPT / 2; ++i) {
           const u32 b = in[k].b[i];  // elements 2i and 2i + 1 as e2m1_pair's nibbles 0 and 4
           u32 pair = f::bf16x2_mul(f::e2m1_pair<0>((b & 0xFu) | (b & 0xF0u) << 12), first);
           if (big) pair = f::bf16x2_mul(pair, second);
-          if constexpr (FMT == NVFP4) pair = tb::bf16x2::from_floats(as_float(pair << 16) * t, as_float(pair & 0xFFFF0000u) * t);
-          out.w[i] = scale_nan ? tb::fp4::dup(NAN_F32 >> 16) : pair;
+          if constexpr (FMT == NVFP4)
+            pair = tb::bf16x2::from_floats(as_float(pair << 16) * t, as_float(pair & 0xFFFF0000u) * t);
+          out.w[i] = scale_nan ? f::dup(NAN_F32 >> 16) : pair;
         }
       }
     } else {
