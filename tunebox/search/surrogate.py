@@ -9,11 +9,12 @@ sum and difference (bytes per block, rows per thread: what sets a kernel's shape
 
 The model is a Gaussian process (Matern 5/2, one length scale, constant mean) on the standardised
 log of the measured times; its length scale and noise are picked by marginal likelihood from a small
-grid, searched at every answer while answers are few and whenever they grew by 10% later (between,
-the model refits at the last pair: one factorisation; at 300 answers over 2,346 configurations a fit
-and its batch took about 25 ms on an idle 2-core CPU, and about 0.25 s beside the GPU host's busy
-compile pool, ``results/benchmarks/throughput.json``'s search seconds). A proposal maximises expected
-improvement over the valid configurations not yet evaluated, so every proposal is valid and new.
+grid, searched at every answer while answers are few and whenever they grew by 10% later; between,
+and across a search that keeps the pair, the posterior grows by a row per answer instead of being
+factorised again (``_Posterior``: a median ask of 1.8 ms at up to 300 answers over 2,346 configurations,
+4.9 ms at up to 600 over 7,150, on a 2-core CPU, ``results/benchmarks/surrogate_speed.json``). A
+proposal maximises expected improvement over the valid configurations not yet evaluated, so every
+proposal is valid and new.
 Before the model: the seeded configurations (warm start: past winners, the family default) in the
 order given, then a space-filling design (the first at random, each next one the farthest from all
 those so far) until ``initial`` configurations were given (seeded and resumed ones included) and two
