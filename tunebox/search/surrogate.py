@@ -117,22 +117,30 @@ def _matern(squared: np.ndarray, scale: float) -> np.ndarray:
     return np.asarray((1.0 + d + d * d / 3.0) * np.exp(-d), dtype=float)
 
 
+def _forward(chol: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """chol^-1 z for lower-triangular ``chol``, by forward substitution (O(n^2); an inverse is O(n^3))."""
+    w = np.empty(len(z))
+    for i in range(len(z)):
+        w[i] = (z[i] - chol[i, :i] @ w[:i]) / chol[i, i]
+    return w
+
+
 def _fit_at(squared: np.ndarray, z: np.ndarray, scale: float, noise: float) -> tuple[float, np.ndarray] | None:
-    """(log marginal likelihood, inverse Cholesky factor) at one (length scale, noise); None when the
-    kernel matrix does not factorise."""
+    """(log marginal likelihood, Cholesky factor) at one (length scale, noise); None when the kernel
+    matrix does not factorise."""
     k = _matern(squared, scale) + (noise + JITTER) * np.eye(len(z))
     try:
         chol = np.linalg.cholesky(k)
     except np.linalg.LinAlgError:
         return None
-    inverse = np.linalg.inv(chol)
-    w = inverse @ z
-    return -0.5 * float(w @ w) - float(np.log(np.diag(chol)).sum()), inverse
+    w = _forward(chol, z)
+    return -0.5 * float(w @ w) - float(np.log(np.diag(chol)).sum()), chol
 
 
 def _fit(x: np.ndarray, z: np.ndarray, dims: int) -> tuple[float, float, np.ndarray]:
     """(length scale, noise, inverse Cholesky factor) of the grid's pair of highest marginal likelihood
-    for standardised answers ``z`` at features ``x`` (the grid's largest noise always factorises)."""
+    for standardised answers ``z`` at features ``x`` (the grid's largest noise always factorises); only
+    that pair's factor is inverted."""
     squared = _squared_distances(x, x)
     root = math.sqrt(max(dims, 1))
     best: tuple[float, float, float, np.ndarray] | None = None
@@ -141,7 +149,7 @@ def _fit(x: np.ndarray, z: np.ndarray, dims: int) -> tuple[float, float, np.ndar
         if fitted is not None and (best is None or fitted[0] > best[0]):
             best = (fitted[0], s * root, noise, fitted[1])
     assert best is not None, "the largest noise makes the kernel matrix positive definite"
-    return best[1], best[2], best[3]
+    return best[1], best[2], np.linalg.inv(best[3])
 
 
 class _Columns:
