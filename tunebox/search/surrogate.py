@@ -183,13 +183,26 @@ class _Posterior:
     included), ``v`` = inverse @ K(told, every configuration), ``v2`` the column sums of v * v. The
     posterior mean of every configuration is v.T @ (inverse @ z) and its variance 1 - v2, for any
     standardised answers z. An answer added at the same pair extends all three by a row: O(n^2 + nN)
-    for n answers and N configurations, where refactorising costs O(n^3 + n^2 N)."""
+    for n answers and N configurations, where refactorising costs O(n^3 + n^2 N). The rows live in
+    arrays of doubling capacity, so a row is written in place, not the whole matrix copied."""
 
     def __init__(self, columns: _Columns, told: Sequence[int], scale: float, noise: float, inverse: np.ndarray):
         self.scale, self.noise, self.told = scale, noise, list(told)
-        self.inverse = inverse
-        self.v = inverse @ columns.matrix(told, scale).T
+        n, capacity = len(self.told), max(2 * len(self.told), 16)
+        self._inverse = np.zeros((capacity, capacity))
+        self._inverse[:n, :n] = inverse
+        self._v = np.zeros((capacity, len(columns.x)))
+        self._v[:n] = inverse @ columns.matrix(told, scale).T
         self.v2 = (self.v * self.v).sum(axis=0)
+
+    @property
+    def inverse(self) -> np.ndarray:
+        n = len(self.told)
+        return self._inverse[:n, :n]
+
+    @property
+    def v(self) -> np.ndarray:
+        return self._v[: len(self.told)]
 
     def extend(self, columns: _Columns, i: int) -> bool:
         """Add configuration ``i`` (one rank-one step of the Cholesky factor); False, and nothing
@@ -201,13 +214,16 @@ class _Posterior:
             return False
         d = math.sqrt(pivot)
         n = len(self.told)
-        inverse = np.zeros((n + 1, n + 1))
-        inverse[:n, :n] = self.inverse
-        inverse[n, :n] = -(known @ self.inverse) / d
-        inverse[n, n] = 1.0 / d
+        if n == len(self._v):  # full: double the capacity
+            grown = np.zeros((2 * n, 2 * n))
+            grown[:n, :n] = self.inverse
+            self._inverse = grown
+            self._v = np.vstack([self._v, np.zeros_like(self._v)])
         row = (column - known @ self.v) / d
-        self.inverse, self.told = inverse, [*self.told, i]
-        self.v = np.vstack([self.v, row])
+        self._inverse[n, :n] = -(known @ self.inverse) / d
+        self._inverse[n, n] = 1.0 / d
+        self._v[n] = row
+        self.told.append(i)
         self.v2 = self.v2 + row * row
         return True
 
