@@ -11,8 +11,8 @@ The model is a Gaussian process (Matern 5/2, one length scale, constant mean) on
 log of the measured times; its length scale and noise are picked by marginal likelihood from a small
 grid, searched at every answer while answers are few and whenever they grew by 10% later; between,
 and across a search that keeps the pair, the posterior grows by a row per answer instead of being
-factorised again (``_Posterior``: a median ask of 1.8 ms at up to 300 answers over 2,346 configurations,
-4.9 ms at up to 600 over 7,150, on a 2-core CPU, ``results/benchmarks/surrogate_speed.json``). A
+factorised again (``_Posterior``: a median ask of 0.8 ms at up to 300 answers over 2,346 configurations,
+2.2 ms at up to 600 over 7,150, on a 2-core CPU, ``results/benchmarks/surrogate_speed.json``). A
 proposal maximises expected improvement over the valid configurations not yet evaluated, so every
 proposal is valid and new.
 Before the model: the seeded configurations (warm start: past winners, the family default) in the
