@@ -138,9 +138,8 @@ def _fit_at(squared: np.ndarray, z: np.ndarray, scale: float, noise: float) -> t
 
 
 def _fit(x: np.ndarray, z: np.ndarray, dims: int) -> tuple[float, float, np.ndarray]:
-    """(length scale, noise, inverse Cholesky factor) of the grid's pair of highest marginal likelihood
-    for standardised answers ``z`` at features ``x`` (the grid's largest noise always factorises); only
-    that pair's factor is inverted."""
+    """(length scale, noise, Cholesky factor) of the grid's pair of highest marginal likelihood for
+    standardised answers ``z`` at features ``x`` (the grid's largest noise always factorises)."""
     squared = _squared_distances(x, x)
     root = math.sqrt(max(dims, 1))
     best: tuple[float, float, float, np.ndarray] | None = None
@@ -149,7 +148,7 @@ def _fit(x: np.ndarray, z: np.ndarray, dims: int) -> tuple[float, float, np.ndar
         if fitted is not None and (best is None or fitted[0] > best[0]):
             best = (fitted[0], s * root, noise, fitted[1])
     assert best is not None, "the largest noise makes the kernel matrix positive definite"
-    return best[1], best[2], np.linalg.inv(best[3])
+    return best[1], best[2], best[3]
 
 
 class _Columns:
@@ -186,10 +185,11 @@ class _Posterior:
     for n answers and N configurations, where refactorising costs O(n^3 + n^2 N). The rows live in
     arrays of doubling capacity, so a row is written in place, not the whole matrix copied."""
 
-    def __init__(self, columns: _Columns, told: Sequence[int], scale: float, noise: float, inverse: np.ndarray):
+    def __init__(self, columns: _Columns, told: Sequence[int], scale: float, noise: float, chol: np.ndarray):
         self.scale, self.noise, self.told = scale, noise, list(told)
         n, capacity = len(self.told), max(2 * len(self.told), 16)
         self._inverse = np.zeros((capacity, capacity))
+        inverse = np.linalg.inv(chol)  # the one inversion: a grid search that keeps the pair needs none
         self._inverse[:n, :n] = inverse
         self._v = np.zeros((capacity, len(columns.x)))
         self._v[:n] = inverse @ columns.matrix(told, scale).T
@@ -344,14 +344,14 @@ class SurrogateStrategy:
             z = (y - mean) / std
             posterior = self._posterior
             if posterior is None or _grid_due(len(told), self._grid_at):
-                scale, noise, inverse = _fit(self._x[told], z, self._x.shape[1])
+                scale, noise, chol = _fit(self._x[told], z, self._x.shape[1])
                 self._grid_at = len(told)
                 # the same pair as before: the posterior is extended, not rebuilt (O(n^2 N))
                 if posterior is None or (scale, noise) != (posterior.scale, posterior.noise):
-                    posterior = self._posterior = _Posterior(self._columns, told, scale, noise, inverse)
+                    posterior = self._posterior = _Posterior(self._columns, told, scale, noise, chol)
             if not self._extended(posterior, told):  # a pivot lost to rounding: factorise afresh
-                scale, noise, inverse = _fit(self._x[told], z, self._x.shape[1])
-                self._posterior, self._grid_at = _Posterior(self._columns, told, scale, noise, inverse), len(told)
+                scale, noise, chol = _fit(self._x[told], z, self._x.shape[1])
+                self._posterior, self._grid_at = _Posterior(self._columns, told, scale, noise, chol), len(told)
             assert self._posterior is not None
             self._scores = self._posterior.expected_improvement(z, (min(finite.values()) - mean) / std, self.options.xi)
         assert self._scores is not None and self._posterior is not None  # set with the fit

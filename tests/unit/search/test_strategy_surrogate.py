@@ -211,12 +211,12 @@ def test_a_posterior_extended_answer_by_answer_is_the_one_factorised_at_once() -
     z = rng.standard_normal(40)
     scale, noise = 0.7, 1e-2
 
-    def inverse_of(indices: list[int]) -> np.ndarray:
+    def chol_of(indices: list[int]) -> np.ndarray:
         k = surrogate._matern(surrogate._squared_distances(x[indices], x[indices]), scale)
-        return np.linalg.inv(np.linalg.cholesky(k + (noise + surrogate.JITTER) * np.eye(len(indices))))
+        return np.linalg.cholesky(k + (noise + surrogate.JITTER) * np.eye(len(indices)))
 
-    at_once = surrogate._Posterior(columns, told, scale, noise, inverse_of(told))
-    grown = surrogate._Posterior(columns, told[:5], scale, noise, inverse_of(told[:5]))
+    at_once = surrogate._Posterior(columns, told, scale, noise, chol_of(told))
+    grown = surrogate._Posterior(columns, told[:5], scale, noise, chol_of(told[:5]))
     assert all(grown.extend(columns, i) for i in told[5:])
     assert grown.told == told
     np.testing.assert_allclose(grown.v2, at_once.v2, atol=1e-9)
