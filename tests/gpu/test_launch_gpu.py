@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from tunebox.errors import InvalidProblem
 from tunebox.runtime.launch import Launcher
 
 pytestmark = pytest.mark.gpu
@@ -158,6 +159,28 @@ def test_repeated_calls_take_the_fast_path_on_new_addresses(launcher, torch):
         served = launcher("tile_copy", {"src": a, "dst": b}, use="tunebox", transpose=True)
         torch.cuda.synchronize()
         assert served.ran == "kernel" and torch.equal(b, a.t())
+
+
+def test_a_misaligned_view_never_reaches_a_kernel(launcher, torch):
+    """Views that start 4 bytes into their storage: "auto" serves the library call (right results,
+    the fast path too), "tunebox" is refused with what to pass; aligned calls with the same shapes
+    still run the kernel and the context stays healthy (a misaligned vector access would poison it)."""
+    a = torch.randn(1001 * 777 + 1, device="cuda")[1:].view(1001, 777)
+    b = torch.empty(777 * 1001 + 1, device="cuda")[1:].view(777, 1001)
+    assert a.data_ptr() % 16 and b.data_ptr() % 16
+    for _ in range(2):  # the second call on the fast path
+        b.fill_(float("nan"))
+        served = launcher("tile_copy", {"src": a, "dst": b}, transpose=True)
+        torch.cuda.synchronize()
+        assert served.ran == "library" and "src, dst are not 16-byte aligned" in served.explanation
+        assert torch.equal(b, a.t())
+    with pytest.raises(InvalidProblem, match="src is not 16-byte aligned"):
+        launcher("tile_copy", {"src": a, "dst": torch.empty(777, 1001, device="cuda")}, use="tunebox", transpose=True)
+    aligned = a.clone()
+    out = torch.empty(777, 1001, device="cuda")
+    served = launcher("tile_copy", {"src": aligned, "dst": out}, use="tunebox", transpose=True)
+    torch.cuda.synchronize()
+    assert served.ran == "kernel" and torch.equal(out, a.t())
 
 
 def test_launch_inside_cuda_graph_capture(launcher, torch):

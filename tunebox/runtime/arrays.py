@@ -14,6 +14,11 @@ import numpy as np
 
 from ..errors import InvalidProblem
 
+ALIGNMENT = 16
+"""Bytes every tunebox kernel assumes of each array's address: its vectors are up to 16 bytes wide,
+and TMA needs 16-byte aligned global addresses. Allocators return 256-byte aligned memory; a view
+that starts at an offset (``x[1:]``) may not be aligned."""
+
 _TYPESTR = {"<f4": "float32", "<f2": "float16", "<i4": "int32", "<i8": "int64", "|u1": "uint8"}  # CuPy's
 
 
@@ -71,6 +76,11 @@ def device_array(obj: Any, stream: int | None = None) -> DeviceArray:
     if cai.get("strides") not in (None, contiguous.strides):
         raise InvalidProblem("tunebox.launch needs C-contiguous arrays")
     return DeviceArray(int(cai["data"][0]), shape, _TYPESTR[cai["typestr"]], cai.get("stream"))
+
+
+def misaligned(arrays: dict[str, DeviceArray]) -> tuple[str, ...]:
+    """The names of the arrays whose address is not ``ALIGNMENT``-byte aligned."""
+    return tuple(name for name, a in arrays.items() if a.pointer % ALIGNMENT)
 
 
 def dlpack_only(obj: Any) -> bool:

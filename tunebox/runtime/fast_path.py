@@ -20,6 +20,7 @@ from typing import Any
 from ..cuda_api import checked, pack
 from ..families.base import Arg, BufferArg, LaunchGeometry, TensorMapArg
 from ..families.kernel_args import ArgStruct
+from .arrays import ALIGNMENT
 from .serving import Served
 
 
@@ -28,13 +29,14 @@ def torch_signature(
 ) -> tuple[Hashable, int, tuple[int, ...]] | None:
     """(fast-path key, stream handle, the arrays' addresses in their order) of a call whose arrays are
     all contiguous CUDA torch tensors and whose options are hashable; else None. The key holds every
-    name, shape, type and device, the options, ``use`` and the stream: all a plan depends on but the
-    addresses (read here, in the same pass)."""
+    name, shape, type and device, the options, ``use``, the stream and whether every address is
+    ``ALIGNMENT``-byte aligned: all a plan depends on but the addresses (read here, in the same pass)."""
     torch = sys.modules.get("torch")
     if torch is None or not arrays:
         return None
     tensor = torch.Tensor
     parts, addresses = [], []
+    low_bits = 0  # the addresses' bits below ALIGNMENT, or-ed
     for name, t in arrays.items():
         if not isinstance(t, tensor) or not t.is_contiguous():
             return None
@@ -42,7 +44,9 @@ def torch_signature(
         if device < 0:
             return None
         parts.append((name, t.shape, t.dtype, device))
-        addresses.append(t.data_ptr())
+        address = t.data_ptr()
+        addresses.append(address)
+        low_bits |= address
     if stream is None:
         stream = _current_stream(torch, parts[0][3])
     # options in the call's order: another order is another key, never a wrong one
@@ -56,7 +60,8 @@ def torch_signature(
             hash(settings)  # the rest of the key is hashable: names, shapes, dtypes, ints
         except TypeError:  # an unhashable option (an array of lengths, a nested list): the full path every call
             return None
-    return (family_name, use, stream, tuple(parts), settings), stream, tuple(addresses)
+    aligned = low_bits % ALIGNMENT == 0
+    return (family_name, use, stream, tuple(parts), settings, aligned), stream, tuple(addresses)
 
 
 def _current_stream(torch: Any, device: int) -> int:

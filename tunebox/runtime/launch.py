@@ -36,7 +36,7 @@ from ..params import Config
 from ..records import DeviceInfo, Status
 from ..runner.protocol import variant_of
 from ..sweep_spec import check_problem
-from .arrays import DeviceArray, device_array, dlpack_only, stores
+from .arrays import DeviceArray, device_array, dlpack_only, misaligned, stores
 from .fast_path import DirectLaunch, FastEntry, all_torch, library_runner, on_addresses, repointable, torch_signature
 from .first_use import POLICIES, Policy, answer_of, candidates, keep, portfolio, raced_db
 from .lookup import Lookup, LookupResult, default_db, shared
@@ -82,7 +82,8 @@ class Launcher:
         self._race_samples, self._race_budget_s = race_samples, race_budget_s
         self.races: list[RaceResult] = []  # every race this launcher ran, in order (for reports)
         self._raced: dict[tuple[str, Problem], LookupResult] = {}  # this process's race answers
-        self._plans: dict[tuple[str, Problem, str, bool], _Plan] = {}  # (family, problem, use, torch) -> plan
+        # (family, problem, use, torch tensors, misaligned arrays) -> plan
+        self._plans: dict[tuple[str, Problem, str, bool, tuple[str, ...]], _Plan] = {}
         self._builds: dict[KernelSource, BuildResult] = {}  # compiled once per source, whatever the problem
         self._bindings: dict[tuple[str, Problem, int], _Binding] = {}  # per (family, problem, stream)
         self._fast: dict[Hashable, FastEntry] = {}  # repeated torch calls (see the module doc)
@@ -141,11 +142,12 @@ class Launcher:
         problem = family.problem_from_arrays(described, **options)
         _check_buffers(family, problem, described)
         torch_arrays = all_torch(arrays)
+        offset = misaligned(described)
         with self._lock:
-            key = (family_name, problem, use, torch_arrays)
+            key = (family_name, problem, use, torch_arrays, offset)
             plan = self._plans.get(key)
             if plan is None:
-                plan = self._plan(family, problem, use, torch_arrays, arrays, handle)
+                plan = self._plan(family, problem, use, torch_arrays, arrays, handle, offset)
                 self._plans[key] = plan
             if plan.library is not None:
                 library = library_runner(plan.library, stream)
@@ -187,13 +189,14 @@ class Launcher:
         torch_arrays: bool,
         arrays: Mapping[str, Any],
         handle: int,
+        offset: tuple[str, ...],
     ) -> _Plan:
         """Everything a launch of ``problem`` needs but the caller's pointers, worked out once: the
         decision, and the (kernel, geometry, arguments) of each launch, prologue first, or the library
-        call."""
-        answer = self._answer(family, problem, torch_arrays, arrays, handle)
+        call. Arrays at ``offset`` (misaligned) are never raced on or given to a kernel."""
+        answer = self.choose(family, problem) if offset else self._answer(family, problem, torch_arrays, arrays, handle)
         library = library_form(family, problem) if torch_arrays else None
-        served = decide(answer, library, torch_arrays, use)
+        served = decide(answer, library, torch_arrays, use, offset)
         if served.ran == "library":
             assert library is not None
             return _Plan(served, (), library_call(library, family.buffers(problem)))

@@ -6,6 +6,8 @@ very problem (an exact or raced answer whose winner was timed faster than the li
 library call runs everywhere else, when it can: the arrays are torch tensors and the operation's main
 baseline has an in-place form (``Baseline.into``). Otherwise the kernel runs, and the answer says why.
 ``use="tunebox"`` always runs the kernel, ``use="library"`` always the library call (or raises).
+Arrays whose addresses are not ``ALIGNMENT``-byte aligned (views from an offset) never reach a kernel:
+the library call runs, or the launch is refused with what to pass instead.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any, Literal
 from ..errors import InvalidProblem
 from ..families.base import Baseline, BufferSpec, Problem
 from ..families.contract import Family
+from .arrays import ALIGNMENT
 from .lookup import LookupResult
 
 USES = ("auto", "tunebox", "library")
@@ -51,11 +54,23 @@ def library_form(family: Family[Any], problem: Problem) -> Baseline | None:
     return main if main.into is not None else None
 
 
-def decide(answer: LookupResult, library: Baseline | None, torch_arrays: bool, use: str) -> Served:
-    """Kernel or library call for one problem (see the module doc)."""
+def decide(
+    answer: LookupResult, library: Baseline | None, torch_arrays: bool, use: str, misaligned: tuple[str, ...] = ()
+) -> Served:
+    """Kernel or library call for one problem (see the module doc); ``misaligned``: the names of the
+    arrays whose addresses no kernel may take."""
     if use not in USES:
         raise InvalidProblem(f"use must be one of {USES}, got {use!r}")
     available = library is not None and torch_arrays
+    if misaligned:
+        where = f"{', '.join(misaligned)} {'is' if len(misaligned) == 1 else 'are'} not {ALIGNMENT}-byte aligned"
+        if available and use != "tunebox":
+            assert library is not None
+            return Served("library", answer, library.name, f"{library.name} ({where}: tunebox's kernels need it)")
+        raise InvalidProblem(
+            f"{answer.family}: {where} (a view from an offset?); tunebox's kernels read and write {ALIGNMENT}-byte "
+            "vectors: pass arrays at aligned addresses (a fresh allocation, or a copy of the view)"
+        )
     if use == "library" and not available:
         why = "the arrays are not torch tensors" if not torch_arrays else "the library has no in-place form here"
         raise InvalidProblem(f"{answer.family}: use='library' cannot serve this problem: {why}")

@@ -85,6 +85,16 @@ def test_the_signature_carries_the_addresses_in_the_arrays_order(torch):
     assert torch_signature("tile_copy", arrays, None, "auto", {})[2] == (0x2000, 0x1000)
 
 
+def test_the_key_says_whether_every_address_is_16_byte_aligned(torch):
+    """A plan for aligned arrays (a kernel) is never reused for a call with a view from an offset."""
+
+    def at(src, dst):
+        return key({"src": _Tensor((4, 5), address=src), "dst": _Tensor((5, 4), address=dst)})
+
+    assert at(0x2000, 0x1000) == at(0x3000, 0x1010)
+    assert at(0x2004, 0x1000) == at(0x2000, 0x1002) != at(0x2000, 0x1000)
+
+
 def test_a_launch_on_fixed_addresses_runs_only_on_those(torch):
     """``on_addresses``: a call on the plan's own addresses runs; any other takes the full path."""
     arrays = {"src": _Tensor((4, 5), address=0x2000), "dst": _Tensor((5, 4), address=0x1000)}

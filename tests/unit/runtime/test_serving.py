@@ -43,3 +43,16 @@ def test_use_forces_either_side() -> None:
         decide(EXACT, IN_PLACE, False, "library")
     with pytest.raises(InvalidProblem, match="use must be one of"):
         decide(EXACT, IN_PLACE, True, "fastest")
+
+
+def test_misaligned_arrays_get_the_library_call_or_a_refusal_that_says_what_to_pass() -> None:
+    served = decide(EXACT, IN_PLACE, True, "auto", ("src",))  # even where the kernel is known to win
+    assert (served.ran, served.library) == ("library", "torch: mm")
+    assert "src is not 16-byte aligned" in served.explanation
+    assert decide(EXACT, IN_PLACE, True, "library", ("src", "dst")).ran == "library"
+    with pytest.raises(InvalidProblem, match="src, dst are not 16-byte aligned .* pass arrays at aligned addresses"):
+        decide(EXACT, IN_PLACE, True, "tunebox", ("src", "dst"))
+    with pytest.raises(InvalidProblem, match="dst is not 16-byte aligned"):
+        decide(EXACT, IN_PLACE, False, "auto", ("dst",))  # no torch tensors: no library call either
+    with pytest.raises(InvalidProblem, match="dst is not 16-byte aligned"):
+        decide(EXACT, None, True, "auto", ("dst",))
