@@ -329,3 +329,69 @@ def test_long_column_copies_flat(runner, builder):
         config = FAMILY.default_config(problem)
         assert config["BM"] == 1 and problem.kernel_view.dst == (1, 10_000_019)
         assert evaluate(runner, builder, FAMILY, problem, config).status is Status.OK, config.label()
+
+
+# ---------------------------------------------------------------------------------------------
+# template shifted (copies whose rows move in aligned vectors whatever their alignment; issue 16 item 6)
+
+# Crops at odd origins, odd-width pads, negative origins (padding on the checked path), a destination
+# smaller than one tile, tiles wholly outside src, narrow whole-row copies run flat from an offset, one
+# row, and the serving crop of 6000^2 to 5990^2.
+SHIFTED_PROBLEMS = [
+    {"src": [60, 60], "dst": [59, 57], "origin": [1, 3]},
+    {"src": [300, 77], "dst": [300, 80]},
+    {"src": [97, 1001], "dst": [1000, 999], "origin": [-7, -9]},
+    {"src": [5, 7], "dst": [3, 5], "origin": [1, 1]},
+    {"src": [50, 50], "dst": [20, 20], "origin": [60, 60]},
+    {"src": [3001, 3], "dst": [2997, 3], "origin": [3, 0]},
+    {"src": [1, 100_003], "dst": [1, 99_999], "origin": [0, 1]},
+    {"src": [6000, 6000], "dst": [5990, 5990], "origin": [3, 5]},
+]
+
+
+def shifted_configs(problem):
+    """A seeded spread of valid shifted variants: every vector width, small and wide tiles, several tiles
+    per block."""
+    space = FAMILY.space.restrict(
+        {
+            "template": ["shifted"],
+            "BM": [1, 2, 8],
+            "BN": [8, 16, 64, 256, 1024],
+            "threads": [64, 128, 256],
+            "tiles_per_block": [1, 2, 4],
+        }
+    )
+    configs = [c for c in space if not FAMILY.violations(problem, c)]
+    random.Random(problem.key()).shuffle(configs)
+    return list({(c["vec_bytes"], c["BN"] >= 64, c["tiles_per_block"] > 1): c for c in configs}.values())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("shape", SHIFTED_PROBLEMS, ids=_shape_id)
+def test_shifted_is_exact(runner, builder, dtype, shape):
+    """Every vector width, narrow and wide tiles, the padding rotating (never zero bits)."""
+    configs = shifted_configs(_padded(dtype, shape, {"padding": "nan"}))
+    assert {c["vec_bytes"] for c in configs} == {4, 8, 16}
+    for k, config in enumerate(configs):
+        padding = TRANSPOSED_PADDINGS[k % len(TRANSPOSED_PADDINGS)]
+        outcome = evaluate(runner, builder, FAMILY, _padded(dtype, shape, padding), config)
+        assert outcome.status is Status.OK, (padding, config.label(), outcome.message)
+
+
+def test_sabotaged_shift_is_rejected(runner, builder):
+    """A shift that drops its half-word step (whole words only) is caught on a float16 crop at an odd
+    column."""
+    problem = FAMILY.parse_problem({"dtype": "float16", "src": [600, 600], "dst": [590, 590], "origin": [3, 5]})
+    config = FAMILY.config(
+        {"template": "shifted", "BM": 8, "BN": 256, "threads": 128, "vec_bytes": 16, "tiles_per_block": 1}
+    )
+    assert_sabotage_caught(
+        runner,
+        builder,
+        FAMILY,
+        problem,
+        config,
+        "const u32 bits = (u32)(bytes & 3) * 8u;",
+        "const u32 bits = 0u;",
+        expect="elements wrong",
+    )

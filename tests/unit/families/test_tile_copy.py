@@ -839,15 +839,17 @@ def tma(**values) -> Config:
 
 
 def test_templates_and_their_parameters() -> None:
-    """The old transports, in order, then paired, each with only the parameters its kernel reads: the
-    vector template moves one tile at a time (no stages), swizzle is the layout of TMA boxes, tma clips
-    and fills in hardware with its own layout (no bounds, no staging), and paired always stages."""
+    """The old transports, in order, then paired and shifted, each with only the parameters its kernel
+    reads: the vector template moves one tile at a time (no stages), swizzle is the layout of TMA boxes,
+    tma clips and fills in hardware with its own layout (no bounds, no staging), paired always stages,
+    and shifted neither stages nor takes a bounds mode (each tile's path is chosen at run time)."""
     tile = ["BM", "BN", "threads", "vec_bytes", "tiles_per_block"]
     assert [(name, [p.name for p in space.params]) for name, space in TC.space.templates] == [
         ("vector", [*tile, "bounds", "staging"]),
         ("cp_async", [*tile, "bounds", "staging", "stages"]),
         ("tma", [*tile, "swizzle", "stages"]),
         ("paired", [*tile, "bounds", "staging"]),
+        ("shifted", tile),
     ]
     assert TC.space.template("paired")["staging"].choices == STAGED
     for name, typed in (("vector", VectorConfig), ("cp_async", CpAsyncConfig), ("tma", TmaConfig)):

@@ -4,7 +4,7 @@
 ``dst[i, j] = src[oy + i, ox + j]`` or, transposed, ``src[oy + j, ox + i]``; destination elements
 whose source lies outside ``src`` take the padding value. Every destination element is written.
 
-Four transports, one template each (``template``), so the search picks per problem:
+Five transports, one template each (``template``), so the search picks per problem:
 
 - ``vector``: ld/st vectors in registers, or staged through shared memory (``staging``), one tile
   at a time (``kernels/tile_copy/tile_copy.cu``, ``tile_copy``).
@@ -21,10 +21,13 @@ Four transports, one template each (``template``), so the search picks per probl
 - ``paired``: a transpose of 2-byte elements (bfloat16, float16) staged as 32-bit words, each packing
   one column of two consecutive source rows, so the shared-memory transpose moves words as a 4-byte
   one does (``kernels/tile_copy/tile_copy_paired.cu``, ``tile_copy_paired``).
+- ``shifted``: a copy (not a transpose) whose destination rows move in aligned vectors, each the
+  funnel shift of the two aligned source vectors holding its elements, whatever the alignment of the
+  rows and the origin (``kernels/tile_copy/tile_copy_shifted.cu``, ``tile_copy_shifted``).
 
 The operation is in ``operation.py``; the rules every template shares in ``tiles.py``, those of the
 templates of ``tile_copy.cu`` (vector, cp_async) and of ``tile_copy_paired.cu`` in ``staged.py``. Those
-three take the problem's ``kernel_view``: a transpose with a unit dimension is a plain copy, and a copy
+three and shifted take the problem's ``kernel_view``: a transpose with a unit dimension is a plain copy, and a copy
 of whole rows narrower than the narrowest tile is one flat row.
 """
 
@@ -33,12 +36,16 @@ from ..contract import Family
 from .cp_async import CpAsyncConfig, CpAsyncTemplate
 from .operation import TileCopyOperation, TileCopyProblem
 from .paired import PairedConfig, PairedTemplate
+from .shifted import ShiftedConfig, ShiftedTemplate
 from .staged import BOUNDS, MAX_SLOTS, STAGING, StagedConfig
 from .tiles import TileConfig
 from .tma import TmaConfig, TmaTemplate
 from .vector import MAX_REGISTER_BYTES, VectorConfig, VectorTemplate
 
-FAMILY = Family(TileCopyOperation(), (VectorTemplate(), CpAsyncTemplate(), TmaTemplate(), PairedTemplate()))
+FAMILY = Family(
+    TileCopyOperation(),
+    (VectorTemplate(), CpAsyncTemplate(), TmaTemplate(), PairedTemplate(), ShiftedTemplate()),
+)
 
 __all__ = [
     "BOUNDS",
@@ -49,6 +56,7 @@ __all__ = [
     "STAGING",
     "CpAsyncConfig",
     "PairedConfig",
+    "ShiftedConfig",
     "StagedConfig",
     "TileConfig",
     "TileCopyProblem",

@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import ClassVar, TypeVar
 
 from ...rules import Rules
-from ..base import Arg, BufferArg, CType, Instantiation, ScalarArg, instantiate
+from ..base import Arg, CType, Instantiation, instantiate
 from ..contract import choice
 from .operation import TileCopyProblem
-from .tiles import TILE_RULES, TileConfig, TileTemplate, element_ctype, vector_elements
+from .tiles import TILE_RULES, TileConfig, TileTemplate, copy_args, tile_members, vector_elements
 
 BOUNDS = {"checked": 0, "split": 1, "unchecked": 2}  # tb::Bounds
 STAGING = {"none": 0, "plain": 1, "padded": 2, "swizzled": 3}  # 0: registers only; else tb::Staging
@@ -88,11 +88,7 @@ class StagedTemplate(TileTemplate[S]):
     def members(self, problem: TileCopyProblem, config: S) -> dict[str, int | bool | CType]:
         """The kernel's configuration struct (a template adds its own members)."""
         return {
-            "T": element_ctype(problem),
-            "BM": config.BM,
-            "BN": config.BN,
-            "THREADS": config.threads,
-            "VEC": vector_elements(problem, config),
+            **tile_members(problem, config),
             "BOUNDS": BOUNDS[config.bounds],
             "STAGING": STAGING[config.staging],
             "TPB": config.tiles_per_block,
@@ -104,15 +100,5 @@ class StagedTemplate(TileTemplate[S]):
         return instantiate(self.kernel, self.kernel_name, self.members(self.view(problem), config))
 
     def args(self, problem: TileCopyProblem, config: S) -> tuple[Arg, ...]:
-        """The members of the kernel's argument struct ``Cfg::Args``, in order: src, dst (of the element's
-        bits type ``T``), Ms, Ns, Md, Nd, oy, ox, then pad, tiles_n, n_tiles (``tail_args``)."""
-        problem = self.view(problem)
-        t = element_ctype(problem).name
-        names = ("Ms", "Ns", "Md", "Nd", "oy", "ox")
-        scalars = (*problem.src, *problem.dst, *problem.origin)
-        return (
-            BufferArg("src", f"const {t}"),
-            BufferArg("dst", t),
-            *(ScalarArg("i64", v, name) for name, v in zip(names, scalars, strict=True)),
-            *self.tail_args(problem, config),
-        )
+        """The members of the kernel's argument struct ``Cfg::Args`` (``copy_args``)."""
+        return copy_args(self.view(problem), config)

@@ -12,7 +12,7 @@ from typing import TypeVar
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X
 from ...rules import Rules, shared_memory_fits, whole_elements
-from ..base import CType, LaunchGeometry, ScalarArg
+from ..base import Arg, BufferArg, CType, LaunchGeometry, ScalarArg
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .operation import TileCopyProblem
 
@@ -47,6 +47,33 @@ def vector_elements(problem: TileCopyProblem, config: TileConfig) -> int:
 def element_ctype(problem: TileCopyProblem) -> CType:
     """The element's bits type in the kernel (``using T = unsigned short;``)."""
     return CType(element_type(problem.element).ctype)
+
+
+def tile_members(problem: TileCopyProblem, config: TileConfig) -> dict[str, int | bool | CType]:
+    """The members every configuration struct of tile_copy.cu, tile_copy_paired.cu and
+    tile_copy_shifted.cu begins with: T, BM, BN, THREADS, VEC (a template adds its own)."""
+    return {
+        "T": element_ctype(problem),
+        "BM": config.BM,
+        "BN": config.BN,
+        "THREADS": config.threads,
+        "VEC": vector_elements(problem, config),
+    }
+
+
+def copy_args(problem: TileCopyProblem, config: TileConfig) -> tuple[Arg, ...]:
+    """The members of the argument struct ``Cfg::Args`` of the kernels of tile_copy.cu,
+    tile_copy_paired.cu and tile_copy_shifted.cu, in order: src, dst (of the element's bits type
+    ``T``), Ms, Ns, Md, Nd, oy, ox, then pad, tiles_n, n_tiles (``TileTemplate.tail_args``)."""
+    t = element_ctype(problem).name
+    names = ("Ms", "Ns", "Md", "Nd", "oy", "ox")
+    scalars = (*problem.src, *problem.dst, *problem.origin)
+    return (
+        BufferArg("src", f"const {t}"),
+        BufferArg("dst", t),
+        *(ScalarArg("i64", v, name) for name, v in zip(names, scalars, strict=True)),
+        *TileTemplate.tail_args(problem, config),
+    )
 
 
 def tile_counts(problem: TileCopyProblem, config: TileConfig) -> tuple[int, int]:
@@ -105,7 +132,8 @@ class TileTemplate(KernelTemplate[TileCopyProblem, C]):
         )
         self.own_rules(rules, problem, config)
         shared = self.shared_bytes(problem, config)
-        shared_memory_fits(rules, shared)
+        if shared:  # a template without shared memory has nothing to fit
+            shared_memory_fits(rules, shared)
         blocks = self.geometry(problem, config).grid[0]
         rules.require(
             "grid_fits", blocks <= MAX_GRID_X, f"{blocks} blocks exceed the grid limit {MAX_GRID_X}: use larger tiles"
