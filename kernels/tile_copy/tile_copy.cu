@@ -17,6 +17,7 @@
 // ox, pad, tiles_n (destination tiles per row), n_tiles; a thin wrapper hands them to the kernel's
 // body, whose __restrict__ pointers keep the aliasing facts.
 #include "tunebox/async_copy.cuh"
+#include "tunebox/copy_tiles.cuh"
 
 namespace {
 
@@ -189,12 +190,7 @@ __device__ __forceinline__ void tile_copy_body(const typename Cfg::T* __restrict
                 "the staged source block fits in the dynamic shared memory of the launch");
   extern __shared__ __align__(16) unsigned char smem[];
   E* stage = reinterpret_cast<E*>(smem);
-#pragma unroll 1
-  for (int t = 0; t < TPB; ++t) {
-    const i64 tile = (i64)blockIdx.x * TPB + t;
-    if (tile >= n_tiles) return;
-    i64 i0, j0;
-    tile_origin<BM, BN>(tile, tiles_n, i0, j0);
+  for_block_tiles<BM, BN, TPB>(tiles_n, n_tiles, [&](i64 i0, i64 j0) {
     const int path = choose_path<BM, BN, VEC, BOUNDS, STAGED, TRANSPOSE>(Ms, Ns, Md, Nd, oy, ox, i0, j0);
     on_path(path, [&](auto chosen) {
       constexpr int PATH = decltype(chosen)::value;
@@ -207,7 +203,7 @@ __device__ __forceinline__ void tile_copy_body(const typename Cfg::T* __restrict
         copy_tile<E, BM, BN, THREADS, VEC, PATH != FAST_PATH>(src, dst, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
       }
     });
-  }
+  });
 }
 
 template <class Cfg>

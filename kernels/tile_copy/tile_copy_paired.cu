@@ -90,11 +90,7 @@ __device__ __forceinline__ void tile_copy_paired_body(const u16* __restrict__ sr
                 "the staged word tile fits in the dynamic shared memory of the launch");
   extern __shared__ __align__(16) unsigned char smem[];
   u32* stage = reinterpret_cast<u32*>(smem);
-#pragma unroll 1
-  for (int t = 0; t < TPB; ++t) {
-    const i64 tile = (i64)blockIdx.x * TPB + t;
-    if (tile >= n_tiles) return;
-    const i64 i0 = (tile / tiles_n) * BM, j0 = (tile % tiles_n) * BN;
+  for_block_tiles<BM, BN, TPB>(tiles_n, n_tiles, [&](i64 i0, i64 j0) {
     const int path = pair_path<BM, BN, VEC, BOUNDS>(Ms, Ns, Md, Nd, oy, ox, i0, j0);
     if (path == PAIR_FAST)
       paired_tile<Cfg, PAIR_FAST>(src, dst, stage, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
@@ -102,7 +98,7 @@ __device__ __forceinline__ void tile_copy_paired_body(const u16* __restrict__ sr
       paired_tile<Cfg, PAIR_INTERIOR>(src, dst, stage, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
     else
       paired_tile<Cfg, PAIR_CHECKED>(src, dst, stage, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
-  }
+  });
 }
 
 template <class Cfg>

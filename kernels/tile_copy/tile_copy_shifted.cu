@@ -11,7 +11,7 @@
 // Cfg (tunebox/families/tile_copy/shifted.py renders it): T the element's bits type; BM x BN tile;
 // THREADS; VEC elements per vector (VEC * sizeof(T) a whole number of 32-bit words); TPB tiles per
 // block. Cfg::Args: src, dst, Ms, Ns, Md, Nd, oy, ox, pad, tiles_n, n_tiles.
-#include "tunebox/tile.cuh"
+#include "tunebox/copy_tiles.cuh"
 
 namespace {
 
@@ -35,13 +35,7 @@ __device__ __forceinline__ Words<B> funnel_bytes(const Words<B>& lo, const Words
     t[q] = lo.w[q];
     t[WORDS + q] = hi.w[q];
   }
-  const int words = bytes >> 2;
-#pragma unroll
-  for (int step = 1; step < WORDS; step <<= 1)
-    if (words & step) {
-#pragma unroll
-      for (int q = 0; q + step < 2 * WORDS; ++q) t[q] = t[q + step];
-    }
+  shift_words<WORDS>(t, bytes >> 2);
   const u32 bits = (u32)(bytes & 3) * 8u;
   Words<B> out;
 #pragma unroll
@@ -102,11 +96,11 @@ __device__ __forceinline__ void tile_copy_shifted_body(const typename Cfg::T* __
                                                        typename Cfg::T* __restrict__ dst, long long Ms, long long Ns,
                                                        long long Md, long long Nd, long long oy, long long ox,
                                                        typename Cfg::T pad, long long tiles_n, long long n_tiles) {
-  constexpr int BM = Cfg::BM, BN = Cfg::BN, VEC = Cfg::VEC, TPB = Cfg::TPB;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, VEC = Cfg::VEC;
   static_assert(VEC * sizeof(typename Cfg::T) % 4 == 0 && BN % VEC == 0, "whole words per vector, whole vectors");
 #pragma unroll 1
-  for (int t = 0; t < TPB; ++t) {
-    const i64 tile = (i64)blockIdx.x * TPB + t;
+  for (int t = 0; t < Cfg::TPB; ++t) {
+    const i64 tile = (i64)blockIdx.x * Cfg::TPB + t;
     if (tile >= n_tiles) return;
     const i64 i0 = (tile / tiles_n) * BM, j0 = (tile % tiles_n) * BN;
     if (interior<BM, BN, VEC>(Ms, Ns, Md, Nd, oy, ox, i0, j0))

@@ -6,7 +6,7 @@
 // alignment move in the aligned-window slots of tile.cuh (load_slot, store_slot).
 #pragma once
 
-#include "tunebox/tile.cuh"
+#include "tunebox/copy_tiles.cuh"
 
 namespace tb {
 
@@ -44,13 +44,7 @@ __device__ __forceinline__ Halves<N> funnel(const Halves<N>& lo, const Halves<N>
     t[q] = lo.w[q];
     t[WORDS + q] = hi.w[q];
   }
-  const int words = shift >> 1;
-#pragma unroll
-  for (int step = 1; step < WORDS; step <<= 1)
-    if (words & step) {
-#pragma unroll
-      for (int q = 0; q + step < 2 * WORDS; ++q) t[q] = t[q + step];
-    }
+  shift_words<WORDS>(t, shift >> 1);
   const u32 select = shift & 1 ? 0x5432 : 0x3210;
   Halves<N> out;
 #pragma unroll
