@@ -80,6 +80,8 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
 
 
 REVIEWED_COMMITS = {  # commits whose every changed file changes no result
+    "5308ec0": "tile_copy: for_block_tiles and shift_words moved into copy_tiles.cuh; instructions identical "
+    "(265 sampled variants; cp_async's, source untouched, vary from build to build)",
     "c7637c4": "rules.shared_memory_fits: the same condition and rule name in every template; only the message text",
     "53d2264": "BufferSpec.nbytes added (read by allocators only; the same byte counts they computed)",
     "5ae9d33": "tb::zero_fragments: instructions identical (gemm 80 of 80 sampled variants, quant_gemm 40 of 40)",
