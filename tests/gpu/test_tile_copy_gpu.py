@@ -100,6 +100,7 @@ def test_sabotaged_variant_is_rejected(runner, builder):
         FAMILY.default_config(problem),
         "if (tile >= n_tiles) return;",
         "if (tile >= n_tiles - 1) return;",
+        header="tunebox/copy_tiles.cuh",  # the walk over a block's tiles
     )
 
 
