@@ -98,6 +98,8 @@ __device__ __forceinline__ void tile_copy_shifted_body(const typename Cfg::T* __
                                                        typename Cfg::T pad, long long tiles_n, long long n_tiles) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, VEC = Cfg::VEC;
   static_assert(VEC * sizeof(typename Cfg::T) % 4 == 0 && BN % VEC == 0, "whole words per vector, whole vectors");
+  // the walk of for_block_tiles, written out: through its lambda NVVM reads the padding path's elements
+  // as ld.global.nc, another build than the one the recorded variants measured
 #pragma unroll 1
   for (int t = 0; t < Cfg::TPB; ++t) {
     const i64 tile = (i64)blockIdx.x * Cfg::TPB + t;

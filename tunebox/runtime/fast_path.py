@@ -36,7 +36,7 @@ def torch_signature(
         return None
     tensor = torch.Tensor
     parts, addresses = [], []
-    low_bits = 0  # the addresses' bits below ALIGNMENT, or-ed
+    low_bits = 0  # the addresses or-ed: a bit below ALIGNMENT set in any of them shows
     for name, t in arrays.items():
         if not isinstance(t, tensor) or not t.is_contiguous():
             return None

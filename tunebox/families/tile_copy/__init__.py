@@ -27,8 +27,8 @@ Five transports, one template each (``template``), so the search picks per probl
 
 The operation is in ``operation.py``; the rules every template shares in ``tiles.py``, those of the
 templates of ``tile_copy.cu`` (vector, cp_async) and of ``tile_copy_paired.cu`` in ``staged.py``. Those
-three and shifted take the problem's ``kernel_view``: a transpose with a unit dimension is a plain copy, and a copy
-of whole rows narrower than the narrowest tile is one flat row.
+three and shifted take the problem's ``kernel_view``: a transpose with a unit dimension is a plain
+copy, and a copy of whole rows narrower than the narrowest tile is one flat row.
 """
 
 from ...limits import MAX_SHARED_BYTES

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...rules import Rules
-from ..base import Arg, CType, Instantiation, instantiate
+from ..base import Arg, Instantiation, instantiate
 from .operation import TileCopyProblem
 from .staged import MAX_SLOTS
 from .tiles import TILE_RULES, TileConfig, TileTemplate, copy_args, tile_members, vector_elements
@@ -66,8 +66,7 @@ class ShiftedTemplate(TileTemplate[ShiftedConfig]):
         return 0
 
     def render(self, problem: TileCopyProblem, config: ShiftedConfig) -> Instantiation:
-        members: dict[str, int | bool | CType] = {**tile_members(self.view(problem), config)}
-        members["TPB"] = config.tiles_per_block
+        members = {**tile_members(self.view(problem), config), "TPB": config.tiles_per_block}
         return instantiate(self.kernel, self.kernel_name, members)
 
     def args(self, problem: TileCopyProblem, config: ShiftedConfig) -> tuple[Arg, ...]:
