@@ -80,6 +80,7 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
 
 
 REVIEWED_COMMITS = {  # commits whose every changed file changes no result
+    "83fe502": "tile_copy: a comment in tile_copy_shifted.cu, a dict literal in shifted.py (renders the same source)",
     "5308ec0": "tile_copy: for_block_tiles and shift_words moved into copy_tiles.cuh; instructions identical "
     "(265 sampled variants; cp_async's, source untouched, vary from build to build)",
     "c7637c4": "rules.shared_memory_fits: the same condition and rule name in every template; only the message text",
