@@ -7,7 +7,7 @@ tunebox's harness flushes by writing a buffer of twice the L2 (``cuMemsetD32Asyn
 benchmark zeroes 512 MiB): the L2 is then full of dirty lines, which the timed kernel writes back to
 memory as it evicts them. Each variant (PROBLEM and CONFIG as JSON objects, as the winners database
 holds them) is timed here with that flush, with a read-only flush (a sum over twice the L2, which
-leaves the L2 clean) and with no flush, interleaved, medians of 200 samples; beside it
+leaves the L2 clean) and with no flush, one flush after the other, medians of 200 samples; beside it
 ``cuMemcpyDtoDAsync`` of the same bytes (half the variant's bytes moved each way) under each flush,
 and an empty kernel. Outputs are not verified here (the variants' sweeps and GPU tests did). Needs a
 GPU and torch.
@@ -50,7 +50,8 @@ def main(out: Path, specs: list[str]) -> None:
         family, problem, config = specs[i], json.loads(specs[i + 1]), json.loads(specs[i + 2])
         run, buffers = variant_launcher(family, problem, config)
         ALIVE.append(buffers)
-        moved = get(family).work(get(family).parse_problem(problem)).bytes_moved
+        operation = get(family)
+        moved = operation.work(operation.parse_problem(problem)).bytes_moved
         src = torch.empty(moved // 2, dtype=torch.uint8, device="cuda").random_(0, 255)
         dst = torch.empty_like(src)
         cases.append({"case": f"{specs[i]} {specs[i + 1]} {specs[i + 2]}", "bytes": moved, "run": run})

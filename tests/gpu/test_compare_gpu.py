@@ -6,8 +6,6 @@ and bfloat16 bits, NaN and infinity included."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
@@ -24,10 +22,6 @@ def session() -> GpuSession:
     return GpuSession()
 
 
-def upload(session: GpuSession, array: np.ndarray) -> Any:
-    return session.upload(np.ascontiguousarray(array))
-
-
 def expected(a: np.ndarray, b: np.ndarray, differs: np.ndarray | None = None) -> tuple[int, int]:
     wrong = np.flatnonzero(a != b if differs is None else differs)
     return (len(wrong), int(wrong[0])) if len(wrong) else NONE
@@ -39,7 +33,7 @@ def test_bit_differences_counted_and_the_lowest_found(session, itemsize, n):
     rng = np.random.default_rng(n * itemsize)
     a = rng.integers(0, 2 ** (8 * itemsize), n, dtype=STORAGE[itemsize])
     ref = a.copy()
-    A, B = upload(session, a), upload(session, ref)
+    A, B = session.upload(a), session.upload(ref)
     assert session.mismatches(A, B, n, itemsize) == NONE
     per_chunk = 16 // itemsize
     tail = n - n % per_chunk
@@ -52,7 +46,7 @@ def test_bit_differences_counted_and_the_lowest_found(session, itemsize, n):
     ):
         got = a.copy()
         got[positions] ^= 1
-        assert session.mismatches(upload(session, got), B, n, itemsize) == expected(got, ref), positions
+        assert session.mismatches(session.upload(got), B, n, itemsize) == expected(got, ref), positions
 
 
 @pytest.mark.parametrize("itemsize", [1, 2, 4])
@@ -62,7 +56,7 @@ def test_pointers_off_the_16_byte_grid_compare_element_by_element(session, items
     a = rng.integers(0, 2 ** (8 * itemsize), n + 1, dtype=STORAGE[itemsize])
     got = a.copy()
     got[[1, 17, 5000, n]] ^= 1
-    A, B = upload(session, got), upload(session, a)
+    A, B = session.upload(got), session.upload(a)
     shifted = [np.uint64(int(buf.handle) + itemsize) for buf in (A, B)]
     assert session.mismatches(*shifted, n, itemsize) == expected(got[1:], a[1:])
 
@@ -93,6 +87,6 @@ def test_tolerance_kernels_follow_the_rule(session, element):
         got_bits, want_bits, got_f, want_f = got.view(np.uint32), want.view(np.uint32), got, want
     tol = Tolerance(rtol=1e-2, atol=1e-3)
     beyond = within_reference(got_f, want_f, tol) & (got_bits != want_bits)
-    result = session.mismatches_within(upload(session, got_bits), upload(session, want_bits), n, element, tol)
+    result = session.mismatches_within(session.upload(got_bits), session.upload(want_bits), n, element, tol)
     assert result == expected(got_bits, want_bits, beyond)
     assert 1000 < result[0] < n // 2  # the 3% perturbations, and only they, fail (with the NaNs and inf)
