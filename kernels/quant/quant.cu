@@ -176,13 +176,16 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_cons
   const int lane = threadIdx.x % LANES, group = threadIdx.x / LANES;
   float T = 0.0f;
   if constexpr (FMT == NVFP4) T = __ldg(a.tensor_scale);  // written by quant_amax_final
+  // NVFP4 reads x twice: the prologue's slices end at x's end, whose lines L2 still holds; the CTAs start
+  // there (CTAs are dispatched in index order)
+  const i64 cta = FMT == NVFP4 ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
   const bool narrow = a.total <= 0xFFFFFFFFll;
   Share<Cfg> in[BPT];
   i64 row[BPT], kb[BPT];
   bool live[BPT], real[BPT];
 #pragma unroll
   for (int k = 0; k < BPT; ++k) {
-    const i64 q = ((i64)blockIdx.x * BPT + k) * GROUPS + group;
+    const i64 q = (cta * BPT + k) * GROUPS + group;
     live[k] = q < a.total;
     block_of(q, a.gc, narrow, row[k], kb[k]);
     real[k] = live[k] && row[k] < a.rows && kb[k] < a.nb;
@@ -193,10 +196,13 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_cons
     const u32 m = group_max<LANES>(share_amax(in[k]));
     const bool bad = m >= INF_BITS;  // a NaN or an infinity: the scale is NaN
     u32 scale;
-    float mul;
+    float mul, mul2 = 1.0f;  // q = x * mul * mul2
     if constexpr (FMT == NVFP4) {
       scale = bad ? 0x7Fu : nvfp4_scale(as_float(m), 6.0f * T);
       mul = 1.0f / (T * e4m3_value(scale));
+      // R is infinite when T * value(S) is 0: a zero x stays a signed zero, any other saturates, as x * 2^254
+      // (two factors) gives them
+      if (as_bits(mul) == INF_BITS) mul = mul2 = 0x1p127f;
     } else {
       scale = e8m0_of_amax<EMAX>(m);
       mul = e8m0_inverse(scale);
@@ -212,9 +218,9 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_cons
         codes = e2m1_pair_byte(in[k].w[i], tb::fp4::dup(as_bits(mul) >> 16));
       } else {
         float lo = as_float(element_bits(in[k], 2 * i)), hi = as_float(element_bits(in[k], 2 * i + 1));
-        if (FMT == NVFP4) {  // a zero stays a signed zero (mul is infinite when T * scale is 0)
-          lo = lo == 0.0f ? lo : lo * mul;
-          hi = hi == 0.0f ? hi : hi * mul;
+        if (FMT == NVFP4) {
+          lo = lo * mul * mul2;
+          hi = hi * mul * mul2;
         } else {
           lo *= mul;
           hi *= mul;
@@ -326,18 +332,26 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::AMAX_THREADS)
     quant_amax_partial(const __grid_constant__ typename Cfg::quant_amax_partial_args a) {
   using E = typename Cfg::E;
-  constexpr int V = 16 / sizeof(E), THREADS = Cfg::AMAX_THREADS;
+  typedef typename tb::Raw<16>::type R;
+  constexpr int V = 16 / sizeof(E), THREADS = Cfg::AMAX_THREADS, UNROLL = 4;  // UNROLL loads in flight
   const i64 stride = (i64)gridDim.x * THREADS, first = (i64)blockIdx.x * THREADS + threadIdx.x;
   const i64 vectors = a.n / V;
-  u32 m = 0;
-  for (i64 i = first; i < vectors; i += stride) {
-    tb::Vec<E, V> v;
-    v.raw = __ldg(reinterpret_cast<const typename tb::Raw<16>::type*>(a.x) + i);
+  u32 m = KEY_ZERO<Cfg::BF16>;
+  for (i64 i = first; i < vectors; i += UNROLL * stride) {
+    R v[UNROLL];
 #pragma unroll
-    for (int e = 0; e < V; ++e) m = max_u32(m, finite_abs(widen<Cfg::BF16>(v.e[e])));
+    for (int u = 0; u < UNROLL; ++u)
+      v[u] = i + u * stride < vectors ? __ldg(reinterpret_cast<const R*>(a.x) + i + u * stride) : R{};
+#pragma unroll
+    for (int u = 0; u < UNROLL; ++u) {
+      m = key_max<Cfg::BF16>(m, v[u].x);
+      m = key_max<Cfg::BF16>(m, v[u].y);
+      m = key_max<Cfg::BF16>(m, v[u].z);
+      m = key_max<Cfg::BF16>(m, v[u].w);
+    }
   }
-  for (i64 i = vectors * V + first; i < a.n; i += stride) m = max_u32(m, finite_abs(widen<Cfg::BF16>(a.x[i])));
-  m = cta_max<THREADS>(m);
+  for (i64 i = vectors * V + first; i < a.n; i += stride) m = key_max<Cfg::BF16>(m, (u32)a.x[i]);
+  m = cta_max<THREADS>(key_amax<Cfg::BF16>(m));
   if (threadIdx.x == 0) a.amax[blockIdx.x] = m;
 }
 

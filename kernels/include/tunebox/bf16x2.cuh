@@ -88,5 +88,17 @@ __device__ __forceinline__ u32 max_u16(u32 x, u32 y) {
 #endif
 }
 
+// The larger of each pair of halves as signed 16-bit integers.
+__device__ __forceinline__ u32 max_s16(u32 x, u32 y) {
+#ifdef __CUDA_ARCH__
+  u32 d;
+  asm("max.s16x2 %0, %1, %2;" : "=r"(d) : "r"(x), "r"(y));
+  return d;
+#else
+  const short xl = (short)(x & 0xFFFFu), yl = (short)(y & 0xFFFFu), xh = (short)(x >> 16), yh = (short)(y >> 16);
+  return (u32)(unsigned short)(xl > yl ? xl : yl) | (u32)(unsigned short)(xh > yh ? xh : yh) << 16;
+#endif
+}
+
 }  // namespace bf16x2
 }  // namespace tb

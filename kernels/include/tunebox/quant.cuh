@@ -25,12 +25,6 @@ constexpr float NV_E4M3_MIN = 0.015625f;  // 2^-6, the smallest normal e4m3: NVF
 __device__ __forceinline__ float as_float(u32 b) { return __uint_as_float(b); }
 __device__ __forceinline__ u32 as_bits(float f) { return __float_as_uint(f); }
 
-// |x| as float32 bits, and 0 for a NaN or an infinity (NVFP4's tensor amax counts finite values).
-__device__ __forceinline__ u32 finite_abs(u32 bits) {
-  const u32 a = bits & ABS_MASK;
-  return a < INF_BITS ? a : 0u;
-}
-
 // Round float32 q to the nearest value of a float format with M mantissa bits and exponent bias
 // BIAS (ties to even), magnitudes past the largest finite code MAXCODE saturating to it (an
 // infinity too); the sign bit (at bit SIGN) is q's, zeros included. A float32 zero or subnormal
@@ -54,19 +48,17 @@ __device__ __forceinline__ u32 float_rne(float q) {
   return (code < MAXCODE ? code : MAXCODE) | sign;
 }
 
-// e2m1 code (bit 3 the sign) of float32 q: round to nearest even on {0, .5, 1, 1.5, 2, 3, 4, 6},
-// saturating at 6 (an infinity too). The same rounding as float_rne<1, 1, 7, 3>, without branches:
-// from 1 up, float32's mantissa is rounded to one bit in place (the exponent field, rebased by 126,
-// lands on the code's); below 1 the code is 2|q| rounded to an integer, by adding 2^22 (whose unit in
-// the last place is 0.5) in one rounding. __fadd_rn is never contracted into a multiply-add with q's
-// product: the rounding is that of q as rounded to float32.
+// e2m1 code (bit 3 the sign) of float32 q, not a NaN: round to nearest even on {0, .5, 1, 1.5, 2, 3, 4, 6},
+// saturating at 6 (an infinity too); float_rne<1, 1, 7, 3>'s rounding. |q| clamped to 6, plus c = 2^(e + 22)
+// (e the exponent of its binade, at least 0), rounds to e2m1's spacing there, 2^(e - 1) (the sum's unit in the
+// last place), ties to even; taking c back is exact. Times 2^-126 an e2m1 value is the float32 (subnormal
+// below 1) whose bits 22..24 are its code. Mostly float arithmetic: a quantize's integer pipe is the busy one.
+// __fadd_rn is never contracted or reassociated.
 __device__ __forceinline__ u32 e2m1_encode(float q) {
-  const u32 b = as_bits(q), a = b & ABS_MASK;
-  u32 u = a - (126u << 23);  // wraps below 1: not selected then
-  u += 0x1FFFFFu + ((u >> 22) & 1u);
-  const u32 normal = u >> 22 < 7u ? u >> 22 : 7u;
-  const u32 small = as_bits(__fadd_rn(as_float(a), 0x1p22f)) - 0x4A800000u;  // RNE(2|q|) for |q| < 1
-  return (a >= 0x3F800000u ? normal : small) | ((b >> 28) & 8u);
+  const float a = fminf(fabsf(q), 6.0f);
+  const float c = as_float(as_bits(fmaxf(a, 1.0f)) & INF_BITS) * 0x1p22f;  // 2^(max(e, 0) + 22)
+  const float r = __fadd_rn(__fadd_rn(a, c), -c);
+  return as_bits(r * 0x1p-126f) >> 22 | (as_bits(q) >> 28 & 8u);
 }
 
 // Two fp8 codes (FMT MXFP8_E4M3 or MXFP8_E5M2) of finite float32 values, lo in bits 0-7 and hi in
@@ -121,11 +113,11 @@ __device__ __forceinline__ u32 bf16_rne(u32 b) { return (b + 0x7FFFu + ((b >> 16
 
 // The NVFP4 block scale code (e4m3) of a finite block with |x| maximum amax, D = 6 * T (T the
 // tensor scale): s = amax / D, clamped to [2^-6, 448] (a NaN s, 0 / 0 of an all-zero tensor,
-// becomes 2^-6), rounded to e4m3 (ties to even).
+// becomes 2^-6), rounded to e4m3 (ties to even; fp8_encode2's, a normal s in range).
 __device__ __forceinline__ u32 nvfp4_scale(float amax, float D) {
   float s = amax / D;
   s = s > 448.0f ? 448.0f : (s >= NV_E4M3_MIN ? s : NV_E4M3_MIN);
-  return float_rne<3, 7, 0x7Eu, 7>(s);
+  return fp8_encode2<MXFP8_E4M3>(s, 0.0f) & 0xFFu;
 }
 
 }  // namespace quant

@@ -1,6 +1,6 @@
 // tunebox block-scaled formats in packed arithmetic (family quant): two bfloat16 elements a word, one
-// sm_90 instruction a pair (bf16x2.cuh), the same codes as quant.cuh's element-wise functions. Kept
-// apart from quant.cuh so that the families including that one keep their hashes.
+// sm_90 instruction a pair (bf16x2.cuh), the same codes as quant.cuh's element-wise functions, and the
+// keys NVFP4's tensor amax is taken over. Kept apart from quant.cuh, which quant_gemm includes too.
 #pragma once
 
 #include "tunebox/bf16x2.cuh"
@@ -28,6 +28,28 @@ __device__ __forceinline__ u32 e2m1_pair_byte(u32 x, u32 inverse) {
   const u32 w = fp4::bf16x2_mul(y, 0x00800080u);               // codes at bits 6..8 of each half
   const u32 t = ((w & 0x01C001C0u) | (x >> 6 & 0x02000200u)) >> 6;  // each sign beside its code
   return (t | t >> 12) & 0xFFu;
+}
+
+// NVFP4's tensor amax (quant.cu's prologue) is a maximum over keys: |x|'s float32 bits plus the least
+// normal's (bfloat16: 2^7 in each half of a word), as signed integers. An infinity's or a NaN's key wraps negative and loses to every
+// finite one, zero's (KEY_ZERO) the least of those; key_amax turns the largest back into |x|'s float32 bits.
+template <bool BF16>
+constexpr u32 KEY_ZERO = BF16 ? 0x00800080u : 0x00800000u;
+
+template <bool BF16>
+__device__ __forceinline__ u32 key_max(u32 m, u32 word) {  // word: a float32, or two bfloat16
+  if constexpr (BF16) {
+    return bf16x2::max_s16(m, (word & 0x7FFF7FFFu) + KEY_ZERO<true>);
+  } else {
+    const int k = (int)((word & ABS_MASK) + KEY_ZERO<false>);
+    return (int)m > k ? m : (u32)k;
+  }
+}
+
+template <bool BF16>
+__device__ __forceinline__ u32 key_amax(u32 m) {
+  m -= KEY_ZERO<BF16>;  // no borrow: each key is at least KEY_ZERO's
+  return BF16 ? ((m & 0xFFFFu) > (m >> 16) ? m & 0xFFFFu : m >> 16) << 16 : m;
 }
 
 }  // namespace quant

@@ -31,6 +31,7 @@ POISON = 0xAD  # every byte of an output before the launch
 
 SHIM = r"""
 #include <barrier>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -104,6 +105,7 @@ static void save(const std::string& path, const std::vector<unsigned char>& buf,
 
 
 MATH = r"""
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -138,7 +140,8 @@ int main(int argc, char** argv) {  // mode; stdin: u32 words (pairs for the two-
     else if (mode == "e4m3_value") out.push_back(__float_as_uint(e4m3_value(b)));
     else if (mode == "e5m2_value") out.push_back(__float_as_uint(e5m2_value(b)));
     else if (mode == "bf16_rne") out.push_back(bf16_rne(b));
-    else if (mode == "finite_abs") out.push_back(finite_abs(b));
+    else if (mode == "key_amax_f32") out.push_back(key_amax<false>(key_max<false>(KEY_ZERO<false>, b)));
+    else if (mode == "key_amax_bf16") out.push_back(key_amax<true>(key_max<true>(KEY_ZERO<true>, b)));
     else if (mode == "nvfp4_scale") out.push_back(nvfp4_scale(f, g));
     else if (mode == "e2m1_pair_byte") out.push_back(e2m1_pair_byte(b, c));
     else return 2;

@@ -100,7 +100,7 @@ def test_scales_and_values_match_the_reference(math_exe: Path) -> None:
 
 
 @needs_gpp
-def test_nvfp4_scale_bf16_rounding_and_finite_abs(math_exe: Path) -> None:
+def test_nvfp4_scale_and_bf16_rounding(math_exe: Path) -> None:
     rng = np.random.default_rng(1)
     amax = rng.integers(0, 0x7F800000, 500_000, dtype=np.uint64).astype(np.uint32)
     d = rng.integers(0, 0x7F800000, 500_000, dtype=np.uint64).astype(np.uint32)
@@ -113,8 +113,20 @@ def test_nvfp4_scale_bf16_rounding_and_finite_abs(math_exe: Path) -> None:
     x = words()
     want = element_type("bfloat16").encode(x.view(F32).astype(np.float64))
     np.testing.assert_array_equal(quant_host.device_math(math_exe, "bf16_rne", x), want)
-    special = np.array([0x7F800000, 0xFF800000, 0x7FC00000, 0x80000001, 0x3F800000], dtype=np.uint32)
-    assert quant_host.device_math(math_exe, "finite_abs", special).tolist() == [0, 0, 0, 1, 0x3F800000]
+
+
+@needs_gpp
+def test_tensor_amax_keys_skip_non_finite_values(math_exe: Path) -> None:
+    """NVFP4's tensor amax keys (quant_pairs.cuh): the largest finite |x| of a float32 word, or of a word's
+    two bfloat16 halves (every pattern against its reversed partner, NaN and infinity included), 0 if none."""
+    x = np.concatenate([words(), np.array([0x7F800000, 0xFF800000, 0x7FC00000, 0xFFFFFFFF, 0, 0x80000001], np.uint32)])
+    finite = np.where((x & 0x7FFFFFFF) < 0x7F800000, x & 0x7FFFFFFF, 0)
+    np.testing.assert_array_equal(quant_host.device_math(math_exe, "key_amax_f32", x), finite)
+    halves = np.arange(1 << 16, dtype=np.uint32)
+    pairs = halves | halves[::-1] << 16
+    a = np.stack([halves, halves[::-1]]) & 0x7FFF
+    want = np.where(a < 0x7F80, a, 0).max(axis=0) << 16
+    np.testing.assert_array_equal(quant_host.device_math(math_exe, "key_amax_bf16", pairs), want)
 
 
 SHAPES = [(37, 101), (130, 70), (1, 1), (3, 64), (5, 33)]
@@ -180,6 +192,23 @@ def test_nvfp4_all_zero_tensor_on_the_host(tmp_path: Path) -> None:
     assert want["tensor_scale"][0] == 0 and (want["scales"] == 0x08).all()
     for name in want:
         np.testing.assert_array_equal(got[name], want[name])
+
+
+@needs_gpp
+def test_nvfp4_quantize_of_tiny_tensors_on_the_host(tmp_path: Path) -> None:
+    """float32 subnormals: T = G / 2688 and T * value(S) underflow in some blocks or all (R infinite: nonzero
+    elements saturate, zeros keep their sign), and not in others."""
+    p = Q.parse_problem({"dtype": "float32", "rows": 6, "cols": 48, "format": "nvfp4", "direction": "quantize"})
+    exe = quant_host.build(Q, [(p, Q.default_config(p))], tmp_path)
+    rng = np.random.default_rng(2)
+    for largest in (2**13, 2**10, 3, 1):  # G = largest * 2^-149
+        inputs = Q.make_inputs(p, rng)
+        units = rng.choice(np.array([0, 1, 2, 3, 7, 100, largest], dtype=np.uint32), size=inputs["x"].shape)
+        units.reshape(-1)[0] = largest
+        inputs["x"] = units | rng.choice(np.array([0, 0x80000000], dtype=np.uint32), size=units.shape)
+        got = quant_host.run(exe, 0, Q, p, inputs, tmp_path)
+        for name, want in Q.reference(p, inputs).items():
+            np.testing.assert_array_equal(got[name], want, err_msg=f"G = {largest} * 2^-149, {name}")
 
 
 def test_variants_compile_for_sm_90(tmp_path: Path) -> None:
