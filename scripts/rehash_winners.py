@@ -168,8 +168,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "60 sampled variants, 5 of them nvfp4 to bfloat16, its one user)",
     "9362bce": "quant.cu's packed dequantize reformatted (lines, one namespace alias): instructions identical (quant "
     "60 of 60 sampled variants)",
-    "ef7a09b": "quant_gemm only: quant.cuh's e2m1_encode and nvfp4_scale, which no quant_gemm kernel calls, rewritten; "
-    "quant_gemm's instructions identical (179 of 179 sampled variants). quant itself was re-recorded, its rows not carried",
+    "ef7a09b": "quant_gemm only: quant.cuh's e2m1_encode and nvfp4_scale, which no quant_gemm kernel calls, "
+    "rewritten; quant_gemm's instructions identical (179 of 179 sampled variants). quant itself was re-recorded, its "
+    "rows not carried",
 }
 
 
