@@ -49,6 +49,28 @@ __device__ __forceinline__ void block_of(i64 q, i64 gc, bool narrow, i64& row, i
   }
 }
 
+// The BPT blocks of a CTA's group: q[k] = (cta * BPT + k) * GROUPS + group, each at (row[k], kb[k]). Where a
+// row holds at least GROUPS blocks, each after the first steps on from the one before (no division).
+template <int BPT, int GROUPS>
+__device__ __forceinline__ void group_blocks(i64 cta, int group, i64 gc, i64 total, i64 (&q)[BPT], i64 (&row)[BPT],
+                                             i64 (&kb)[BPT]) {
+  const bool narrow = total <= 0xFFFFFFFFll;
+#pragma unroll
+  for (int k = 0; k < BPT; ++k) {
+    q[k] = (cta * BPT + k) * GROUPS + group;
+    if (k > 0 && gc >= GROUPS) {
+      row[k] = row[k - 1];
+      kb[k] = kb[k - 1] + GROUPS;
+      if (kb[k] >= gc) {
+        kb[k] -= gc;
+        ++row[k];
+      }
+    } else {
+      block_of(q[k], gc, narrow, row[k], kb[k]);
+    }
+  }
+}
+
 template <int N, int W>
 union Bytes {  // N bytes, moved W at a time
   typename tb::Raw<W>::type w[N / W];
@@ -89,10 +111,11 @@ union Share {
   u32 w[Cfg::EPT * sizeof(typename Cfg::E) / 4];
 };
 
-// Element i of a share as float32 bits (bfloat16 bits shifted up 16, exact).
+// Element i of a share as float32 bits (bfloat16 bits shifted up 16, exact; from the word holding it).
 template <class Cfg>
 __device__ __forceinline__ u32 element_bits(const Share<Cfg>& s, int i) {
-  return widen<Cfg::BF16>(s.e[i]);
+  if constexpr (Cfg::BF16) return i % 2 ? s.w[i / 2] & 0xFFFF0000u : s.w[i / 2] << 16;
+  else return s.e[i];
 }
 
 // The thread's EPT elements of row r from column c0 (zeros past cols or if !real).
@@ -179,15 +202,13 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_cons
   // NVFP4 reads x twice: the prologue's slices end at x's end, whose lines L2 still holds; the CTAs start
   // there (CTAs are dispatched in index order)
   const i64 cta = FMT == NVFP4 ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
-  const bool narrow = a.total <= 0xFFFFFFFFll;
   Share<Cfg> in[BPT];
-  i64 row[BPT], kb[BPT];
+  i64 q[BPT], row[BPT], kb[BPT];
   bool live[BPT], real[BPT];
+  group_blocks<BPT, GROUPS>(cta, group, a.gc, a.total, q, row, kb);
 #pragma unroll
   for (int k = 0; k < BPT; ++k) {
-    const i64 q = (cta * BPT + k) * GROUPS + group;
-    live[k] = q < a.total;
-    block_of(q, a.gc, narrow, row[k], kb[k]);
+    live[k] = q[k] < a.total;
     real[k] = live[k] && row[k] < a.rows && kb[k] < a.nb;
     load_share<Cfg>(a.x, real[k], row[k], kb[k] * B + lane * EPT, a.cols, in[k]);
   }
@@ -258,16 +279,14 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_dequantize(const __grid_co
   const int lane = threadIdx.x % LANES, group = threadIdx.x / LANES;
   float T = 0.0f;
   if constexpr (FMT == NVFP4) T = __ldg(a.tensor_scale);
-  const bool narrow = a.total <= 0xFFFFFFFFll;
   Bytes<LPB, W> in[BPT];
   u32 sc[BPT];
-  i64 row[BPT], kb[BPT];
+  i64 q[BPT], row[BPT], kb[BPT];
   bool real[BPT];
+  group_blocks<BPT, GROUPS>(blockIdx.x, group, a.gc, a.total, q, row, kb);
 #pragma unroll
   for (int k = 0; k < BPT; ++k) {
-    const i64 q = ((i64)blockIdx.x * BPT + k) * GROUPS + group;
-    real[k] = q < a.total;
-    block_of(q, a.gc, narrow, row[k], kb[k]);
+    real[k] = q[k] < a.total;
     const i64 at = (kb[k] * B + lane * EPT) / (FP4 ? 2 : 1);
 #pragma unroll
     for (int w = 0; w < LPB / W; ++w)

@@ -195,6 +195,46 @@ def test_nvfp4_all_zero_tensor_on_the_host(tmp_path: Path) -> None:
 
 
 @needs_gpp
+def test_blocks_stepped_across_rows_on_the_host(tmp_path: Path) -> None:
+    """A thread's later blocks step on from its first (no division) where a row holds at least a CTA's
+    groups of blocks; here they wrap into the next row (70 and 72 blocks a row, 64 groups, 4 blocks each)."""
+    cases = []
+    for direction in ("quantize", "dequantize"):
+        for layout in ("row_major", "swizzled_128x4"):
+            p = Q.parse_problem(
+                {
+                    "dtype": "bfloat16",
+                    "rows": 5,
+                    "cols": 16 * 70 - 3,
+                    "format": "nvfp4",
+                    "direction": direction,
+                    "scale_layout": layout,
+                }
+            )
+            cases.append(
+                (
+                    p,
+                    Q.config(
+                        {
+                            "template": "blocks",
+                            "threads": 64,
+                            "elems_per_thread": 16,
+                            "vec_bytes": 2,
+                            "blocks_per_thread": 4,
+                        }
+                    ),
+                )
+            )
+    exe = quant_host.build(Q, cases, tmp_path)
+    for index, (p, config) in enumerate(cases):
+        assert not Q.violations(p, config)
+        inputs = Q.make_inputs(p, np.random.default_rng(index))
+        got = quant_host.run(exe, index, Q, p, inputs, tmp_path)
+        for name, want in Q.reference(p, inputs).items():
+            np.testing.assert_array_equal(got[name].reshape(-1), want.reshape(-1), err_msg=f"{p}, {name}")
+
+
+@needs_gpp
 def test_nvfp4_quantize_of_tiny_tensors_on_the_host(tmp_path: Path) -> None:
     """float32 subnormals: T = G / 2688 and T * value(S) underflow in some blocks or all (R infinite: nonzero
     elements saturate, zeros keep their sign), and not in others."""
