@@ -26,6 +26,7 @@ from ..families.contract import Family
 from ..kernels_dir import kernel_source
 from ..records import DeviceInfo, KernelMetrics
 from .clocks import ClockReader, Observe, idle, reader_for
+from .gate import TimingGate
 from .protocol import Variant
 from .timing import BenchConfig
 
@@ -69,6 +70,7 @@ class GpuSession:
         self.flush_words = max(1, 2 * l2 // 4)
         self.flush_buffer = self.device.allocate(self.flush_words * 4, stream=self.stream)
         self.scratch = self.device.allocate(16, stream=self.stream)
+        self.gate = TimingGate(driver, self.stream, self.arch, self.device.device_id)
         builder = NvrtcBuilder(self.arch, cache_dir=None, workers=1)
         code = kernel_source("runtime/compare.cu")
         self.compare: dict[int, Any] = {}  # word size -> bitwise compare kernel
@@ -272,7 +274,8 @@ class GpuSession:
         observe: Observe = idle,
     ) -> list[tuple[float, ...]]:
         """Samples (ms) of each launch, taken in rounds (one sample of each launch in turn), L2
-        flushed before every sample. The first ``deciding`` launches (default: all) stay in every
+        flushed before every sample, a round without baselines queued whole behind the timing gate
+        before it runs. The first ``deciding`` launches (default: all) stay in every
         round until ``bench``'s rule holds for each of them; any other launch (a baseline) leaves the
         rotation once the rule holds for its own samples, and is cut off with the deciding ones.
         ``observe`` (the clocks' reading) runs before the first round, during each, after the last."""
@@ -289,12 +292,19 @@ class GpuSession:
         observe()
         while True:
             events = []
+            # tunebox's launches only queue work: their round runs once all of it is queued (gate.py says
+            # why); a baseline (torch) may wait on the stream, which a closed gate would hold
+            gated = all(k < deciding for k in rotation)
+            if gated:
+                self.gate.close()
             for _ in range(bench.min_samples):
                 for k in rotation:
                     self.flush_l2()
                     begin = self.stream.record(options=opts)
                     launches[k]()
                     events.append((k, begin, self.stream.record(options=opts)))
+            if gated:
+                self.gate.open()
             observe()
             self.stream.sync()
             for k, begin, end in events:
