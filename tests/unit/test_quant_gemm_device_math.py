@@ -21,6 +21,7 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the host bu
 BF16 = element_type("bfloat16")
 
 MAIN = r"""
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
