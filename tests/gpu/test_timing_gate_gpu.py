@@ -25,11 +25,9 @@ WORDS = 16 << 20  # 64 MB
 class _Open:
     """A gate that never holds the stream (the loop as it was before the gate)."""
 
-    def close(self) -> None:
-        pass
-
-    def open(self) -> None:
-        pass
+    @contextlib.contextmanager
+    def holding(self, hold: bool = True) -> Iterator[None]:
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,9 @@ queued, and the round then runs as one uninterrupted stretch of device work.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -25,13 +27,12 @@ LIMIT_NS = 2_000_000_000  # the gate opens itself after this long (a host that d
 
 
 class TimingGate:
-    """``close()`` queues the closed gate on the stream; ``open()`` lets the stream run past it. The
-    caller queues its round between the two and synchronises the stream before closing it again."""
+    """``holding()``: the stream waits at the gate while the caller queues work, and runs it once the
+    block is left (an exception included). The caller synchronises the stream before holding it again."""
 
     def __init__(self, driver: Any, stream: Any, arch: str, device_id: int) -> None:
-        self._driver, self._stream = driver, stream
+        self._stream = stream
         host = int(checked(driver.cuMemHostAlloc(4, driver.CU_MEMHOSTALLOC_DEVICEMAP)))
-        self._host = host
         self._word = ctypes.c_uint32.from_address(host)
         self._device = np.uint64(int(checked(driver.cuMemHostGetDevicePointer(host, 0))))
         builder = NvrtcBuilder(arch, cache_dir=None, workers=1)
@@ -39,11 +40,17 @@ class TimingGate:
         builder.close()
         self._kernel = load_kernel(built.cubin, built.lowered_name, 0, device_id)
 
-    def close(self) -> None:
+    @contextlib.contextmanager
+    def holding(self, hold: bool = True) -> Iterator[None]:
+        """Hold the stream at a closed gate for the block (nothing when ``hold`` is false)."""
+        if not hold:
+            yield
+            return
         from cuda.core import LaunchConfig, launch
 
         self._word.value = 0
         launch(self._stream, LaunchConfig(grid=1, block=1), self._kernel, self._device, np.uint64(LIMIT_NS))
-
-    def open(self) -> None:
-        self._word.value = 1
+        try:
+            yield
+        finally:
+            self._word.value = 1

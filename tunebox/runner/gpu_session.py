@@ -294,17 +294,13 @@ class GpuSession:
             events = []
             # tunebox's launches only queue work: their round runs once all of it is queued (gate.py says
             # why); a baseline (torch) may wait on the stream, which a closed gate would hold
-            gated = all(k < deciding for k in rotation)
-            if gated:
-                self.gate.close()
-            for _ in range(bench.min_samples):
-                for k in rotation:
-                    self.flush_l2()
-                    begin = self.stream.record(options=opts)
-                    launches[k]()
-                    events.append((k, begin, self.stream.record(options=opts)))
-            if gated:
-                self.gate.open()
+            with self.gate.holding(all(k < deciding for k in rotation)):
+                for _ in range(bench.min_samples):
+                    for k in rotation:
+                        self.flush_l2()
+                        begin = self.stream.record(options=opts)
+                        launches[k]()
+                        events.append((k, begin, self.stream.record(options=opts)))
             observe()
             self.stream.sync()
             for k, begin, end in events:
