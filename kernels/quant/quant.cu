@@ -98,11 +98,6 @@ __device__ __forceinline__ u32 cta_max(u32 m) {
   return m;
 }
 
-template <bool BF16, typename E>
-__device__ __forceinline__ u32 widen(E e) {
-  return BF16 ? (u32)e << 16 : (u32)e;
-}
-
 // A thread's EPT consecutive elements as they lie in memory: e[i] is element i, w[j] bytes 4j .. 4j + 3
 // of them (bfloat16: elements 2j and 2j + 1, the first in the low half).
 template <class Cfg>

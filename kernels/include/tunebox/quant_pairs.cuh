@@ -31,8 +31,9 @@ __device__ __forceinline__ u32 e2m1_pair_byte(u32 x, u32 inverse) {
 }
 
 // NVFP4's tensor amax (quant.cu's prologue) is a maximum over keys: |x|'s float32 bits plus the least
-// normal's (bfloat16: 2^7 in each half of a word), as signed integers. An infinity's or a NaN's key wraps negative and loses to every
-// finite one, zero's (KEY_ZERO) the least of those; key_amax turns the largest back into |x|'s float32 bits.
+// normal's (bfloat16: 2^7 in each half of a word), as signed integers. An infinity's or a NaN's key
+// wraps negative and loses to every finite one, zero's (KEY_ZERO) the least of those; key_amax turns
+// the largest back into |x|'s float32 bits.
 template <bool BF16>
 constexpr u32 KEY_ZERO = BF16 ? 0x00800080u : 0x00800000u;
 
