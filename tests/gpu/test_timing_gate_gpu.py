@@ -48,10 +48,12 @@ def hog() -> Iterator[None]:
     sys.setswitchinterval(0.005)
     thread = threading.Thread(target=spin, daemon=True)
     thread.start()
-    yield
-    stop.set()
-    thread.join()
-    sys.setswitchinterval(interval)
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(interval)
 
 
 def memset_samples(session: GpuSession) -> list[float]:
