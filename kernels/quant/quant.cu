@@ -16,11 +16,10 @@
 //
 // Cfg (tunebox/families/quant/blocks.py): E, BF16, FORMAT (tb::quant::Format), B, EPT, VEC, LP_VEC,
 // BPT, THREADS, SWIZZLED, AMAX_THREADS (NVFP4 quantize's prologue); Args: x, values, scales,
-// [tensor_scale, [amax, parts,]] rows, cols, nb, rb, gc, sc (the scale layout's blocks a row), total
-// (the grid's blocks). NVFP4 quantize's prologue, quant_amax_partial (its argument struct Cfg's
-// quant_amax_partial_args), writes the finite |x| maxima of grid-strided slices into the workspace
-// amax (parts of them); every CTA of quant_quantize takes their maximum G, the tensor scale
-// T = G / 2688, and the first stores it.
+// [tensor_scale,] rows, cols, nb, rb, gc, sc (the scale layout's blocks a row), total (the grid's
+// blocks). NVFP4 quantize's prologue: quant_amax_partial (finite |x| maxima of grid-strided slices,
+// into the workspace amax) and quant_amax_final (their maximum G; the tensor scale T = G / 2688,
+// which the main kernel reads back); their argument structs are Cfg's <kernel>_args.
 #include "tunebox/fp4.cuh"
 #include "tunebox/quant_pairs.cuh"
 #include "tunebox/tile.cuh"
@@ -193,6 +192,8 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_cons
   constexpr int EMAX = FMT == MXFP4 ? 2 : FMT == MXFP8_E4M3 ? 8 : 15;
   static_assert(B % EPT == 0 && EPT % Cfg::VEC == 0 && LPB % W == 0 && 32 % LANES == 0, "Cfg's shapes");
   const int lane = threadIdx.x % LANES, group = threadIdx.x / LANES;
+  float T = 0.0f;
+  if constexpr (FMT == NVFP4) T = __ldg(a.tensor_scale);  // written by quant_amax_final
   // NVFP4 reads x twice: the prologue's slices end at x's end, whose lines L2 still holds; the CTAs start
   // there (CTAs are dispatched in index order)
   const i64 cta = FMT == NVFP4 ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
@@ -205,13 +206,6 @@ __global__ void __launch_bounds__(Cfg::THREADS) quant_quantize(const __grid_cons
     live[k] = q[k] < a.total;
     real[k] = live[k] && row[k] < a.rows && kb[k] < a.nb;
     load_share<Cfg>(a.x, real[k], row[k], kb[k] * B + lane * EPT, a.cols, in[k]);
-  }
-  float T = 0.0f;
-  if constexpr (FMT == NVFP4) {  // while the loads fly: T = G / 2688 from the prologue's partial maxima
-    u32 g = 0;
-    for (int i = threadIdx.x; i < a.parts; i += Cfg::THREADS) g = max_u32(g, __ldg(a.amax + i));
-    T = as_float(cta_max<Cfg::THREADS>(g)) / 2688.0f;  // G / (6 * 448)
-    if (blockIdx.x == 0 && threadIdx.x == 0) *a.tensor_scale = T;
   }
 #pragma unroll
   for (int k = 0; k < BPT; ++k) {
@@ -373,4 +367,13 @@ __global__ void __launch_bounds__(Cfg::AMAX_THREADS)
   for (i64 i = vectors * V + first; i < a.n; i += stride) m = key_max<Cfg::BF16>(m, (u32)a.x[i]);
   m = cta_max<THREADS>(key_amax<Cfg::BF16>(m));
   if (threadIdx.x == 0) a.amax[blockIdx.x] = m;
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::AMAX_THREADS)
+    quant_amax_final(const __grid_constant__ typename Cfg::quant_amax_final_args a) {
+  u32 m = 0;
+  for (int i = threadIdx.x; i < a.parts; i += Cfg::AMAX_THREADS) m = max_u32(m, a.amax[i]);
+  m = cta_max<Cfg::AMAX_THREADS>(m);
+  if (threadIdx.x == 0) *a.tensor_scale = as_float(m) / 2688.0f;  // G / (6 * 448)
 }

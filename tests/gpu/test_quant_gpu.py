@@ -73,7 +73,7 @@ def test_all_zero_tensors(runner, builder, name, dtype):
 @pytest.mark.parametrize("index", range(12))
 def test_sweep_problems_are_exact(runner, builder, index):
     """The 64 MB problems at their default and two spread variants (NVFP4 quantize: partial maxima
-    of 256 CTAs, then the blocks, every CTA taking their maximum)."""
+    of 1024 CTAs, then their maximum, then the blocks)."""
     named = load_sweep(SWEEP).problems[index]
     assert_all_ok(runner, builder, named.problem, spread(named.problem)[:3], timeout_s=BIG_TIMEOUT_S)
 

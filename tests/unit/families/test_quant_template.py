@@ -15,7 +15,6 @@ from tunebox.errors import InvalidProblem
 from tunebox.families.base import BufferArg
 from tunebox.families.quant import FAMILY, FORMATS, BlocksConfig, QuantProblem
 from tunebox.families.quant.blocks import cta_blocks, grid_blocks, values_access
-from tunebox.families.quant.operation import AMAX_SLOTS
 from tunebox.runtime.arrays import stores
 from tunebox.sweep_spec import load_sweep
 
@@ -77,25 +76,15 @@ def test_arguments_and_the_nvfp4_prologue() -> None:
     p = problem(format="nvfp4", scale_layout="swizzled_128x4", cols=4100)
     c = config(ept=4, vec=8)
     names = [a.name for a in Q.args(p, c)]
-    assert names == ["x", "values", "scales", "tensor_scale", "amax", "parts"] + [
-        "rows",
-        "cols",
-        "nb",
-        "rb",
-        "gc",
-        "sc",
-        "total",
-    ]
+    assert names == ["x", "values", "scales", "tensor_scale", "rows", "cols", "nb", "rb", "gc", "sc", "total"]
     scalars = {a.name: a.value for a in Q.args(p, c) if not isinstance(a, BufferArg)}
-    parts = scalars.pop("parts")
     assert scalars == {"rows": 256, "cols": 4100, "nb": 257, "rb": 2050, "gc": 260, "sc": 260, "total": 256 * 260}
-    (partial,) = Q.prologue(p, c)
-    assert partial.kernel == "quant_amax_partial" and partial.geometry.grid[0] == parts <= AMAX_SLOTS
+    partial, final = Q.prologue(p, c)
+    assert (partial.kernel, final.kernel) == ("quant_amax_partial", "quant_amax_final")
+    assert partial.geometry.grid[0] == final.args[2].value <= 1024
     assert Q.prologue(problem(format="nvfp4", direction="dequantize"), c) == ()
-    dq_nv = {a.name: a for a in Q.args(problem(format="nvfp4", direction="dequantize"), c)}
-    assert dq_nv["tensor_scale"].pointee == "const float" and "amax" not in dq_nv
     source = Q.render(p, c)
-    assert source.helpers == ("quant_amax_partial<Cfg>",)
+    assert source.helpers == ("quant_amax_partial<Cfg>", "quant_amax_final<Cfg>")
     for member in ("quant_amax_partial_args_t", "int LP_VEC = 2;", "bool SWIZZLED = true;"):
         assert member in source.code
     dq = Q.args(problem(direction="dequantize"), c)
@@ -110,7 +99,7 @@ def test_buffers_work_and_distance() -> None:
         "values": ((256, 17), "uint8", "output"),
         "scales": ((256, 3), "uint8", "output"),
         "tensor_scale": ((1,), "float32", "output"),
-        "amax": ((AMAX_SLOTS,), "float32", "workspace"),
+        "amax": ((1024,), "float32", "workspace"),
     }
     assert Q.work(p).bytes_moved == 2 * 256 * 33 * 2 + 256 * 17 + 256 * 3 + 4  # x read twice
     dq = problem(direction="dequantize", scale_layout="swizzled_128x4", cols=4096)

@@ -5,9 +5,8 @@
 ``vec_bytes`` accesses; the values side in the widest power of two up to 16 bytes that divides both
 a thread's share of the values and a row of them (so no access straddles a row). A CTA takes
 ``threads / lanes`` consecutive blocks ``blocks_per_thread`` times, all loads issued first. NVFP4
-quantize runs a helper first (the prologue): the finite |x| maxima of grid-strided slices into the
-``amax`` workspace; every CTA of the main kernel takes their maximum (the tensor scale) once its loads
-are issued, and the first CTA stores it.
+quantize runs two helpers first (the prologue): the finite |x| maxima of grid-strided slices into
+the ``amax`` workspace, then their maximum, which makes the tensor scale the main kernel reads.
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from .operation import AMAX_SLOTS
 from .problem import QuantProblem
 
 MAX_REGISTER_BYTES = 256  # x bytes a thread holds in flight (64 registers)
-AMAX_THREADS = 512  # threads of the prologue's CTAs
+AMAX_THREADS = 256  # threads of the prologue's CTAs
 AMAX_ELEMENTS = 64  # elements per prologue thread, at least (fewer CTAs for small tensors)
 
 
@@ -149,7 +148,7 @@ class BlocksTemplate(KernelTemplate[QuantProblem, BlocksConfig]):
         helpers: tuple[str, ...] = ()
         if p.reads_twice:
             members["AMAX_THREADS"] = AMAX_THREADS
-            helpers = ("quant_amax_partial",)
+            helpers = ("quant_amax_partial", "quant_amax_final")
         return instantiate(self.kernel, kernel, members, helpers)
 
     def geometry(self, problem: QuantProblem, config: BlocksConfig) -> LaunchGeometry:
@@ -158,17 +157,14 @@ class BlocksTemplate(KernelTemplate[QuantProblem, BlocksConfig]):
         )
 
     def args(self, problem: QuantProblem, config: BlocksConfig) -> tuple[Arg, ...]:
-        """The members of ``Cfg::Args``: x, values, scales, tensor_scale (nvfp4; NVFP4 quantize then the
-        prologue's amax and their count, parts), then rows, cols, nb (blocks a row), rb (values bytes a
-        row), gc (the grid's blocks a row), sc (the scale layout's blocks a row) and total (the grid's
-        blocks)."""
+        """The members of ``Cfg::Args``: x, values, scales, tensor_scale (nvfp4), then rows, cols, nb
+        (blocks a row), rb (values bytes a row), gc (the grid's blocks a row), sc (the scale layout's
+        blocks a row) and total (the grid's blocks)."""
         p = problem
         et = element_type(p.element)
         read, written = "const ", ""
         x, low = (read, written) if p.quantize else (written, read)
-        nv: tuple[Arg, ...] = (BufferArg("tensor_scale", f"{low}float"),) if p.format == "nvfp4" else ()
-        if p.reads_twice:
-            nv += (BufferArg("amax", "const unsigned int"), ScalarArg("i32", amax_ctas(p), "parts"))
+        nv = (BufferArg("tensor_scale", "const float"),) if p.format == "nvfp4" else ()
         sc = p.scale_grid[1]
         scalars = {
             "rows": p.rows,
@@ -188,14 +184,24 @@ class BlocksTemplate(KernelTemplate[QuantProblem, BlocksConfig]):
         )
 
     def prologue(self, problem: QuantProblem, config: BlocksConfig) -> tuple[KernelLaunch, ...]:
-        """NVFP4 quantize: quant_amax_partial (x, amax, n: each CTA's finite |x| maximum into amax)."""
+        """NVFP4 quantize: quant_amax_partial (x, amax, n: each CTA's finite |x| maximum into amax) and
+        quant_amax_final (amax, tensor_scale, parts: T = their maximum / 2688)."""
         p = problem
         if not p.reads_twice:
             return ()
+        parts = amax_ctas(p)
+        block = (AMAX_THREADS, 1, 1)
         partial = (
             BufferArg("x", f"const {element_type(p.element).ctype}"),
             BufferArg("amax", "unsigned int"),
             ScalarArg("i64", p.rows * p.cols, "n"),
         )
-        geometry = LaunchGeometry((amax_ctas(p), 1, 1), (AMAX_THREADS, 1, 1), 0)
-        return (KernelLaunch("quant_amax_partial", geometry, partial),)
+        final = (
+            BufferArg("amax", "const unsigned int"),
+            BufferArg("tensor_scale", "float"),
+            ScalarArg("i32", parts, "parts"),
+        )
+        return (
+            KernelLaunch("quant_amax_partial", LaunchGeometry((parts, 1, 1), block, 0), partial),
+            KernelLaunch("quant_amax_final", LaunchGeometry((1, 1, 1), block, 0), final),
+        )

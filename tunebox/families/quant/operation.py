@@ -21,7 +21,7 @@ from .problem import FIELDS, NAME, QuantProblem, parse_quant
 
 BYTES = "uint8"  # values and scales: codes, one or two a byte
 Role = Literal["input", "output"]
-AMAX_SLOTS = 256  # NVFP4 quantize's workspace: the prologue's partial maxima (float32 bits)
+AMAX_SLOTS = 1024  # NVFP4 quantize's workspace: the prologue's partial maxima (float32 bits)
 
 
 class QuantOperation(Operation[QuantProblem]):
