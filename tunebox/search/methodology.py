@@ -1,6 +1,7 @@
 """The arithmetic of the autotuning_methodology protocol (Willemsen et al.; ``strategy_benchmark``'s
 docstring states it): the target, random search's expected evaluations to it, evaluations to target,
-best-so-far curves, budgets, and one strategy's results on one problem over its seeds."""
+best-so-far curves, budgets, one strategy's results on one problem over its seeds, and the interval
+the seeds leave its geometric mean ratio over problems."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 TARGET_FRACTION = 0.05  # the target: this fraction of the way from the optimum to the median
 BUDGET_FACTOR = 10.0  # each seed runs for at most this many times random's expectation
@@ -68,6 +71,29 @@ def budget_of(target: Target, factor: float = BUDGET_FACTOR) -> int:
 def geomean(values: Iterable[float]) -> float:
     logs = [math.log(v) for v in values]
     return math.exp(sum(logs) / len(logs)) if logs else math.nan
+
+
+INTERVAL_LEVEL = 0.95
+INTERVAL_DRAWS = 4000
+
+
+def geomean_interval(
+    problems: Sequence[tuple[Sequence[float], float]], draws: int = INTERVAL_DRAWS, level: float = INTERVAL_LEVEL
+) -> tuple[float, float]:
+    """How far the seeds leave the geometric mean of (mean evaluations to target / random's
+    expectation) over ``problems`` (each: its seeds' evaluations, random's expectation): a percentile
+    bootstrap, every problem's seeds drawn again with replacement (fixed draws: the same interval each
+    run). NaNs when there are no problems."""
+    if not problems:
+        return math.nan, math.nan
+    rng = np.random.default_rng(0)
+    logs = np.zeros(draws)
+    for evaluations, expected in problems:
+        e = np.asarray(evaluations, dtype=float)
+        logs += np.log(e[rng.integers(0, len(e), (draws, len(e)))].mean(axis=1) / expected)
+    spread = np.exp(logs / len(problems))
+    tail = (1.0 - level) / 2.0
+    return float(np.quantile(spread, tail)), float(np.quantile(spread, 1.0 - tail))
 
 
 @dataclass

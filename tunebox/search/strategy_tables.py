@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .benchmark_strategies import DEFAULT_STRATEGY, SURROGATE_VARIANTS, WARM_STRATEGY
-from .methodology import TARGET_FRACTION, StrategyResult, geomean, target_of
+from .methodology import INTERVAL_LEVEL, TARGET_FRACTION, StrategyResult, geomean, geomean_interval, target_of
 from .replay_problems import ReplayProblem
 from .strategy_selection import leave_one_out, warm_start_gain
 
@@ -80,11 +80,13 @@ def selection(per_problem: Sequence[Mapping[str, Any]], chosen: Sequence[str]) -
 
 
 def aggregate(per_problem: Sequence[Mapping[str, Any]], names: Sequence[str]) -> list[dict[str, Any]]:
-    """Per strategy: the geometric mean of its ratios over the complete problems and over all, and
-    the mean fraction of seeds within random's expectation; sorted by the complete geomean."""
+    """Per strategy: the geometric mean of its ratios over the complete problems and over all, the
+    interval its seeds leave the complete one (``geomean_interval``), and the mean fraction of seeds
+    within random's expectation; sorted by the complete geomean."""
     rows = []
     for name in names:
         ratios: dict[str, list[float]] = {"complete": [], "all": []}
+        seeds: list[tuple[Sequence[float], float]] = []  # the complete problems' evaluations, expectation
         within: list[float] = []
         failed = []
         for p in per_problem:
@@ -96,10 +98,12 @@ def aggregate(per_problem: Sequence[Mapping[str, Any]], names: Sequence[str]) ->
             within.append(s["within_random_expectation"])
             if p["complete"]:
                 ratios["complete"].append(s["ratio_to_random"])
+                seeds.append((s["evaluations_to_target"], p["random_expectation"]))
         rows.append(
             {
                 "strategy": name,
                 "geomean_ratio_complete": _or_none(geomean(ratios["complete"])),
+                "geomean_ratio_complete_interval": [_or_none(x) for x in geomean_interval(seeds)],
                 "geomean_ratio_all": _or_none(geomean(ratios["all"])),
                 "problems_complete": len(ratios["complete"]),
                 "problems_all": len(ratios["all"]),
@@ -151,8 +155,9 @@ def provenance(command: str, root: Path | None = None) -> dict[str, Any]:
 def table(doc: Mapping[str, Any]) -> str:
     """The aggregate as a Markdown table."""
     lines = [
-        "| strategy | geomean ratio (complete problems) | geomean ratio (all) | seeds within random's expectation |",
-        "|---|---:|---:|---:|",
+        f"| strategy | geomean ratio (complete problems) | its {INTERVAL_LEVEL:.0%} interval over seeds "
+        "| geomean ratio (all) | seeds within random's expectation |",
+        "|---|---:|---:|---:|---:|",
     ]
 
     def cell(x: float | None, form: str) -> str:
@@ -160,15 +165,17 @@ def table(doc: Mapping[str, Any]) -> str:
 
     for row in doc["aggregate"]:
         failed = f" (failed on {len(row['failed_on'])})" if row["failed_on"] else ""
+        low, high = row.get("geomean_ratio_complete_interval", (None, None))
+        interval = "-" if low is None or high is None else f"{low:.2f}-{high:.2f}"
         lines.append(
-            f"| {row['strategy']}{failed} | {cell(row['geomean_ratio_complete'], '.2f')} "
+            f"| {row['strategy']}{failed} | {cell(row['geomean_ratio_complete'], '.2f')} | {interval} "
             f"| {cell(row['geomean_ratio_all'], '.2f')} | {cell(row['mean_within_random_expectation'], '.0%')} |"
         )
     if "leave_one_out" in doc:
         loo = doc["leave_one_out"]
         lines.append(
             f"| {DEFAULT_STRATEGY}, settings chosen leave-one-problem-out | "
-            f"{cell(loo['geomean_ratio_complete'], '.2f')} | {cell(loo['geomean_ratio_all'], '.2f')} | - |"
+            f"{cell(loo['geomean_ratio_complete'], '.2f')} | - | {cell(loo['geomean_ratio_all'], '.2f')} | - |"
         )
     if "warm_start" in doc:
         warm = doc["warm_start"]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tunebox.cli import main
@@ -116,6 +117,21 @@ def test_evaluations_to_target_best_so_far_and_geomean():
     assert methodology.evaluations_to_target(trace, 0.5) is None
     assert methodology.best_so_far(trace) == [5.0, 3.0, 1.05, 1.05, 1.0]
     assert methodology.geomean([0.5, 2.0]) == pytest.approx(1.0)
+
+
+def test_the_seeds_interval_of_the_geomean_ratio():
+    """The bootstrap interval holds the point estimate, is zero-wide when every seed agrees, narrows with
+    more seeds of the same spread, and is the same every run."""
+    rng = np.random.default_rng(3)
+    problems = [(rng.integers(1, 30, 20).tolist(), 10.0), (rng.integers(1, 8, 20).tolist(), 4.0)]
+    point = methodology.geomean(sum(e) / len(e) / x for e, x in problems)
+    low, high = methodology.geomean_interval(problems)
+    assert low < point < high and (low, high) == methodology.geomean_interval(problems)
+    assert methodology.geomean_interval([([5, 5, 5], 10.0)]) == pytest.approx((0.5, 0.5))
+    wide = methodology.geomean_interval([([1, 9] * 5, 5.0)])
+    narrow = methodology.geomean_interval([([1, 9] * 50, 5.0)])
+    assert narrow[1] - narrow[0] < (wide[1] - wide[0]) / 2
+    assert all(math.isnan(x) for x in methodology.geomean_interval([]))
 
 
 def test_summary_counts_a_missed_target_as_the_budget():
