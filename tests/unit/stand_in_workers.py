@@ -65,9 +65,11 @@ class StandInSession:
         launch_error: Exception | None = None,
         prepare_error: Exception | None = None,
         clock_reader=None,
+        first_ms: float = 1.0,
     ):
         self.wrong, self.launch_error, self.prepare_error = wrong, launch_error, prepare_error
         self.clock_reader = clock_reader  # a ClockReader, or None as where NVML is missing
+        self.first_ms = first_ms
         self.batches = 0
         self.benches: list = []  # the BenchConfig of each timing asked for
         self.launches = 0
@@ -88,6 +90,11 @@ class StandInSession:
 
     def poison_outputs(self, st):
         pass
+
+    def verification_launch(self, st, launch):
+        """The launch, timed at ``first_ms`` (the stand-in's verification launch time, ms)."""
+        launch()
+        return self.first_ms
 
     def verify(self, st):
         return self.wrong

@@ -163,6 +163,22 @@ class GpuSession:
             elif spec.zeroed:
                 self.fill(st.buffers[spec.name], 0, 1, spec.nbytes)
 
+    def verification_launch(self, st: ProblemState, launch: Callable[[], None]) -> float:
+        """Run ``launch`` once for verification, timed: outputs poisoned, the L2 flushed, the launch
+        between two events, all queued behind the timing gate (as a timed sample is). Returns its time
+        in ms once the stream is idle; a launch's own failure raises here."""
+        from cuda.core import EventOptions
+
+        opts = EventOptions(timing_enabled=True)
+        with self.gate.holding():
+            self.poison_outputs(st)
+            self.flush_l2()
+            begin = self.stream.record(options=opts)
+            launch()
+            end = self.stream.record(options=opts)
+        self.stream.sync()
+        return float(end - begin)
+
     def verify(self, st: ProblemState) -> str:
         """'' when outputs match the reference bit for bit and inputs are unchanged, else why not.
 

@@ -6,9 +6,12 @@ deviation is at most ``max_noise`` and at least ``min_gpu_seconds`` of kernel ti
 or when ``max_samples`` or ``max_seconds`` of wall time are reached (then the noise is recorded as
 it is). Warm-up launches (``warmup``) are never timed.
 
-A sweep's screening may first take a ``PROBE`` (three flushed samples): a variant whose fastest probe
-sample is slower than the sweep's cut-off (a multiple of the problem's best median so far) keeps those
-three samples as its measurement and is not timed further.
+A sweep's screening has a cut-off (a multiple of the problem's best median so far). The variant's
+verification launch is then timed as a sample is (flushed, behind the timing gate): at or under the
+cut-off, the variant is timed in full; over ``FIRST_LAUNCH_CUT`` times the cut-off, that one sample is
+its measurement; between, a ``PROBE`` (three flushed samples) follows, and a variant whose fastest
+probe sample is slower than the cut-off keeps those three samples as its measurement. A cut variant
+is not timed further.
 """
 
 from __future__ import annotations
@@ -45,8 +48,14 @@ SCREEN = BenchConfig()
 """Every variant: quick, at least 10 flushed samples."""
 
 PROBE = BenchConfig(min_samples=3, max_samples=3, warmup=0)
-"""A screened variant's first three samples, against the sweep's cut-off (the verification launch
-before them is the warm-up)."""
+"""A screened variant's next three samples when its verification launch was over the cut-off but within
+``FIRST_LAUNCH_CUT`` times it (the verification launch before them is the warm-up)."""
+
+FIRST_LAUNCH_CUT = 2.0
+"""A screened variant whose verification launch took more than this multiple of the cut-off is cut on
+that one sample (a variant three times the best so far; a first launch runs from cold instruction and
+constant caches, so it reads, if anything, slower than the variant runs: the margin keeps that bias
+from cutting a contender)."""
 
 FINAL = BenchConfig(min_samples=20, max_samples=500, max_noise=0.005, min_gpu_seconds=0.05, max_seconds=5.0)
 """Finalists, re-timed interleaved before a winner is declared (nvbench-like rule)."""

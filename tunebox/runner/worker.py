@@ -29,7 +29,7 @@ from .ceiling_runs import measure_ceilings
 from .clocks import retake_throttled
 from .cuda_errors import classify
 from .protocol import CeilingsJob, EvaluateJob, Outcome, PrepareJob, RetimeJob, failed_reply
-from .timing import PROBE, BenchConfig
+from .timing import FIRST_LAUNCH_CUT, PROBE, BenchConfig
 
 if TYPE_CHECKING:
     from .gpu_session import GpuSession, ProblemState
@@ -111,11 +111,16 @@ def _evaluate(session: GpuSession, job: EvaluateJob) -> Outcome:
     st = session.prepare(job.family, job.problem, job.input_seed)
     stages["prepare"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    probing = job.time and job.cutoff_ms is not None
+    first_ms = 0.0
     try:
         launch, metrics = session.launcher(st, job.variant)
-        session.poison_outputs(st)
-        launch()
-        session.stream.sync()
+        if probing:  # the verification launch is the probe's first sample
+            first_ms = session.verification_launch(st, launch)
+        else:
+            session.poison_outputs(st)
+            launch()
+            session.stream.sync()
     except Exception as exc:
         status, sticky = classify(exc)
         return Outcome(status, f"{type(exc).__name__}: {exc}"[:2000], fatal=sticky)
@@ -126,17 +131,44 @@ def _evaluate(session: GpuSession, job: EvaluateJob) -> Outcome:
     if not job.time:
         return Outcome(Status.OK, metrics=metrics, stage_seconds=stages)
     t0 = time.perf_counter()
-    if job.cutoff_ms is not None:
-        (samples,), clocks = _timed(session, [launch], PROBE)
-        if min(samples) > job.cutoff_ms:
-            stages["time"] = time.perf_counter() - t0
-            cut = f"cut off after {len(samples)} samples (fastest {min(samples):.4g} ms > {job.cutoff_ms:.4g} ms)"
-            note = "; ".join(filter(None, (cut, _note(clocks))))
-            return Outcome(Status.OK, note, samples, metrics, stage_seconds=stages, clocks=clocks)
+    probe = _probe(session, launch, first_ms, job.cutoff_ms) if job.cutoff_ms is not None else _Probe()
+    if probe.cut:
+        stages["time"] = time.perf_counter() - t0
+        note = "; ".join(filter(None, (probe.note, _note(probe.clocks))))
+        return Outcome(Status.OK, note, probe.samples, metrics, stage_seconds=stages, clocks=probe.clocks)
     # the verification launch was the warm-up
     (samples,), clocks = _timed(session, [launch], dataclasses.replace(job.bench, warmup=0))
     stages["time"] = time.perf_counter() - t0
-    return Outcome(Status.OK, _note(clocks), samples, metrics, stage_seconds=stages, clocks=clocks)
+    note = "; ".join(filter(None, (probe.note, _note(clocks))))
+    return Outcome(Status.OK, note, samples, metrics, stage_seconds=stages, clocks=clocks)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Probe:
+    """What screening's cut-off made of a variant (``timing.py``): ``cut`` with its measurement
+    (``samples`` in ms, ``clocks``), or not; ``note`` says which rule decided where a probe was taken."""
+
+    cut: bool = False
+    samples: tuple[float, ...] = ()
+    clocks: Clocks | None = None
+    note: str = ""
+
+
+def _probe(session: GpuSession, launch: Callable[[], None], first_ms: float, cutoff_ms: float) -> _Probe:
+    """The cut-off's verdict on a verified variant whose verification launch took ``first_ms``."""
+    if first_ms <= cutoff_ms:
+        return _Probe()
+    if first_ms > FIRST_LAUNCH_CUT * cutoff_ms:
+        note = f"cut off on its verification launch ({first_ms:.4g} ms > {FIRST_LAUNCH_CUT:g} x {cutoff_ms:.4g} ms)"
+        return _Probe(True, (first_ms,), None, note)
+    (samples,), clocks = _timed(session, [launch], PROBE)
+    if min(samples) > cutoff_ms:
+        note = (
+            f"cut off after {len(samples)} samples (fastest {min(samples):.4g} ms > {cutoff_ms:.4g} ms; "
+            f"verification launch {first_ms:.4g} ms)"
+        )
+        return _Probe(True, samples, clocks, note)
+    return _Probe(note=f"probed: verification launch {first_ms:.4g} ms > cut-off {cutoff_ms:.4g} ms")
 
 
 def _timed(

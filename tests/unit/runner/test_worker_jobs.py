@@ -30,19 +30,37 @@ def test_a_correct_variant_is_verified_then_timed():
     assert session.benches == [replace(SCREEN, warmup=0)] and session.launches == 2
 
 
+def test_a_verification_launch_within_the_cutoff_is_timed_in_full_without_a_probe():
+    session = StandInSession(first_ms=1.0)
+    outcome = evaluate(session, cutoff_ms=1.0)
+    assert len(outcome.samples_ms) == 10 and "cut off" not in outcome.message and "probed" not in outcome.message
+    assert session.benches == [replace(SCREEN, warmup=0)] and session.launches == 2
+
+
+def test_a_verification_launch_far_over_the_cutoff_is_the_measurement():
+    """Over FIRST_LAUNCH_CUT times the cut-off: that one sample, no further launch."""
+    session = StandInSession(first_ms=2.5)
+    outcome = evaluate(session, cutoff_ms=1.2)
+    assert outcome.status is Status.OK and outcome.samples_ms == (2.5,) and session.launches == 1
+    assert "cut off on its verification launch (2.5 ms > 2 x 1.2 ms)" in outcome.message
+    assert session.benches == [] and "time" in outcome.stage_seconds
+
+
 def test_a_variant_slower_than_the_cutoff_keeps_its_probe():
-    """The stand-in's samples are 1, 2, 3, ... ms: the probe's fastest is 1 ms."""
-    session = StandInSession()
+    """Verification launch over the cut-off, within FIRST_LAUNCH_CUT times it: the probe decides. The
+    stand-in's samples are 1, 2, 3, ... ms: the probe's fastest is 1 ms."""
+    session = StandInSession(first_ms=1.5)
     outcome = evaluate(session, cutoff_ms=0.9)
     assert outcome.status is Status.OK and outcome.samples_ms == (1.0, 2.0, 3.0)
-    assert "cut off after 3 samples (fastest 1 ms > 0.9 ms)" in outcome.message
+    assert "cut off after 3 samples (fastest 1 ms > 0.9 ms; verification launch 1.5 ms)" in outcome.message
     assert session.benches == [PROBE] and "time" in outcome.stage_seconds
 
 
-def test_a_variant_within_the_cutoff_is_timed_in_full():
-    session = StandInSession()
+def test_a_probe_within_the_cutoff_is_timed_in_full():
+    session = StandInSession(first_ms=1.5)
     outcome = evaluate(session, cutoff_ms=1.0)
     assert len(outcome.samples_ms) == 10 and "cut off" not in outcome.message
+    assert "probed: verification launch 1.5 ms > cut-off 1 ms" in outcome.message
     assert session.benches == [PROBE, replace(SCREEN, warmup=0)]
 
 
