@@ -839,10 +839,11 @@ def tma(**values) -> Config:
 
 
 def test_templates_and_their_parameters() -> None:
-    """The old transports, in order, then paired and shifted, each with only the parameters its kernel
-    reads: the vector template moves one tile at a time (no stages), swizzle is the layout of TMA boxes,
-    tma clips and fills in hardware with its own layout (no bounds, no staging), paired always stages,
-    and shifted neither stages nor takes a bounds mode (each tile's path is chosen at run time)."""
+    """The old transports, in order, then paired, shifted and windowed, each with only the parameters its
+    kernel reads: the vector template moves one tile at a time (no stages), swizzle is the layout of TMA
+    boxes, tma clips and fills in hardware with its own layout (no bounds, no staging), paired always
+    stages, shifted neither stages nor takes a bounds mode (each tile's path is chosen at run time), and
+    windowed stages with a pitch of its own and no bounds mode."""
     tile = ["BM", "BN", "threads", "vec_bytes", "tiles_per_block"]
     assert [(name, [p.name for p in space.params]) for name, space in TC.space.templates] == [
         ("vector", [*tile, "bounds", "staging"]),
@@ -850,7 +851,9 @@ def test_templates_and_their_parameters() -> None:
         ("tma", [*tile, "swizzle", "stages"]),
         ("paired", [*tile, "bounds", "staging"]),
         ("shifted", tile),
+        ("windowed", [*tile, "staging"]),
     ]
+    assert TC.space.template("windowed")["staging"].choices == ("plain", "padded")
     assert TC.space.template("paired")["staging"].choices == STAGED
     for name, typed in (("vector", VectorConfig), ("cp_async", CpAsyncConfig), ("tma", TmaConfig)):
         template, cfg = TC.typed({"vector": config, "cp_async": cp_async, "tma": tma}[name]())

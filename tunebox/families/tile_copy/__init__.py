@@ -4,7 +4,7 @@
 ``dst[i, j] = src[oy + i, ox + j]`` or, transposed, ``src[oy + j, ox + i]``; destination elements
 whose source lies outside ``src`` take the padding value. Every destination element is written.
 
-Five transports, one template each (``template``), so the search picks per problem:
+Six transports, one template each (``template``), so the search picks per problem:
 
 - ``vector``: ld/st vectors in registers, or staged through shared memory (``staging``), one tile
   at a time (``kernels/tile_copy/tile_copy.cu``, ``tile_copy``).
@@ -24,10 +24,13 @@ Five transports, one template each (``template``), so the search picks per probl
 - ``shifted``: a copy (not a transpose) whose destination rows move in aligned vectors, each the
   funnel shift of the two aligned source vectors holding its elements, whatever the alignment of the
   rows and the origin (``kernels/tile_copy/tile_copy_shifted.cu``, ``tile_copy_shifted``).
+- ``windowed``: a transpose of 2-byte elements for rows of any alignment: each source row staged as
+  its aligned window, each destination vector read from the stage element by element at its row's
+  offset (``kernels/tile_copy/tile_copy_windowed.cu``, ``tile_copy_windowed``).
 
 The operation is in ``operation.py``; the rules every template shares in ``tiles.py``, those of the
 templates of ``tile_copy.cu`` (vector, cp_async) and of ``tile_copy_paired.cu`` in ``staged.py``. Those
-three and shifted take the problem's ``kernel_view``: a transpose with a unit dimension is a plain
+three, shifted and windowed take the problem's ``kernel_view``: a transpose with a unit dimension is a plain
 copy, and a copy of whole rows narrower than the narrowest tile is one flat row.
 """
 
@@ -41,10 +44,11 @@ from .staged import BOUNDS, MAX_SLOTS, STAGING, StagedConfig
 from .tiles import TileConfig
 from .tma import TmaConfig, TmaTemplate
 from .vector import MAX_REGISTER_BYTES, VectorConfig, VectorTemplate
+from .windowed import WindowedConfig, WindowedTemplate
 
 FAMILY = Family(
     TileCopyOperation(),
-    (VectorTemplate(), CpAsyncTemplate(), TmaTemplate(), PairedTemplate(), ShiftedTemplate()),
+    (VectorTemplate(), CpAsyncTemplate(), TmaTemplate(), PairedTemplate(), ShiftedTemplate(), WindowedTemplate()),
 )
 
 __all__ = [
@@ -62,4 +66,5 @@ __all__ = [
     "TileCopyProblem",
     "TmaConfig",
     "VectorConfig",
+    "WindowedConfig",
 ]

@@ -1,0 +1,104 @@
+"""Template ``windowed``: a transpose of 2-byte elements for rows of any alignment
+(``kernels/tile_copy/tile_copy_windowed.cu``, ``tile_copy_windowed``).
+
+Each source row of a tile's box is staged as it lies in memory, its aligned window of ``BM + VEC``
+elements in aligned vectors; each destination vector (tile.cuh's aligned-window slots along the
+destination row) then reads its elements from the stage, one 2-byte shared load each at the row's own
+offset into its window, and is stored in one aligned access. Where ``paired`` shifts every misaligned
+vector into place in registers (dozens of instructions an element on odd rows), this reads each
+element where it lies. Tiles that read padding or cross an edge stage element by element; no bounds
+mode. ``staging``: the staged row's pitch, ``plain`` (the window) or ``padded`` (one vector more)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ...rules import Rules
+from ..base import Arg, Instantiation, instantiate
+from ..contract import choice
+from .operation import TileCopyProblem
+from .staged import MAX_SLOTS
+from .tiles import TILE_RULES, TileConfig, TileTemplate, copy_args, round_up, tile_members, vector_elements
+
+ELEMENT = 2  # bytes
+WORD = 4  # bytes: the smallest vector
+MAX_ELEMENT_LOADS = 8 * MAX_SLOTS  # element loads per thread of an edge tile's staging (unrolled code size)
+
+
+@dataclass(frozen=True)
+class WindowedConfig(TileConfig):
+    """The tile parameters and the staged row's pitch."""
+
+    staging: str = choice("plain", "padded", doc="the staged row's pitch: the window, or one vector more")
+
+
+def pitch_bytes(problem: TileCopyProblem, config: WindowedConfig) -> int:
+    """Bytes per staged row: the window of BM + VEC elements (a whole number of vectors), one vector
+    more when padded."""
+    vec = vector_elements(problem, config)
+    window = round_up(ELEMENT * (config.BM + vec), config.vec_bytes)
+    return window + (config.vec_bytes if config.staging == "padded" else 0)
+
+
+class WindowedTemplate(TileTemplate[WindowedConfig]):
+    name = "windowed"
+    config_type = WindowedConfig
+    kernel = "tile_copy/tile_copy_windowed.cu"
+    kernel_name = "tile_copy_windowed"
+    rule_names = (
+        *TILE_RULES,
+        "windowed_two_byte_elements",
+        "windowed_needs_transpose",
+        "windowed_whole_words",
+        "windowed_slots_fit",
+    )
+
+    def view(self, problem: TileCopyProblem) -> TileCopyProblem:
+        """The problem's ``kernel_view``: a transpose with a unit dimension is a copy (not this
+        template's)."""
+        return problem.kernel_view
+
+    def default(self, problem: TileCopyProblem) -> None:
+        return None
+
+    def own_rules(self, rules: Rules, problem: TileCopyProblem, config: WindowedConfig) -> None:
+        rules.require(
+            "windowed_two_byte_elements",
+            problem.itemsize == ELEMENT,
+            f"template 'windowed' reads 2-byte elements from its stage, not {problem.itemsize}-byte ones",
+        )
+        rules.require(
+            "windowed_needs_transpose",
+            problem.transpose,
+            "template 'windowed' transposes: a copy of misaligned rows is template 'shifted''s",
+        )
+        rules.require(
+            "windowed_whole_words",
+            config.vec_bytes >= WORD,
+            f"a staged window moves in vectors of whole words: vec_bytes={config.vec_bytes} is too small",
+        )
+        vec = vector_elements(problem, config)
+        loads = -(-config.BN * (config.BM // vec + 1) // config.threads)
+        stores = -(-config.BM * (config.BN // vec + 1) // config.threads)
+        elements = -(-config.BN * config.BM // config.threads)
+        rules.require(
+            "windowed_slots_fit",
+            max(loads, stores) <= MAX_SLOTS and elements <= MAX_ELEMENT_LOADS,
+            f"{max(loads, stores)} aligned-window slots per thread (at most {MAX_SLOTS}) or {elements} "
+            f"element loads per thread of an edge tile (at most {MAX_ELEMENT_LOADS}): a smaller tile or "
+            "more threads",
+        )
+
+    def shared_bytes(self, problem: TileCopyProblem, config: WindowedConfig) -> int:
+        """The stage: the box's BN rows and VEC - 1 spare rows on each side, of ``pitch_bytes``."""
+        vec = vector_elements(problem, config)
+        return (config.BN + 2 * (vec - 1)) * pitch_bytes(problem, config)
+
+    def render(self, problem: TileCopyProblem, config: WindowedConfig) -> Instantiation:
+        view = self.view(problem)
+        members = {**tile_members(view, config), "TPB": config.tiles_per_block, "PITCH": pitch_bytes(view, config)}
+        return instantiate(self.kernel, self.kernel_name, members)
+
+    def args(self, problem: TileCopyProblem, config: WindowedConfig) -> tuple[Arg, ...]:
+        """The members of the kernel's argument struct ``Cfg::Args`` (``copy_args``)."""
+        return copy_args(self.view(problem), config)
