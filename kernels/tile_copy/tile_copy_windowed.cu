@@ -14,7 +14,8 @@
 // clips its stores (CHECKED).
 // Cfg (tunebox/families/tile_copy/windowed.py renders it): T the 2-byte bits type; BM x BN tile;
 // THREADS; VEC elements per vector (2, 4 or 8); TPB tiles per block; PITCH bytes per staged row (a
-// multiple of 2 * VEC, at least 2 * (BM + VEC)). Cfg::Args: src, dst, Ms, Ns, Md, Nd, oy, ox, pad,
+// multiple of 4, at least 2 * (BM + VEC); an odd number of words puts a warp's two slots of a row, VEC
+// staged rows apart, on other banks). Cfg::Args: src, dst, Ms, Ns, Md, Nd, oy, ox, pad,
 // tiles_n, n_tiles.
 #include "tunebox/copy_tiles.cuh"
 
@@ -71,7 +72,11 @@ __device__ __forceinline__ void windowed_tile(const u16* __restrict__ src, u16* 
     strided<BN * SLOTS, THREADS>([&](int idx) {
       const int q = idx / SLOTS, k = idx % SLOTS;
       const i64 from = (r0 + q) * Ns + c0 - ((s0 + q * step) & (VEC - 1)) + k * VEC;
-      *reinterpret_cast<R*>(rows + q * PITCH + k * 2 * VEC) = __ldg(reinterpret_cast<const R*>(src + from));
+      Vec<u16, VEC> v;
+      v.raw = __ldg(reinterpret_cast<const R*>(src + from));
+      u32* to = reinterpret_cast<u32*>(rows + q * PITCH + k * 2 * VEC);  // 4-byte aligned: PITCH may be
+#pragma unroll
+      for (int m = 0; m < VEC / 2; ++m) to[m] = reinterpret_cast<const u32*>(v.e)[m];  // an odd word count
     });
   } else {
     strided<BN * BM, THREADS>([&](int idx) {
@@ -82,11 +87,13 @@ __device__ __forceinline__ void windowed_tile(const u16* __restrict__ src, u16* 
   }
   __syncthreads();
   const u32 shared_rows = (u32)__cvta_generic_to_shared(rows);
-  constexpr int SLOTS = BN / VEC + 1;
+  // a thread's slot: pairs of neighbouring slots of one destination row (a 2 * VEC element stretch of
+  // it), neighbouring threads on neighbouring rows, i.e. on neighbouring columns of the stage
+  constexpr int SLOTS = BN / VEC + 1, PAIRS = (SLOTS + 1) / 2;
   const int width = segment_width<BN, CHECK>(Nd, j0);
-  strided<BM * SLOTS, THREADS>([&](int idx) {
-    const int i = idx % BM, k = idx / BM;  // neighbouring threads: neighbouring columns of the stage
-    if (CHECK && i0 + i >= Md) return;
+  strided<PAIRS * BM * 2, THREADS>([&](int idx) {
+    const int i = (idx / 2) % BM, k = idx / (2 * BM) * 2 + idx % 2;
+    if (k >= SLOTS || (CHECK && i0 + i >= Md)) return;
     // destination row i's segment starts `lead` elements past an aligned offset (g >= 0)
     const int lead = (int)(((u32)(i0 + i) * (u32)Nd + (u32)j0) & (VEC - 1));
     const int first = k * VEC - lead;  // segment column (box row) of the slot's element 0
@@ -117,7 +124,7 @@ __device__ __forceinline__ void tile_copy_windowed_body(const u16* __restrict__ 
   constexpr int BM = Cfg::BM, BN = Cfg::BN, VEC = Cfg::VEC;
   static_assert(sizeof(typename Cfg::T) == 2 && VEC >= 2 && BM % VEC == 0 && BN % VEC == 0,
                 "2-byte elements in vectors of whole words dividing the tile");
-  static_assert(Cfg::PITCH % (2 * VEC) == 0 && Cfg::PITCH >= 2 * (BM + VEC), "a staged row holds its window");
+  static_assert(Cfg::PITCH % 4 == 0 && Cfg::PITCH >= 2 * (BM + VEC), "a staged row holds its window in words");
   extern __shared__ __align__(16) unsigned char smem[];
   for_block_tiles<BM, BN, Cfg::TPB>(tiles_n, n_tiles, [&](i64 i0, i64 j0) {
     if (windowed_interior<BM, BN, VEC>(Ms, Ns, Md, Nd, oy, ox, i0, j0))

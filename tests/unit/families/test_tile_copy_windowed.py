@@ -98,7 +98,7 @@ def test_rule_whole_words() -> None:
 
 def test_rule_slots_per_thread() -> None:
     p = problem("float16", {"src": [4096, 4096], "dst": [4096, 4096]})
-    # 64 x (512 / 8 + 1) store slots over 256 threads: 17; 32 x 65 / 256: 9
+    # 64 rows x 33 pairs of store slots (512 / 8 + 1 = 65 slots) over 256 threads: 17 a thread; 32 rows: 9
     assert_rule(p, windowed(BM=32, BN=512, threads=256), windowed(BM=64, BN=512, threads=256), "slots per thread")
 
 
@@ -108,12 +108,12 @@ def test_renders_its_kernel_with_the_pitch() -> None:
     source = TC.render(p, cfg)
     assert source.name_expression == "tile_copy_windowed<Cfg>"
     assert source.code.startswith(kernel_source("tile_copy/tile_copy_windowed.cu"))
-    # a window of 64 + 8 elements (144 bytes), one 16-byte vector more when padded
-    assert pitch(p, cfg) == 160 and pitch(p, windowed(BM=64, BN=64, threads=256)) == 144
-    for member in ("BM = 64;", "BN = 64;", "THREADS = 256;", "VEC = 8;", "TPB = 1;", "PITCH = 160;"):
+    # a window of 64 + 8 elements (144 bytes: 36 words), one word more when padded (37: odd)
+    assert pitch(p, cfg) == 148 and pitch(p, windowed(BM=64, BN=64, threads=256)) == 144
+    for member in ("BM = 64;", "BN = 64;", "THREADS = 256;", "VEC = 8;", "TPB = 1;", "PITCH = 148;"):
         assert f"static constexpr int {member}" in source.code
     # the box's 64 rows and 7 spare rows on each side
-    assert TC.geometry(p, cfg).shared_bytes == (64 + 14) * 160
+    assert TC.geometry(p, cfg).shared_bytes == (64 + 14) * 148
 
 
 # ---------------------------------------------------------------------------------------------
@@ -155,7 +155,7 @@ def emulate(p: TileCopyProblem, cfg: Config, src: np.ndarray) -> tuple[np.ndarra
                     inside_src = 0 <= r < ms and 0 <= col < ns
                     stage[rows + q, c] = flat[r * ns + col] if inside_src else p.pad_bits
         width = bn if interior else min(nd - j0, bn)
-        for i, k in itertools.product(range(bm), range(bn // vec + 1)):
+        for i, k in itertools.product(range(bm), range(bn // vec + 1)):  # each slot once, in any order
             if not interior and i0 + i >= md:
                 continue
             first = k * vec - ((i0 + i) * nd + j0) % vec

@@ -7,7 +7,8 @@ destination row) then reads its elements from the stage, one 2-byte shared load 
 offset into its window, and is stored in one aligned access. Where ``paired`` shifts every misaligned
 vector into place in registers (dozens of instructions an element on odd rows), this reads each
 element where it lies. Tiles that read padding or cross an edge stage element by element; no bounds
-mode. ``staging``: the staged row's pitch, ``plain`` (the window) or ``padded`` (one vector more)."""
+mode. ``staging``: the staged row's pitch, ``plain`` (the window) or ``padded`` (one word more: an odd
+number of words, so a warp's two slots of a destination row read other banks)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from ..base import Arg, Instantiation, instantiate
 from ..contract import choice
 from .operation import TileCopyProblem
 from .staged import MAX_SLOTS
-from .tiles import TILE_RULES, TileConfig, TileTemplate, copy_args, round_up, tile_members, vector_elements
+from .tiles import TILE_RULES, TileConfig, TileTemplate, copy_args, tile_members, vector_elements
 
 ELEMENT = 2  # bytes
 WORD = 4  # bytes: the smallest vector
@@ -29,15 +30,14 @@ MAX_ELEMENT_LOADS = 8 * MAX_SLOTS  # element loads per thread of an edge tile's 
 class WindowedConfig(TileConfig):
     """The tile parameters and the staged row's pitch."""
 
-    staging: str = choice("plain", "padded", doc="the staged row's pitch: the window, or one vector more")
+    staging: str = choice("plain", "padded", doc="the staged row's pitch: the window, or one word more")
 
 
 def pitch_bytes(problem: TileCopyProblem, config: WindowedConfig) -> int:
-    """Bytes per staged row: the window of BM + VEC elements (a whole number of vectors), one vector
+    """Bytes per staged row: the window of BM + VEC elements (a whole number of vectors), one word
     more when padded."""
     vec = vector_elements(problem, config)
-    window = round_up(ELEMENT * (config.BM + vec), config.vec_bytes)
-    return window + (config.vec_bytes if config.staging == "padded" else 0)
+    return ELEMENT * (config.BM + vec) + (WORD if config.staging == "padded" else 0)
 
 
 class WindowedTemplate(TileTemplate[WindowedConfig]):
@@ -79,7 +79,8 @@ class WindowedTemplate(TileTemplate[WindowedConfig]):
         )
         vec = vector_elements(problem, config)
         loads = -(-config.BN * (config.BM // vec + 1) // config.threads)
-        stores = -(-config.BM * (config.BN // vec + 1) // config.threads)
+        pairs = (config.BN // vec + 2) // 2  # the kernel's threads take a row's slots in pairs
+        stores = -(-config.BM * 2 * pairs // config.threads)
         elements = -(-config.BN * config.BM // config.threads)
         rules.require(
             "windowed_slots_fit",
