@@ -87,8 +87,8 @@ __device__ __forceinline__ void windowed_tile(const u16* __restrict__ src, u16* 
   }
   __syncthreads();
   const u32 shared_rows = (u32)__cvta_generic_to_shared(rows);
-  // a thread's slot: pairs of neighbouring slots of one destination row (a 2 * VEC element stretch of
-  // it), neighbouring threads on neighbouring rows, i.e. on neighbouring columns of the stage
+  // two neighbouring threads take two neighbouring slots of one destination row (2 * VEC contiguous
+  // elements of it), the next two the next row's (the next column of the stage)
   constexpr int SLOTS = BN / VEC + 1, PAIRS = (SLOTS + 1) / 2;
   const int width = segment_width<BN, CHECK>(Nd, j0);
   strided<PAIRS * BM * 2, THREADS>([&](int idx) {
