@@ -18,7 +18,7 @@ import pytest
 
 from tunebox.families.tile_copy import FAMILY as TC
 from tunebox.families.tile_copy import TileCopyProblem
-from tunebox.families.tile_copy.windowed import pitch_bytes
+from tunebox.families.tile_copy.windowed import SECTOR, pitch_bytes
 from tunebox.kernels_dir import kernel_source
 from tunebox.params import Config
 from tunebox.records import Status
@@ -98,7 +98,7 @@ def test_rule_whole_words() -> None:
 
 def test_rule_slots_per_thread() -> None:
     p = problem("float16", {"src": [4096, 4096], "dst": [4096, 4096]})
-    # 64 rows x 33 pairs of store slots (512 / 8 + 1 = 65 slots) over 256 threads: 17 a thread; 32 rows: 9
+    # 64 rows x 64 vectors over 256 threads: 16 a thread; the 527 staged rows' 9 windows: 19; 32 rows: 11
     assert_rule(p, windowed(BM=32, BN=512, threads=256), windowed(BM=64, BN=512, threads=256), "slots per thread")
 
 
@@ -112,8 +112,8 @@ def test_renders_its_kernel_with_the_pitch() -> None:
     assert pitch(p, cfg) == 148 and pitch(p, windowed(BM=64, BN=64, threads=256)) == 144
     for member in ("BM = 64;", "BN = 64;", "THREADS = 256;", "VEC = 8;", "TPB = 1;", "PITCH = 148;"):
         assert f"static constexpr int {member}" in source.code
-    # the box's 64 rows and 7 spare rows on each side
-    assert TC.geometry(p, cfg).shared_bytes == (64 + 14) * 148
+    # the 64 + 15 source rows a tile reads
+    assert TC.geometry(p, cfg).shared_bytes == (64 + 15) * 148
 
 
 # ---------------------------------------------------------------------------------------------
@@ -122,54 +122,62 @@ def test_renders_its_kernel_with_the_pitch() -> None:
 
 def emulate(p: TileCopyProblem, cfg: Config, src: np.ndarray) -> tuple[np.ndarray, int]:
     """What tile_copy_windowed writes, as its threads do (tile_copy_windowed.cu mirrored): each tile's
-    stage filled (whole windows on the INTERIOR path, asserted inside src; else element by element with
-    the padding), then each destination slot read from it (asserted inside the stage's rows and pitch)
-    and stored; no element written twice. Unwritten elements stay at a sentinel. Also returns how many
+    stage filled (whole windows of the rows its columns need on the INTERIOR path, asserted inside src;
+    else element by element with the padding), then each destination vector read from it (asserted
+    inside the stage) and stored, clipped to dst; no element written twice, and every whole vector's
+    flat offset a multiple of the vector. Unwritten elements stay at a sentinel. Also returns how many
     tiles took the INTERIOR path."""
     (ms, ns), (md, nd), (oy, ox) = p.src, p.dst, p.origin
     vec, bm, bn = cfg["vec_bytes"] // 2, cfg["BM"], cfg["BN"]
-    width_elements = pitch(p, cfg) // 2  # a staged row's
+    row_elements = pitch(p, cfg) // 2  # a staged row's
     flat = src.reshape(-1)
     dst = np.full(md * nd, 0xDEAD, dtype=flat.dtype)
     written = np.zeros(md * nd, dtype=bool)
-    tiles_n, interiors = math.ceil(nd / bn), 0
+    tiles_n = math.ceil((nd + SECTOR - 1) / bn)
+    assert TC.args(p, cfg)[-2].value == tiles_n
+    interiors = 0
     for tile in range(math.ceil(md / bm) * tiles_n):
         i0, j0 = tile // tiles_n * bm, tile % tiles_n * bn
-        r0, c0 = oy + j0, ox + i0
-        inside = r0 >= 0 and c0 >= 0 and r0 + bn <= ms and c0 + bm <= ns and i0 + bm <= md and j0 + bn <= nd
-        last = (r0 + bn - 1) * ns + c0
-        interior = inside and last - last % vec + bm + vec <= ms * ns
+        jb, c0 = j0 - SECTOR + 1, ox + i0
+        rows = min(md - i0, bm)
+        j_first, j_end = max(jb, 0), min(j0 + bn, nd)
+        last = (oy + j_end - 1) * ns + c0
+        interior = (
+            c0 >= 0 and c0 + rows <= ns and oy + j_first >= 0 and oy + j_end <= ms
+            and last - last % vec + bm + vec <= ms * ns
+        )  # fmt: skip
         interiors += interior
-        stage = np.full((bn + 2 * (vec - 1), width_elements), 0xBEEF, dtype=flat.dtype)  # spare rows never stored
-        rows = vec - 1  # the box's row 0
-        s0 = (r0 * ns + c0) % vec if interior else 0
+        stage = np.full((bn + SECTOR - 1, row_elements), 0xBEEF, dtype=flat.dtype)  # rows never read
+        s0 = ((oy + jb) * ns + c0) % vec if interior else 0
         step = ns % vec if interior else 0
-        for q in range(bn):
+        for q in range(bn + SECTOR - 1):
             if interior:
-                start = (r0 + q) * ns + c0 - (s0 + q * step) % vec
+                if not 0 <= jb + q < nd:
+                    continue
+                start = (oy + jb + q) * ns + c0 - (s0 + q * step) % vec
                 assert start % vec == 0 and start >= 0 and start + (bm // vec + 1) * vec <= ms * ns, (tile, q)
-                stage[rows + q, : bm + vec] = flat[start : start + bm + vec]
+                stage[q, : bm + vec] = flat[start : start + bm + vec]
             else:
                 for c in range(bm):
-                    r, col = r0 + q, c0 + c
-                    inside_src = 0 <= r < ms and 0 <= col < ns
-                    stage[rows + q, c] = flat[r * ns + col] if inside_src else p.pad_bits
-        width = bn if interior else min(nd - j0, bn)
-        for i, k in itertools.product(range(bm), range(bn // vec + 1)):  # each slot once, in any order
-            if not interior and i0 + i >= md:
+                    r, col = oy + jb + q, c0 + c
+                    stage[q, c] = flat[r * ns + col] if 0 <= r < ms and 0 <= col < ns else p.pad_bits
+        for i, k in itertools.product(range(bm), range(bn // vec)):  # each vector once, in any order
+            if i0 + i >= md:
                 continue
-            first = k * vec - ((i0 + i) * nd + j0) % vec
-            if first >= width:
+            lead = (i0 + i) * nd % SECTOR
+            j = j0 - lead + k * vec
+            if j >= nd or j + vec <= 0:
                 continue
+            assert ((i0 + i) * nd + j) % vec == 0
             for e in range(vec):
-                q = first + e
+                q = SECTOR - 1 - lead + k * vec + e
                 s = (s0 + q * step) % vec
-                assert -(vec - 1) <= q <= bn + vec - 2 and 0 <= i + s < width_elements, (tile, i, k, e)
-                if 0 <= q < width:
-                    at = (i0 + i) * nd + j0 + q
+                assert 0 <= q < bn + SECTOR - 1 and 0 <= i + s < row_elements, (tile, i, k, e)
+                if 0 <= j + e < nd:
+                    at = (i0 + i) * nd + j + e
                     assert not written[at], (tile, i, k, e)
                     written[at] = True
-                    dst[at] = stage[rows + q, i + s]
+                    dst[at] = stage[q, i + s]
     return dst.reshape(p.dst), interiors
 
 
@@ -187,13 +195,15 @@ def test_every_slot_writes_the_reference(dtype: str, shape: dict) -> None:
 
 
 def test_the_interior_path_is_emulated() -> None:
-    """An odd transpose's inner tiles take the INTERIOR path, their rows at every offset into their
-    windows (301 is odd: consecutive rows start at every residue mod 8)."""
+    """A plain odd transpose takes the INTERIOR path on its tiles, the edge ones included (their stores
+    clipped), its rows at every offset into their windows (301 is odd: consecutive rows start at
+    every residue mod 8)."""
     p = problem("float16", {"src": [200, 301], "dst": [301, 200]})
     src = TC.make_inputs(p, np.random.default_rng(1))["src"]
     got, interiors = emulate(p, windowed(BM=16, BN=32), src)
     assert np.array_equal(got.view(np.uint8), TC.reference(p, {"src": src})["dst"].view(np.uint8))
-    assert interiors == 18 * 6  # of 19 x 7 tiles: every full one
+    # 19 x 7 tiles (200 + 15 columns reached): all but the last, whose last window would end past src
+    assert interiors == 19 * 7 - 1
     assert {(q * 301) % 8 for q in range(8)} == set(range(8))
 
 
@@ -210,3 +220,8 @@ def test_every_type_vector_width_and_pitch_compiles() -> None:
         assert TC.violations(p, cfg) == []
         assert result.status is Status.OK, result.log
         assert result.spill_bytes == 0 and "tile_copy_windowed" in result.lowered_name, cfg.label()
+
+
+def test_rule_whole_sectors() -> None:
+    p = problem("float16", PROBLEMS[0])
+    assert_rule(p, windowed(BN=16, vec_bytes=8), windowed(BN=8, vec_bytes=8), "BN=8 is not a multiple of 16")

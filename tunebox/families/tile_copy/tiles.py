@@ -7,7 +7,7 @@ from __future__ import annotations
 import abc
 import math
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 from ...dtypes import element_type
 from ...limits import MAX_GRID_X
@@ -61,10 +61,11 @@ def tile_members(problem: TileCopyProblem, config: TileConfig) -> dict[str, int 
     }
 
 
-def copy_args(problem: TileCopyProblem, config: TileConfig) -> tuple[Arg, ...]:
+def copy_args(problem: TileCopyProblem, config: TileConfig, reach: int = 0) -> tuple[Arg, ...]:
     """The members of the argument struct ``Cfg::Args`` of the kernels of tile_copy.cu,
-    tile_copy_paired.cu and tile_copy_shifted.cu, in order: src, dst (of the element's bits type
-    ``T``), Ms, Ns, Md, Nd, oy, ox, then pad, tiles_n, n_tiles (``TileTemplate.tail_args``)."""
+    tile_copy_paired.cu, tile_copy_shifted.cu and tile_copy_windowed.cu, in order: src, dst (of the
+    element's bits type ``T``), Ms, Ns, Md, Nd, oy, ox, then pad, tiles_n, n_tiles
+    (``TileTemplate.tail_args``; ``reach`` as ``tile_counts``')."""
     t = element_ctype(problem).name
     names = ("Ms", "Ns", "Md", "Nd", "oy", "ox")
     scalars = (*problem.src, *problem.dst, *problem.origin)
@@ -72,13 +73,14 @@ def copy_args(problem: TileCopyProblem, config: TileConfig) -> tuple[Arg, ...]:
         BufferArg("src", f"const {t}"),
         BufferArg("dst", t),
         *(ScalarArg("i64", v, name) for name, v in zip(names, scalars, strict=True)),
-        *TileTemplate.tail_args(problem, config),
+        *TileTemplate.tail_args(problem, config, reach),
     )
 
 
-def tile_counts(problem: TileCopyProblem, config: TileConfig) -> tuple[int, int]:
-    """Destination tiles down and across dst."""
-    return math.ceil(problem.dst[0] / config.BM), math.ceil(problem.dst[1] / config.BN)
+def tile_counts(problem: TileCopyProblem, config: TileConfig, reach: int = 0) -> tuple[int, int]:
+    """Destination tiles down and across dst; ``reach``: how many columns before its nominal start a
+    template's tile may start (the tiles across then reach that far past dst's last column)."""
+    return math.ceil(problem.dst[0] / config.BM), math.ceil((problem.dst[1] + reach) / config.BN)
 
 
 def pipeline_rule(rules: Rules, stages: int, tiles_per_block: int) -> None:
@@ -96,7 +98,11 @@ def round_up(n: int, multiple: int) -> int:
 
 
 class TileTemplate(KernelTemplate[TileCopyProblem, C]):
-    """A tile_copy template: its own rules and shared-memory layout on top of the shared ones."""
+    """A tile_copy template: its own rules and shared-memory layout on top of the shared ones.
+    ``reach``: columns before its nominal start a destination tile of this template may start
+    (``tile_counts``)."""
+
+    reach: ClassVar[int] = 0
 
     @abc.abstractmethod
     def own_rules(self, rules: Rules, problem: TileCopyProblem, config: C) -> None:
@@ -142,7 +148,7 @@ class TileTemplate(KernelTemplate[TileCopyProblem, C]):
 
     def geometry(self, problem: TileCopyProblem, config: C) -> LaunchGeometry:
         problem = self.view(problem)
-        tiles_m, tiles_n = tile_counts(problem, config)
+        tiles_m, tiles_n = tile_counts(problem, config, self.reach)
         return LaunchGeometry(
             (math.ceil(tiles_m * tiles_n / config.tiles_per_block), 1, 1),
             (config.threads, 1, 1),
@@ -150,9 +156,11 @@ class TileTemplate(KernelTemplate[TileCopyProblem, C]):
         )
 
     @staticmethod
-    def tail_args(problem: TileCopyProblem, config: TileConfig) -> tuple[ScalarArg, ScalarArg, ScalarArg]:
+    def tail_args(
+        problem: TileCopyProblem, config: TileConfig, reach: int = 0
+    ) -> tuple[ScalarArg, ScalarArg, ScalarArg]:
         """The members every kernel's argument struct ends with: pad (the padding bits, of the element's
-        bits type), tiles_n (destination tiles per row), n_tiles."""
-        tiles_m, tiles_n = tile_counts(problem, config)
+        bits type), tiles_n (destination tiles per row), n_tiles (``reach`` as ``tile_counts``')."""
+        tiles_m, tiles_n = tile_counts(problem, config, reach)
         pad = ScalarArg("u32" if problem.itemsize == 4 else "u16", problem.pad_bits, "pad")
         return pad, ScalarArg("i64", tiles_n, "tiles_n"), ScalarArg("i64", tiles_m * tiles_n, "n_tiles")

@@ -1,14 +1,17 @@
 """Template ``windowed``: a transpose of 2-byte elements for rows of any alignment
 (``kernels/tile_copy/tile_copy_windowed.cu``, ``tile_copy_windowed``).
 
-Each source row of a tile's box is staged as it lies in memory, its aligned window of ``BM + VEC``
-elements in aligned vectors; each destination vector (tile.cuh's aligned-window slots along the
-destination row) then reads its elements from the stage, one 2-byte shared load each at the row's own
-offset into its window, and is stored in one aligned access. Where ``paired`` shifts every misaligned
-vector into place in registers (dozens of instructions an element on odd rows), this reads each
-element where it lies. Tiles that read padding or cross an edge stage element by element; no bounds
-mode. ``staging``: the staged row's pitch, ``plain`` (the window) or ``padded`` (one word more: an odd
-number of words, so a warp's two slots of a destination row read other banks)."""
+Destination tiles are sector-aligned: along each destination row a tile starts up to ``SECTOR - 1``
+columns before its nominal column, where the row's flat offset is a multiple of 32 bytes, so each
+sector of dst is written whole by one block (on odd rows a sector written in two parts by two blocks
+costs the memory a read). Each source row the tile needs is staged as it lies in memory, its aligned
+window of ``BM + VEC`` elements in aligned vectors; each destination vector then reads its elements
+from the stage, one 2-byte shared load each at the row's own offset into its window, and is stored in
+one aligned access. Where ``paired`` shifts every misaligned vector into place in registers (dozens of
+instructions an element on odd rows), this reads each element where it lies. Tiles that read padding
+stage element by element; no bounds mode. ``staging``: the staged row's pitch, ``plain`` (the window)
+or ``padded`` (one word more: an odd number of words, so a warp's two vectors of a destination row
+read other banks)."""
 
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from .tiles import TILE_RULES, TileConfig, TileTemplate, copy_args, tile_members
 
 ELEMENT = 2  # bytes
 WORD = 4  # bytes: the smallest vector
+SECTOR = 16  # elements (32 bytes): the kernel's SECTOR
 MAX_ELEMENT_LOADS = 8 * MAX_SLOTS  # element loads per thread of an edge tile's staging (unrolled code size)
 
 
@@ -43,6 +47,7 @@ def pitch_bytes(problem: TileCopyProblem, config: WindowedConfig) -> int:
 class WindowedTemplate(TileTemplate[WindowedConfig]):
     name = "windowed"
     config_type = WindowedConfig
+    reach = SECTOR - 1
     kernel = "tile_copy/tile_copy_windowed.cu"
     kernel_name = "tile_copy_windowed"
     rule_names = (
@@ -50,6 +55,7 @@ class WindowedTemplate(TileTemplate[WindowedConfig]):
         "windowed_two_byte_elements",
         "windowed_needs_transpose",
         "windowed_whole_words",
+        "windowed_whole_sectors",
         "windowed_slots_fit",
     )
 
@@ -77,11 +83,17 @@ class WindowedTemplate(TileTemplate[WindowedConfig]):
             config.vec_bytes >= WORD,
             f"a staged window moves in vectors of whole words: vec_bytes={config.vec_bytes} is too small",
         )
+        rules.require(
+            "windowed_whole_sectors",
+            config.BN % SECTOR == 0,
+            f"a tile's destination rows are whole {2 * SECTOR}-byte sectors: BN={config.BN} is not a "
+            f"multiple of {SECTOR}",
+        )
         vec = vector_elements(problem, config)
-        loads = -(-config.BN * (config.BM // vec + 1) // config.threads)
-        pairs = (config.BN // vec + 2) // 2  # the kernel's threads take a row's slots in pairs
-        stores = -(-config.BM * 2 * pairs // config.threads)
-        elements = -(-config.BN * config.BM // config.threads)
+        rows = config.BN + SECTOR - 1  # the source rows a tile stages
+        loads = -(-rows * (config.BM // vec + 1) // config.threads)
+        stores = -(-config.BM * config.BN // vec // config.threads)
+        elements = -(-rows * config.BM // config.threads)
         rules.require(
             "windowed_slots_fit",
             max(loads, stores) <= MAX_SLOTS and elements <= MAX_ELEMENT_LOADS,
@@ -91,9 +103,8 @@ class WindowedTemplate(TileTemplate[WindowedConfig]):
         )
 
     def shared_bytes(self, problem: TileCopyProblem, config: WindowedConfig) -> int:
-        """The stage: the box's BN rows and VEC - 1 spare rows on each side, of ``pitch_bytes``."""
-        vec = vector_elements(problem, config)
-        return (config.BN + 2 * (vec - 1)) * pitch_bytes(problem, config)
+        """The stage: the BN + SECTOR - 1 source rows a tile reads, of ``pitch_bytes``."""
+        return (config.BN + SECTOR - 1) * pitch_bytes(problem, config)
 
     def render(self, problem: TileCopyProblem, config: WindowedConfig) -> Instantiation:
         view = self.view(problem)
@@ -102,4 +113,4 @@ class WindowedTemplate(TileTemplate[WindowedConfig]):
 
     def args(self, problem: TileCopyProblem, config: WindowedConfig) -> tuple[Arg, ...]:
         """The members of the kernel's argument struct ``Cfg::Args`` (``copy_args``)."""
-        return copy_args(self.view(problem), config)
+        return copy_args(self.view(problem), config, self.reach)
