@@ -14,12 +14,16 @@
 // row q, and stored in one aligned access.
 // INTERIOR (every box row a destination column needs, and its window, inside src) loads whole windows;
 // any other tile stages the box element by element (`pad` outside src; s_q = 0: CHECKED). Both clip
-// their stores to dst.
+// their stores to dst. A block's TPB tiles go through a ring of STAGES stages: windows staged by
+// cp.async STAGES - 1 tiles ahead of the stores (when the pitch keeps them 16-byte aligned; through
+// registers otherwise).
 // Cfg (tunebox/families/tile_copy/windowed.py renders it): T the 2-byte bits type; BM x BN tile (BN a
 // multiple of SECTOR); THREADS; VEC elements per vector (2, 4 or 8); TPB tiles per block; PITCH bytes per
 // staged row (a multiple of 4, at least 2 * (BM + VEC); an odd number of words puts a warp's two slots of
-// a row, VEC staged rows apart, on other banks). Cfg::Args: src, dst, Ms, Ns, Md, Nd, oy, ox, pad,
+// a row, VEC staged rows apart, on other banks); STAGES; STAGE_BYTES bytes per stage (a multiple of 16).
+// Cfg::Args: src, dst, Ms, Ns, Md, Nd, oy, ox, pad,
 // tiles_n (tile columns: enough for BN * tiles_n - SECTOR + 1 >= Nd), n_tiles.
+#include "tunebox/async_copy.cuh"
 #include "tunebox/copy_tiles.cuh"
 
 namespace {
@@ -60,44 +64,79 @@ __device__ __forceinline__ u16 load_shared_u16(u32 address) {
   return value;
 }
 
-// Moves destination tile (i0, j0) through `stage` (BN + SECTOR - 1 rows of PITCH bytes).
+// tile.cuh's strided with the thread's index read afresh at each call, a value NVVM cannot hoist out of
+// the ring's loop over tiles (hoisting every unrolled index's arithmetic across tiles took 128 registers).
+template <int TOTAL, int THREADS, class F>
+__device__ __forceinline__ void strided_per_tile(F&& f) {
+  int thread;
+  asm volatile("mov.u32 %0, %%tid.x;" : "=r"(thread));
+#pragma unroll
+  for (int k = 0; k < (TOTAL + THREADS - 1) / THREADS; ++k) {
+    const int idx = thread + k * THREADS;
+    if (TOTAL % THREADS == 0 || idx < TOTAL) f(idx);
+  }
+}
+
+// The stage's s_q = f_q mod VEC, f_q the flat offset of box row q's first element, as (s0 + q * step)
+// mod VEC (f_q grows by Ns a row; the low bits of a product are those of its 32-bit product, negative
+// factors included); CHECKED rows are staged from their start (s0 = step = 0).
+struct RowOffsets {
+  int s0, step;
+};
+
+template <int VEC, bool CHECK>
+__device__ __forceinline__ RowOffsets row_offsets(i64 Ns, i64 oy, i64 ox, i64 i0, i64 j0) {
+  if (CHECK) return {0, 0};
+  const i64 rb = oy + j0 - SECTOR + 1, c0 = ox + i0;
+  return {(int)(((u32)rb * (u32)Ns + (u32)c0) & (VEC - 1)), (int)((u32)Ns & (VEC - 1))};
+}
+
+// Stages tile (i0, j0)'s BN + SECTOR - 1 source rows (box row 0: destination column j0 - SECTOR + 1) in
+// `stage`: INTERIOR whole windows (by cp.async where the pitch keeps them aligned: the caller commits and
+// waits), CHECKED element by element.
 template <class Cfg, bool CHECK>
-__device__ __forceinline__ void windowed_tile(const u16* __restrict__ src, u16* __restrict__ dst,
-                                              unsigned char* stage, i64 Ms, i64 Ns, i64 Md, i64 Nd, i64 oy, i64 ox,
-                                              u16 pad, i64 i0, i64 j0) {
+__device__ __forceinline__ void stage_tile(const u16* __restrict__ src, unsigned char* stage, i64 Ms, i64 Ns, i64 Nd,
+                                           i64 oy, i64 ox, u16 pad, i64 i0, i64 j0) {
   constexpr int BM = Cfg::BM, BN = Cfg::BN, THREADS = Cfg::THREADS, VEC = Cfg::VEC, PITCH = Cfg::PITCH;
   constexpr int ROWS = BN + SECTOR - 1;
-  typedef typename Raw<2 * VEC>::type R;
-  const i64 jb = j0 - SECTOR + 1, rb = oy + jb, c0 = ox + i0;  // box row 0: destination column jb
-  // s_q = f_q mod VEC = (s0 + q * step) mod VEC (f_q grows by Ns a row; the low bits of a product are
-  // those of its 32-bit product, negative factors included); CHECKED rows are staged from their start
-  const int s0 = CHECK ? 0 : (int)(((u32)rb * (u32)Ns + (u32)c0) & (VEC - 1));
-  const int step = CHECK ? 0 : (int)((u32)Ns & (VEC - 1));
+  const i64 jb = j0 - SECTOR + 1, rb = oy + jb, c0 = ox + i0;
   if (!CHECK) {
     constexpr int SLOTS = BM / VEC + 1;
-    strided<ROWS * SLOTS, THREADS>([&](int idx) {
+    const RowOffsets o = row_offsets<VEC, false>(Ns, oy, ox, i0, j0);
+    strided_per_tile<ROWS * SLOTS, THREADS>([&](int idx) {
       const int q = idx / SLOTS, k = idx % SLOTS;
       if ((u64)(jb + q) >= (u64)Nd) return;  // no destination column: never read
-      const i64 from = (rb + q) * Ns + c0 - ((s0 + q * step) & (VEC - 1)) + k * VEC;
-      Vec<u16, VEC> v;
-      v.raw = __ldg(reinterpret_cast<const R*>(src + from));
-      u32* to = reinterpret_cast<u32*>(stage + q * PITCH + k * 2 * VEC);  // 4-byte aligned: PITCH may be
+      const u16* from = src + ((rb + q) * Ns + c0 - ((o.s0 + q * o.step) & (VEC - 1)) + k * VEC);
+      unsigned char* to = stage + q * PITCH + k * 2 * VEC;
+      if constexpr (PITCH % (2 * VEC) == 0) {
+        cp_async_copy<2 * VEC>(to, from);
+      } else {  // an odd word count: words
+        Vec<u16, VEC> v;
+        v.raw = __ldg(reinterpret_cast<const typename Raw<2 * VEC>::type*>(from));
 #pragma unroll
-      for (int m = 0; m < VEC / 2; ++m) to[m] = reinterpret_cast<const u32*>(v.e)[m];  // an odd word count
+        for (int m = 0; m < VEC / 2; ++m) reinterpret_cast<u32*>(to)[m] = reinterpret_cast<const u32*>(v.e)[m];
+      }
     });
   } else {
-    strided<ROWS * BM, THREADS>([&](int idx) {
+    strided_per_tile<ROWS * BM, THREADS>([&](int idx) {
       const int q = idx / BM, c = idx % BM;
       const i64 r = rb + q, col = c0 + c;
       reinterpret_cast<u16*>(stage + q * PITCH)[c] = in_range(r, Ms) && in_range(col, Ns) ? src[r * Ns + col] : pad;
     });
   }
-  __syncthreads();
+}
+
+// Stores destination tile (i0, j0) from its `stage`, clipped to dst.
+template <class Cfg, bool CHECK>
+__device__ __forceinline__ void store_tile(u16* __restrict__ dst, const unsigned char* stage, i64 Ns, i64 Md, i64 Nd,
+                                           i64 oy, i64 ox, i64 i0, i64 j0) {
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, THREADS = Cfg::THREADS, VEC = Cfg::VEC, PITCH = Cfg::PITCH;
+  const RowOffsets o = row_offsets<VEC, CHECK>(Ns, oy, ox, i0, j0);
   const u32 shared_stage = (u32)__cvta_generic_to_shared(stage);
   // two neighbouring threads take two neighbouring vectors of one destination row (a sector when VEC is
   // 8), the next two the next row's (the next column of the stage)
   constexpr int VECTORS = BN / VEC;
-  strided<BM * VECTORS, THREADS>([&](int idx) {
+  strided_per_tile<BM * VECTORS, THREADS>([&](int idx) {
     const int i = (idx / 2) % BM, k = idx / (2 * BM) * 2 + idx % 2;
     if (i0 + i >= Md) return;
     const int lead = (int)(((u32)(i0 + i) * (u32)Nd) & (SECTOR - 1));  // L_i
@@ -105,11 +144,11 @@ __device__ __forceinline__ void windowed_tile(const u16* __restrict__ src, u16* 
     if (j >= Nd || j + VEC <= 0) return;
     const int q = SECTOR - 1 - lead + k * VEC;  // its box row
     const u32 column = shared_stage + q * PITCH + 2 * i;
-    const int twice_s = 2 * (s0 + q * step);  // twice s_q (mod 2 * VEC): the element's byte offset
+    const int twice_s = 2 * (o.s0 + q * o.step);  // twice s_q (mod 2 * VEC): the element's byte offset
     Vec<u16, VEC> v;
 #pragma unroll
     for (int e = 0; e < VEC; ++e)
-      v.e[e] = load_shared_u16(column + ((twice_s + 2 * e * step) & (2 * VEC - 2)) + e * PITCH);
+      v.e[e] = load_shared_u16(column + ((twice_s + 2 * e * o.step) & (2 * VEC - 2)) + e * PITCH);
     u16* base = dst + ((i0 + i) * Nd + j);
     if (j >= 0 && j + VEC <= Nd) {
       store_whole<VEC>(base, v);
@@ -119,7 +158,6 @@ __device__ __forceinline__ void windowed_tile(const u16* __restrict__ src, u16* 
         if ((u64)(j + e) < (u64)Nd) base[e] = v.e[e];
     }
   });
-  __syncthreads();  // the next tile reuses the stage
 }
 
 }  // namespace
@@ -128,17 +166,43 @@ template <class Cfg>
 __device__ __forceinline__ void tile_copy_windowed_body(const u16* __restrict__ src, u16* __restrict__ dst, long long Ms,
                                                         long long Ns, long long Md, long long Nd, long long oy,
                                                         long long ox, u16 pad, long long tiles_n, long long n_tiles) {
-  constexpr int BM = Cfg::BM, BN = Cfg::BN, VEC = Cfg::VEC;
+  constexpr int BM = Cfg::BM, BN = Cfg::BN, VEC = Cfg::VEC, TPB = Cfg::TPB, STAGES = Cfg::STAGES;
   static_assert(sizeof(typename Cfg::T) == 2 && VEC >= 2 && BM % VEC == 0 && BN % SECTOR == 0,
                 "2-byte elements in vectors of whole words dividing the tile, tile rows of whole sectors");
   static_assert(Cfg::PITCH % 4 == 0 && Cfg::PITCH >= 2 * (BM + VEC), "a staged row holds its window in words");
+  static_assert(STAGES >= 1 && STAGES <= TPB && Cfg::STAGE_BYTES % 16 == 0 &&
+                    Cfg::STAGE_BYTES >= (BN + SECTOR - 1) * Cfg::PITCH,
+                "a ring of at most TPB aligned stages, each the rows a tile reads");
   extern __shared__ __align__(16) unsigned char smem[];
-  for_block_tiles<BM, BN, Cfg::TPB>(tiles_n, n_tiles, [&](i64 i0, i64 j0) {
-    if (windowed_interior<BM, BN, VEC>(Ms, Ns, Md, Nd, oy, ox, i0, j0))
-      windowed_tile<Cfg, false>(src, dst, smem, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
-    else
-      windowed_tile<Cfg, true>(src, dst, smem, Ms, Ns, Md, Nd, oy, ox, pad, i0, j0);
-  });
+  const i64 first = (i64)blockIdx.x * TPB;
+  if (first >= n_tiles) return;
+  const i64 count = n_tiles - first < TPB ? n_tiles - first : TPB;
+  auto at = [&](i64 step, i64& i0, i64& j0) {
+    const i64 tile = first + step;
+    i0 = (tile / tiles_n) * BM;
+    j0 = (tile % tiles_n) * BN;
+  };
+  // STAGES - 1 tiles' windows in flight (cp.async) while a tile is stored
+  cp_async_ring<STAGES>(
+      count,
+      [&](i64 step, int buffer) {
+        i64 i0, j0;
+        at(step, i0, j0);
+        unsigned char* stage = smem + buffer * Cfg::STAGE_BYTES;
+        if (windowed_interior<BM, BN, VEC>(Ms, Ns, Md, Nd, oy, ox, i0, j0))
+          stage_tile<Cfg, false>(src, stage, Ms, Ns, Nd, oy, ox, pad, i0, j0);
+        else
+          stage_tile<Cfg, true>(src, stage, Ms, Ns, Nd, oy, ox, pad, i0, j0);
+      },
+      [&](i64 step, int buffer) {
+        i64 i0, j0;
+        at(step, i0, j0);
+        const unsigned char* stage = smem + buffer * Cfg::STAGE_BYTES;
+        if (windowed_interior<BM, BN, VEC>(Ms, Ns, Md, Nd, oy, ox, i0, j0))
+          store_tile<Cfg, false>(dst, stage, Ns, Md, Nd, oy, ox, i0, j0);
+        else
+          store_tile<Cfg, true>(dst, stage, Ns, Md, Nd, oy, ox, i0, j0);
+      });
 }
 
 template <class Cfg>

@@ -405,27 +405,29 @@ def windowed_configs(problem):
         {
             "template": ["windowed"],
             "BM": [8, 16, 64],
-            "BN": [8, 32, 64, 128],
+            "BN": [16, 32, 64, 128],
             "threads": [64, 128, 256],
             "tiles_per_block": [1, 2, 4],
         }
     )
     configs = [c for c in space if not FAMILY.violations(problem, c)]
     random.Random(problem.key()).shuffle(configs)
-    return list({(c["vec_bytes"], c["staging"], c["BM"] >= 16, c["tiles_per_block"] > 1): c for c in configs}.values())
+    keys = ("vec_bytes", "staging", "stages")
+    return list({(*(c[k] for k in keys), c["BM"] >= 16, c["tiles_per_block"] > 1): c for c in configs}.values())
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 @pytest.mark.parametrize("shape", PAIRED_PROBLEMS, ids=_shape_id)
 def test_windowed_is_exact(runner, builder, dtype, shape):
-    """Every vector width and pitch, the padding rotating (never zero bits); shapes whose view is a copy
-    have no windowed variant."""
+    """Every vector width, pitch and ring depth, the padding rotating (never zero bits); shapes whose view
+    is a copy have no windowed variant."""
     problem = _padded(dtype, {**shape, "transpose": True}, {"padding": "nan"})
     configs = windowed_configs(problem)
     if not problem.kernel_view.transpose:
         assert not configs
         return
     assert {c["vec_bytes"] for c in configs} == {4, 8, 16} and {c["staging"] for c in configs} == {"plain", "padded"}
+    assert {c["stages"] for c in configs} == {1, 2, 3}
     for k, config in enumerate(configs):
         padding = TRANSPOSED_PADDINGS[k % len(TRANSPOSED_PADDINGS)]
         outcome = evaluate(runner, builder, FAMILY, _padded(dtype, {**shape, "transpose": True}, padding), config)
@@ -434,11 +436,11 @@ def test_windowed_is_exact(runner, builder, dtype, shape):
 
 def test_windowed_large_odd_transposes_are_exact(runner, builder):
     """The serving grid's odd 2-byte transposes (rows at every offset into their windows), wide tiles,
-    several tiles per block."""
+    several tiles per block, through rings of stages."""
     for dtype, src in (("float16", [7919, 10007]), ("bfloat16", [4097, 8191]), ("bfloat16", [12345, 6789])):
         problem = FAMILY.parse_problem({"dtype": dtype, "src": src, "dst": src[::-1], "transpose": True})
-        for BM, BN, staging in ((64, 64, "plain"), (32, 128, "padded"), (64, 32, "padded")):
-            values = {"BM": BM, "BN": BN, "threads": 256, "vec_bytes": 16, "tiles_per_block": 2}
+        for BM, BN, staging, stages in ((64, 64, "plain", 2), (32, 128, "padded", 1), (64, 32, "plain", 3)):
+            values = {"BM": BM, "BN": BN, "threads": 256, "vec_bytes": 16, "tiles_per_block": 4, "stages": stages}
             config = FAMILY.config({"template": "windowed", **values, "staging": staging})
             assert FAMILY.violations(problem, config) == []
             outcome = evaluate(runner, builder, FAMILY, problem, config)
@@ -458,6 +460,7 @@ def test_sabotaged_window_offset_is_rejected(runner, builder):
             "vec_bytes": 16,
             "tiles_per_block": 1,
             "staging": "plain",
+            "stages": 1,
         }
     )
     assert_sabotage_caught(

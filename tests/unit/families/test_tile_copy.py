@@ -843,7 +843,7 @@ def test_templates_and_their_parameters() -> None:
     kernel reads: the vector template moves one tile at a time (no stages), swizzle is the layout of TMA
     boxes, tma clips and fills in hardware with its own layout (no bounds, no staging), paired always
     stages, shifted neither stages nor takes a bounds mode (each tile's path is chosen at run time), and
-    windowed stages with a pitch of its own and no bounds mode."""
+    windowed stages with a pitch of its own, in a ring of stages, and no bounds mode."""
     tile = ["BM", "BN", "threads", "vec_bytes", "tiles_per_block"]
     assert [(name, [p.name for p in space.params]) for name, space in TC.space.templates] == [
         ("vector", [*tile, "bounds", "staging"]),
@@ -851,7 +851,7 @@ def test_templates_and_their_parameters() -> None:
         ("tma", [*tile, "swizzle", "stages"]),
         ("paired", [*tile, "bounds", "staging"]),
         ("shifted", tile),
-        ("windowed", [*tile, "staging"]),
+        ("windowed", [*tile, "staging", "stages"]),
     ]
     assert TC.space.template("windowed")["staging"].choices == ("plain", "padded")
     assert TC.space.template("paired")["staging"].choices == STAGED

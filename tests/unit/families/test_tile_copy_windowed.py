@@ -51,6 +51,7 @@ def windowed(**values) -> Config:
         "vec_bytes": 16,
         "tiles_per_block": 1,
         "staging": "plain",
+        "stages": 1,
     }
     return TC.config({**base, **values})
 
@@ -110,10 +111,13 @@ def test_renders_its_kernel_with_the_pitch() -> None:
     assert source.code.startswith(kernel_source("tile_copy/tile_copy_windowed.cu"))
     # a window of 64 + 8 elements (144 bytes: 36 words), one word more when padded (37: odd)
     assert pitch(p, cfg) == 148 and pitch(p, windowed(BM=64, BN=64, threads=256)) == 144
-    for member in ("BM = 64;", "BN = 64;", "THREADS = 256;", "VEC = 8;", "TPB = 1;", "PITCH = 148;"):
+    # a stage: the 64 + 15 source rows a tile reads, rounded up to 16 bytes (11,692 -> 11,696)
+    for member in ("BM = 64;", "BN = 64;", "THREADS = 256;", "VEC = 8;", "TPB = 1;", "PITCH = 148;", "STAGES = 1;"):
         assert f"static constexpr int {member}" in source.code
-    # the 64 + 15 source rows a tile reads
-    assert TC.geometry(p, cfg).shared_bytes == (64 + 15) * 148
+    assert "static constexpr int STAGE_BYTES = 11696;" in source.code
+    assert TC.geometry(p, cfg).shared_bytes == 11696
+    ring = windowed(BM=64, BN=64, threads=256, tiles_per_block=4, stages=3)
+    assert TC.geometry(p, ring).shared_bytes == 3 * (64 + 15) * 144
 
 
 # ---------------------------------------------------------------------------------------------
@@ -211,10 +215,14 @@ def test_the_interior_path_is_emulated() -> None:
 # compilation
 
 
-def test_every_type_vector_width_and_pitch_compiles() -> None:
+def test_every_type_vector_width_pitch_and_ring_compiles() -> None:
     cases = [
         (problem(dtype, PROBLEMS[2]), windowed(BM=16, vec_bytes=vec_bytes, staging=staging, tiles_per_block=2))
         for dtype, vec_bytes, staging in itertools.product(DTYPES, (4, 8, 16), ("plain", "padded"))
+    ]
+    cases += [
+        (problem("float16", PROBLEMS[0]), windowed(vec_bytes=vec_bytes, tiles_per_block=4, stages=stages))
+        for vec_bytes, stages in itertools.product((4, 8, 16), (2, 3))
     ]
     for (p, cfg), result in family_checks.compile_cases(TC, cases, workers=4):
         assert TC.violations(p, cfg) == []
@@ -225,3 +233,10 @@ def test_every_type_vector_width_and_pitch_compiles() -> None:
 def test_rule_whole_sectors() -> None:
     p = problem("float16", PROBLEMS[0])
     assert_rule(p, windowed(BN=16, vec_bytes=8), windowed(BN=8, vec_bytes=8), "BN=8 is not a multiple of 16")
+
+
+def test_rule_the_ring_stages_aligned_windows_within_the_tiles() -> None:
+    p = problem("float16", PROBLEMS[0])
+    assert_rule(p, windowed(stages=2, tiles_per_block=2), windowed(stages=2), "exceeds tiles_per_block=1")
+    good, bad = windowed(stages=2, tiles_per_block=2), windowed(stages=2, tiles_per_block=2, staging="padded")
+    assert_rule(p, good, bad, "needs the plain pitch")

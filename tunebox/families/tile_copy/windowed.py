@@ -11,7 +11,9 @@ one aligned access. Where ``paired`` shifts every misaligned vector into place i
 instructions an element on odd rows), this reads each element where it lies. Tiles that read padding
 stage element by element; no bounds mode. ``staging``: the staged row's pitch, ``plain`` (the window)
 or ``padded`` (one word more: an odd number of words, so a warp's two vectors of a destination row
-read other banks)."""
+read other banks). ``stages``: a block's tiles go through a ring of that many stages, the windows of
+the next ``stages - 1`` tiles in flight by cp.async while one is stored (plain pitch: cp.async moves
+aligned 16-byte vectors)."""
 
 from __future__ import annotations
 
@@ -22,7 +24,16 @@ from ..base import Arg, Instantiation, instantiate
 from ..contract import choice
 from .operation import TileCopyProblem
 from .staged import MAX_SLOTS
-from .tiles import TILE_RULES, TileConfig, TileTemplate, copy_args, tile_members, vector_elements
+from .tiles import (
+    TILE_RULES,
+    TileConfig,
+    TileTemplate,
+    copy_args,
+    pipeline_rule,
+    round_up,
+    tile_members,
+    vector_elements,
+)
 
 ELEMENT = 2  # bytes
 WORD = 4  # bytes: the smallest vector
@@ -35,6 +46,7 @@ class WindowedConfig(TileConfig):
     """The tile parameters and the staged row's pitch."""
 
     staging: str = choice("plain", "padded", doc="the staged row's pitch: the window, or one word more")
+    stages: int = choice(1, 2, 3, doc="stages in the ring: tiles staged ahead of the stores, plus one")
 
 
 def pitch_bytes(problem: TileCopyProblem, config: WindowedConfig) -> int:
@@ -42,6 +54,12 @@ def pitch_bytes(problem: TileCopyProblem, config: WindowedConfig) -> int:
     more when padded."""
     vec = vector_elements(problem, config)
     return ELEMENT * (config.BM + vec) + (WORD if config.staging == "padded" else 0)
+
+
+def stage_bytes(problem: TileCopyProblem, config: WindowedConfig) -> int:
+    """Bytes of one stage: the BN + SECTOR - 1 source rows a tile reads, of ``pitch_bytes``, rounded
+    up to 16 (the next stage's vectors stay aligned)."""
+    return round_up((config.BN + SECTOR - 1) * pitch_bytes(problem, config), 16)
 
 
 class WindowedTemplate(TileTemplate[WindowedConfig]):
@@ -57,6 +75,8 @@ class WindowedTemplate(TileTemplate[WindowedConfig]):
         "windowed_whole_words",
         "windowed_whole_sectors",
         "windowed_slots_fit",
+        "stages_within_tiles",
+        "windowed_async_needs_plain",
     )
 
     def view(self, problem: TileCopyProblem) -> TileCopyProblem:
@@ -94,6 +114,12 @@ class WindowedTemplate(TileTemplate[WindowedConfig]):
         loads = -(-rows * (config.BM // vec + 1) // config.threads)
         stores = -(-config.BM * config.BN // vec // config.threads)
         elements = -(-rows * config.BM // config.threads)
+        pipeline_rule(rules, config.stages, config.tiles_per_block)
+        rules.require(
+            "windowed_async_needs_plain",
+            config.stages == 1 or config.staging == "plain",
+            f"stages={config.stages} stages windows by cp.async, which needs the plain pitch (aligned vectors)",
+        )
         rules.require(
             "windowed_slots_fit",
             max(loads, stores) <= MAX_SLOTS and elements <= MAX_ELEMENT_LOADS,
@@ -103,12 +129,18 @@ class WindowedTemplate(TileTemplate[WindowedConfig]):
         )
 
     def shared_bytes(self, problem: TileCopyProblem, config: WindowedConfig) -> int:
-        """The stage: the BN + SECTOR - 1 source rows a tile reads, of ``pitch_bytes``."""
-        return (config.BN + SECTOR - 1) * pitch_bytes(problem, config)
+        """The ring: ``stages`` stages of ``stage_bytes``."""
+        return config.stages * stage_bytes(problem, config)
 
     def render(self, problem: TileCopyProblem, config: WindowedConfig) -> Instantiation:
         view = self.view(problem)
-        members = {**tile_members(view, config), "TPB": config.tiles_per_block, "PITCH": pitch_bytes(view, config)}
+        members = {
+            **tile_members(view, config),
+            "TPB": config.tiles_per_block,
+            "PITCH": pitch_bytes(view, config),
+            "STAGES": config.stages,
+            "STAGE_BYTES": stage_bytes(view, config),
+        }
         return instantiate(self.kernel, self.kernel_name, members)
 
     def args(self, problem: TileCopyProblem, config: WindowedConfig) -> tuple[Arg, ...]:
