@@ -173,6 +173,13 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "rows not carried",
     "2f88cf7": "quant: an unused function removed, a comment rewrapped; instructions identical (88 of 88 sampled "
     "variants)",
+    "402c1a1": "tile_copy: template windowed added after the measured ones (its own kernel and module; no stored "
+    "winner uses it)",
+    "9ff258b": "tile_copy: template windowed only (its kernel and module)",
+    "2af6876": "tile_copy: a comment in the windowed kernel",
+    "67f5250": "tile_copy: template windowed only, and tiles.py's tile counts and arguments take a reach: 0 for every "
+    "other template (the same counts, geometry and arguments)",
+    "7c644cc": "tile_copy: template windowed only (its kernel and module)",
 }
 
 

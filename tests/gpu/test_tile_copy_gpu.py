@@ -469,7 +469,7 @@ def test_sabotaged_window_offset_is_rejected(runner, builder):
         FAMILY,
         problem,
         config,
-        "const int twice_s = 2 * (s0 + q * step);",
-        "const int twice_s = 0 * (s0 + q * step);",
+        "const int twice_s = 2 * (o.s0 + q * o.step);",
+        "const int twice_s = 0 * (o.s0 + q * o.step);",
         expect="elements wrong",
     )
