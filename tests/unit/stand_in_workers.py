@@ -91,9 +91,12 @@ class StandInSession:
     def poison_outputs(self, st):
         pass
 
-    def verification_launch(self, st, launch):
-        """The launch, timed at ``first_ms`` (the stand-in's verification launch time, ms)."""
+    def verification_launch(self, st, launch, observe=lambda: None):
+        """The launch, timed at ``first_ms`` (the stand-in's verification launch time, ms); the clocks
+        observed before and after."""
+        observe()
         launch()
+        observe()
         return self.first_ms
 
     def verify(self, st):

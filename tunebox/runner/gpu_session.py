@@ -163,19 +163,22 @@ class GpuSession:
             elif spec.zeroed:
                 self.fill(st.buffers[spec.name], 0, 1, spec.nbytes)
 
-    def verification_launch(self, st: ProblemState, launch: Callable[[], None]) -> float:
+    def verification_launch(self, st: ProblemState, launch: Callable[[], None], observe: Observe = idle) -> float:
         """Run ``launch`` once for verification, timed: outputs poisoned, the L2 flushed, the launch
         between two events, all queued behind the timing gate (as a timed sample is). Returns its time
-        in ms once the stream is idle; a launch's own failure raises here."""
+        in ms once the stream is idle; a launch's own failure raises here. ``observe`` (the clocks'
+        reading) runs before and while it runs."""
         from cuda.core import EventOptions
 
         opts = EventOptions(timing_enabled=True)
+        observe()
         with self.gate.holding():
             self.poison_outputs(st)
             self.flush_l2()
             begin = self.stream.record(options=opts)
             launch()
             end = self.stream.record(options=opts)
+        observe()
         self.stream.sync()
         return float(end - begin)
 

@@ -112,11 +112,13 @@ def _evaluate(session: GpuSession, job: EvaluateJob) -> Outcome:
     stages["prepare"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     probing = job.time and job.cutoff_ms is not None
-    first_ms = 0.0
+    first_ms, first_clocks = 0.0, None
     try:
         launch, metrics = session.launcher(st, job.variant)
-        if probing:  # the verification launch is the probe's first sample
-            first_ms = session.verification_launch(st, launch)
+        if probing:  # the verification launch is the probe's first sample; a throttled one is flagged
+            first_ms, first_clocks = retake_throttled(
+                lambda observe: session.verification_launch(st, launch, observe), session.clock_reader, retakes=0
+            )
         else:
             session.poison_outputs(st)
             launch()
@@ -131,7 +133,7 @@ def _evaluate(session: GpuSession, job: EvaluateJob) -> Outcome:
     if not job.time:
         return Outcome(Status.OK, metrics=metrics, stage_seconds=stages)
     t0 = time.perf_counter()
-    probe = _probe(session, launch, first_ms, job.cutoff_ms) if job.cutoff_ms is not None else _Probe()
+    probe = _probe(session, launch, first_ms, first_clocks, job.cutoff_ms) if job.cutoff_ms is not None else _Probe()
     if probe.cut:
         stages["time"] = time.perf_counter() - t0
         note = "; ".join(filter(None, (probe.note, _note(probe.clocks))))
@@ -154,13 +156,16 @@ class _Probe:
     note: str = ""
 
 
-def _probe(session: GpuSession, launch: Callable[[], None], first_ms: float, cutoff_ms: float) -> _Probe:
-    """The cut-off's verdict on a verified variant whose verification launch took ``first_ms``."""
+def _probe(
+    session: GpuSession, launch: Callable[[], None], first_ms: float, first_clocks: Clocks | None, cutoff_ms: float
+) -> _Probe:
+    """The cut-off's verdict on a verified variant whose verification launch took ``first_ms`` (the
+    clocks seen then: ``first_clocks``)."""
     if first_ms <= cutoff_ms:
         return _Probe()
     if first_ms > FIRST_LAUNCH_CUT * cutoff_ms:
         note = f"cut off on its verification launch ({first_ms:.4g} ms > {FIRST_LAUNCH_CUT:g} x {cutoff_ms:.4g} ms)"
-        return _Probe(True, (first_ms,), None, note)
+        return _Probe(True, (first_ms,), first_clocks, note)
     (samples,), clocks = _timed(session, [launch], PROBE)
     if min(samples) > cutoff_ms:
         note = (
