@@ -8,7 +8,8 @@ template (one-hot). With ``ratios``, every pair of log-scaled parameters of a te
 sum and difference (bytes per block, rows per thread: what sets a kernel's shape), scaled to [0, 1].
 
 The model is a Gaussian process (Matern 5/2, one length scale, constant mean) on the standardised
-log of the measured times; its length scale and noise are picked by marginal likelihood from a small
+normal scores of the measured times' ranks (``SurrogateOptions.answers``; the log-times as an
+option); its length scale and noise are picked by marginal likelihood from a small
 grid, searched at every answer while answers are few and whenever they grew by 10% later; between,
 and across a search that keeps the pair, the posterior grows by a row per answer instead of being
 factorised again (``_Posterior``: a median ask of 0.8 ms at up to 300 answers over 2,346 configurations,
@@ -29,8 +30,10 @@ ties, both drawn from ``numpy.random.default_rng(seed)``.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -41,10 +44,11 @@ from ..records import EvalRecord, Status, canonical_json
 from .ask import Ask
 
 LENGTH_SCALES = (0.1, 0.2, 0.4, 0.8, 1.6)  # in units of the feature cube's diagonal / sqrt(dims)
-NOISES = (1e-4, 1e-2, 1e-1)  # variance of the standardised log-time
+NOISES = (1e-4, 1e-2, 1e-1)  # variance of the standardised answer
 JITTER = 1e-8  # added to the noise: the kernel matrix of coinciding features still factorises
 GRID_EVERY_UNTIL = 30  # answers up to which every fit searches the (length scale, noise) grid
 GRID_GROWTH = 1.1  # later, the grid is searched again once the answers grew by this factor
+ANSWERS = ("log", "ranks")  # SurrogateOptions.answers
 
 
 @dataclass(frozen=True)
@@ -55,15 +59,20 @@ class SurrogateOptions:
     ``initial``: configurations given before the model proposes (at least 1; seeded and resumed
     ones count, the design fills the rest; the model also waits for two successes); ``ratios``:
     add the pairwise sum and difference features of log-scaled parameters; ``xi``: expected
-    improvement's margin, in standard deviations of the log-times."""
+    improvement's margin, in standard deviations of the modelled answers; ``answers``: what the model
+    fits, "log" (the log-times) or "ranks" (the normal scores of the times' ranks: only their order
+    counts, so a few very slow variants do not flatten the differences among the fast ones)."""
 
     initial: int = 2
     ratios: bool = True
     xi: float = 0.0
+    answers: str = "ranks"
 
     def __post_init__(self) -> None:
         if self.initial < 1:
             raise ValueError(f"initial must be at least 1, got {self.initial}")
+        if self.answers not in ANSWERS:
+            raise ValueError(f"answers must be one of {ANSWERS}, got {self.answers!r}")
 
 
 def _numeric(values: Sequence[Value]) -> bool:
@@ -279,7 +288,7 @@ class SurrogateStrategy:
         self._columns = _Columns(self._x)
         self._rng = np.random.default_rng(seed)
         self._posterior: _Posterior | None = None  # the kernel terms of the answers modelled last
-        self._known = b""  # those answers (configurations and modelled log-times)
+        self._known = b""  # those answers (configurations and modelled answers)
         self._grid_at = 0  # answers the last search of the (length scale, noise) grid saw
         # every configuration's expected improvement under the last fit, lowered around each pick since
         self._scores: np.ndarray | None = None
@@ -312,7 +321,7 @@ class SurrogateStrategy:
         finite = {i: t for i, t in self._times.items() if math.isfinite(t)}
         if len(self._given) < self.options.initial or len(finite) < 2:
             return self._give(self._farthest(left))
-        return self._give(self._model_pick(left, finite))
+        return self._give(self._model_pick(left))
 
     def tell(self, ask: Ask, record: EvalRecord) -> None:
         i = self._index.get(canonical_json(ask.values))
@@ -332,11 +341,9 @@ class SurrogateStrategy:
         gaps = ((cand * cand).sum(1)[:, None] + (given * given).sum(1)[None, :] - 2.0 * (cand @ given.T)).min(axis=1)
         return self._tie(left, gaps)
 
-    def _model_pick(self, left: np.ndarray, finite: dict[int, float]) -> int:
-        worst = max(finite.values())
-        spread = worst - min(finite.values())
+    def _model_pick(self, left: np.ndarray) -> int:
         told = list(self._times)  # in the order answered: the posterior grows by appending
-        y = np.array([self._times[i] if math.isfinite(self._times[i]) else worst + max(spread, 0.1) for i in told])
+        y = modelled_answers(np.array([self._times[i] for i in told]), self.options.answers)
         known = np.asarray(told).tobytes() + y.tobytes()
         if self._known != known:  # asks between two answers share one fit
             self._known = known
@@ -353,7 +360,7 @@ class SurrogateStrategy:
                 scale, noise, chol = _fit(self._x[told], z, self._x.shape[1])
                 self._posterior, self._grid_at = _Posterior(self._columns, told, scale, noise, chol), len(told)
             assert self._posterior is not None
-            self._scores = self._posterior.expected_improvement(z, (min(finite.values()) - mean) / std, self.options.xi)
+            self._scores = self._posterior.expected_improvement(z, float(z.min()), self.options.xi)  # the best success
         assert self._scores is not None and self._posterior is not None  # set with the fit
         pick = self._tie(left, self._scores[left])
         self._scores = _penalised(self._scores, self._columns.column(pick, self._posterior.scale))
@@ -369,6 +376,34 @@ class SurrogateStrategy:
     def _tie(self, left: np.ndarray, score: np.ndarray) -> int:
         top = np.flatnonzero(score >= score.max() - 1e-12 * max(1.0, abs(float(score.max()))))
         return int(left[top[0] if len(top) == 1 else self._rng.choice(top)])
+
+
+@functools.cache
+def _normal_scores(n: int) -> np.ndarray:
+    """The normal quantiles of (k + 0.5) / n, k < n: the scores of n ranks."""
+    normal = statistics.NormalDist()
+    return np.array([normal.inv_cdf((k + 0.5) / n) for k in range(n)])
+
+
+def modelled_answers(log_times: np.ndarray, answers: str) -> np.ndarray:
+    """The answers the model fits for ``log_times`` (inf: failed; at least two finite): the log-times,
+    or with "ranks" the normal scores of their ranks (equal times share one score); a failure one
+    spread (at least 0.1) past the slowest success, so failures model as the slowest."""
+    ok = np.isfinite(log_times)
+    values = log_times[ok]
+    if answers == "ranks":
+        order = np.argsort(values, kind="stable")
+        n = len(values)
+        scores = _normal_scores(n)
+        ranked = values[order]
+        starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])  # runs of equal times
+        shared = np.add.reduceat(scores, starts) / np.diff(np.r_[starts, n])
+        values = np.empty(n)
+        values[order] = np.repeat(shared, np.diff(np.r_[starts, n]))
+    y = np.empty(len(log_times))
+    y[ok] = values
+    y[~ok] = values.max() + max(float(values.max() - values.min()), 0.1)
+    return y
 
 
 def _log_time(record: EvalRecord) -> float:

@@ -13,7 +13,7 @@ from strategy_fixtures import SPACE, VALID, cost, drain, record
 
 from tunebox.params import TEMPLATE, Config, Param, Space, TemplateSpaces, Value
 from tunebox.records import EvalRecord, Status, Timing, canonical_json
-from tunebox.search.surrogate import SurrogateOptions, SurrogateStrategy, features
+from tunebox.search.surrogate import SurrogateOptions, SurrogateStrategy, features, modelled_answers
 from tunebox.search.warm_start import Tuned, warm_seeds
 
 
@@ -97,9 +97,24 @@ def test_features_lie_in_the_unit_cube_one_row_per_config() -> None:
     assert np.array_equal(features(SPACE, VALID[:3]), features(SPACE, VALID)[:3]) or x.shape[1] > 0
 
 
-def test_options_need_one_initial_point() -> None:
+def test_options_need_one_initial_point_and_known_answers() -> None:
     with pytest.raises(ValueError):
         SurrogateOptions(initial=0)
+    with pytest.raises(ValueError, match="answers must be one of"):
+        SurrogateOptions(answers="times")
+
+
+def test_the_modelled_answers_ranks_or_log_times_failures_past_the_slowest() -> None:
+    """Ranks: the normal scores of the order (equal times share one, the scale of the times plays no
+    part); log: the log-times; a failure one spread past the slowest success either way."""
+    logs = np.log(np.array([2.0, 1.0, math.inf, 1000.0, 2.0]))
+    ranks = modelled_answers(logs, "ranks")
+    assert ranks[1] < ranks[0] == ranks[4] < ranks[3] < ranks[2]
+    assert np.isclose(ranks[3] - ranks[1], 2 * 1.1503493803760079)  # the scores of 1 / 8 and 7 / 8
+    assert np.array_equal(modelled_answers(np.log(np.array([2.0, 1.0, math.inf, 3.0, 2.0])), "ranks"), ranks)
+    assert np.isclose(ranks[2], ranks[3] + (ranks[3] - ranks[1]))
+    log = modelled_answers(logs, "log")
+    assert np.array_equal(log[[0, 1, 3, 4]], logs[[0, 1, 3, 4]]) and np.isclose(log[2], 2 * math.log(1000.0))
 
 
 class _Line:
