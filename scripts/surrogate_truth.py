@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tunebox.records import EvalRecord, Status, Timing, canonical_json
-from tunebox.search.methodology import budget_of, geomean, target_of
+from tunebox.search.benchmark_strategies import drive
+from tunebox.search.methodology import budget_of, evaluations_to_target, geomean, target_of
 from tunebox.search.replay_problems import ReplayProblem, load_problems
 from tunebox.search.surrogate import SurrogateOptions, SurrogateStrategy
 
@@ -35,18 +34,7 @@ def evaluations(args: tuple[ReplayProblem, SurrogateOptions, int, int, float]) -
     """Evaluations until the first at or below ``target`` (``budget`` when none is within it)."""
     problem, options, seed, budget, target = args
     strategy = SurrogateStrategy(problem.space, problem.configs, seed, options=options)
-    times = problem.lookup()
-    for k in range(1, budget + 1):
-        ask = strategy.ask()
-        if ask is None:
-            break
-        ms = times[canonical_json(ask.values)]
-        if ms <= target:
-            return k
-        status = Status.OK if math.isfinite(ms) else Status.RUNTIME_ERROR
-        timing = Timing((ms,)) if math.isfinite(ms) else None
-        strategy.tell(ask, EvalRecord(problem.family, problem.problem, dict(ask.values), status, timing=timing))
-    return budget
+    return evaluations_to_target(drive(problem, strategy, budget, target=target), target) or budget
 
 
 def main() -> None:

@@ -170,17 +170,21 @@ class GpuSession:
         reading) runs before and while it runs."""
         from cuda.core import EventOptions
 
-        opts = EventOptions(timing_enabled=True)
         observe()
         with self.gate.holding():
             self.poison_outputs(st)
-            self.flush_l2()
-            begin = self.stream.record(options=opts)
-            launch()
-            end = self.stream.record(options=opts)
+            begin, end = self._queue_sample(launch, EventOptions(timing_enabled=True))
         observe()
         self.stream.sync()
         return float(end - begin)
+
+    def _queue_sample(self, launch: Callable[[], None], opts: Any) -> tuple[Any, Any]:
+        """One sample queued on the stream: the L2 flushed, then ``launch`` between two timing events
+        (recorded with ``opts``); returns the events."""
+        self.flush_l2()
+        begin = self.stream.record(options=opts)
+        launch()
+        return begin, self.stream.record(options=opts)
 
     def verify(self, st: ProblemState) -> str:
         """'' when outputs match the reference bit for bit and inputs are unchanged, else why not.
@@ -316,10 +320,7 @@ class GpuSession:
             with self.gate.holding(all(k < deciding for k in rotation)):
                 for _ in range(bench.min_samples):
                     for k in rotation:
-                        self.flush_l2()
-                        begin = self.stream.record(options=opts)
-                        launches[k]()
-                        events.append((k, begin, self.stream.record(options=opts)))
+                        events.append((k, *self._queue_sample(launches[k], opts)))
             observe()
             self.stream.sync()
             for k, begin, end in events:

@@ -28,9 +28,16 @@ SURROGATE_VARIANTS: dict[str, SurrogateOptions] = {
 }
 
 
-def _drive(problem: ReplayProblem, strategy: Any, budget: int, pipeline: LoopSettings | None = None) -> Trace:
+def drive(
+    problem: ReplayProblem,
+    strategy: Any,
+    budget: int,
+    pipeline: LoopSettings | None = None,
+    target: float | None = None,
+) -> Trace:
     """Ask up to ``budget`` configurations, telling each its recorded time: one ask per answer, or,
-    with ``pipeline``, as the sweep loop asks (``LoopSettings.ahead``), answered in order."""
+    with ``pipeline``, as the sweep loop asks (``LoopSettings.ahead``), answered in order; with
+    ``target`` (ms), stopped at the first time at or below it (evaluations to the target need no more)."""
     times = problem.lookup()
     trace: Trace = []
     pending: deque[Any] = deque()
@@ -56,18 +63,20 @@ def _drive(problem: ReplayProblem, strategy: Any, budget: int, pipeline: LoopSet
         )
         strategy.tell(ask, record)
         trace.append(ms)
+        if target is not None and ms <= target:
+            break
     return trace
 
 
 def _surrogate(options: SurrogateOptions, warm: bool = False, pipeline: LoopSettings | None = None) -> StrategyRun:
     """The surrogate strategy with ``options``; ``warm``: seeded with the problem's warm seeds;
-    ``pipeline``: asked ahead as the sweep loop asks (``_drive``)."""
+    ``pipeline``: asked ahead as the sweep loop asks (``drive``)."""
 
     def run(problem: ReplayProblem, seed: int, budget: int) -> Trace:
         strategy = SurrogateStrategy(
             problem.space, problem.configs, seed, options=options, seeds=problem.warm if warm else ()
         )
-        return _drive(problem, strategy, budget, pipeline)
+        return drive(problem, strategy, budget, pipeline)
 
     return run
 
@@ -83,7 +92,7 @@ def _tunebox(kind: str) -> StrategyRun:
             strategy = RandomStrategy(problem.configs, seed)
         else:
             strategy = TpeStrategy(problem.space, problem.configs, seed)
-        return _drive(problem, strategy, budget)
+        return drive(problem, strategy, budget)
 
     return run
 
@@ -103,7 +112,7 @@ def _optuna(sampler: str, **options: Any) -> StrategyRun:
         strategy.study = optuna.create_study(sampler=chosen, direction="minimize")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return _drive(problem, strategy, budget)
+            return drive(problem, strategy, budget)
 
     return run
 

@@ -174,6 +174,21 @@ def test_load_problems_and_tunebox_strategies_on_replay(tmp_path):
     assert sorted(names) == sorted(by_name) and doc["aggregate"][0]["problems_complete"] == 1
 
 
+def test_a_drive_stopped_at_the_target_is_the_full_drives_prefix(tmp_path):
+    """``drive(target=...)``: the same asks and answers as the full drive, up to the first time at or
+    below the target (what surrogate_truth.py counts), and that time is its last."""
+    from tunebox.search.benchmark_strategies import drive
+    from tunebox.search.surrogate import SurrogateStrategy
+
+    (problem,) = rp.load_problems(write_tiny(tmp_path))
+    target = methodology.target_of(problem.times).target
+    for seed in range(3):
+        full = drive(problem, SurrogateStrategy(problem.space, problem.configs, seed), 18)
+        stopped = drive(problem, SurrogateStrategy(problem.space, problem.configs, seed), 18, target=target)
+        hit = methodology.evaluations_to_target(full, target)
+        assert hit is not None and stopped == full[:hit] and stopped[-1] <= target
+
+
 def test_a_recording_missing_valid_configurations_is_partial(tmp_path):
     sweep = write_tiny(tmp_path)
     recording = tmp_path / "results" / "recordings" / "tiny.jsonl"
