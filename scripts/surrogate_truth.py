@@ -21,19 +21,24 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from tunebox.search.benchmark_strategies import drive
+from tunebox.search.benchmark_strategies import drive, surrogate
 from tunebox.search.methodology import budget_of, evaluations_to_target, geomean, target_of
 from tunebox.search.replay_problems import ReplayProblem, load_problems
-from tunebox.search.surrogate import SurrogateOptions, SurrogateStrategy
+from tunebox.search.surrogate import SurrogateOptions
 
 SWEEPS = ("spaces/truth_gemm.toml", "spaces/truth_tile_copy.toml")
-VARIANTS = {"tunebox:surrogate": SurrogateOptions(), "surrogate:log": SurrogateOptions(answers="log")}
+# name: (settings, whether the family default goes first as in a sweep), as benchmark_strategies names them
+VARIANTS = {
+    "tunebox:surrogate": (SurrogateOptions(), True),
+    "surrogate:no_default": (SurrogateOptions(), False),
+    "surrogate:log": (SurrogateOptions(answers="log"), True),
+}
 
 
-def evaluations(args: tuple[ReplayProblem, SurrogateOptions, int, int, float]) -> int:
+def evaluations(args: tuple[ReplayProblem, tuple[SurrogateOptions, bool], int, int, float]) -> int:
     """Evaluations until the first at or below ``target`` (``budget`` when none is within it)."""
-    problem, options, seed, budget, target = args
-    strategy = SurrogateStrategy(problem.space, problem.configs, seed, options=options)
+    problem, (options, seeded), seed, budget, target = args
+    strategy = surrogate(problem, seed, options, seeded=seeded)
     return evaluations_to_target(drive(problem, strategy, budget, target=target), target) or budget
 
 
@@ -49,8 +54,8 @@ def main() -> None:
         for problem in problems:
             target = target_of(problem.times)
             budget = budget_of(target)
-            for name, options in VARIANTS.items():
-                tasks = [(problem, options, seed, budget, target.target) for seed in range(args.seeds)]
+            for name, variant in VARIANTS.items():
+                tasks = [(problem, variant, seed, budget, target.target) for seed in range(args.seeds)]
                 counts = list(pool.map(evaluations, tasks))
                 mean = statistics.fmean(counts)
                 rows[name].append(

@@ -1,6 +1,7 @@
 """The strategies a strategy benchmark runs, by name: tunebox's own (the surrogate and its variants,
-TPE, random, exhaustive) and Optuna samplers over the same valid tree, driven through ask / tell with
-the recorded times as the objective, and Kernel Tuner's in its simulation mode."""
+TPE, random, exhaustive; the surrogate and TPE as a sweep runs them, the family default first) and
+Optuna samplers over the same valid tree, driven through ask / tell with the recorded times as the
+objective, and Kernel Tuner's in its simulation mode."""
 
 from __future__ import annotations
 
@@ -11,14 +12,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ..families import get
+from ..params import Config
 from ..records import EvalRecord, Status, Timing, canonical_json
 from .loop_settings import LoopSettings
 from .replay_problems import ReplayProblem, StrategyRun, Trace
 from .surrogate import SurrogateOptions, SurrogateStrategy
 
-DEFAULT_STRATEGY = "tunebox:surrogate"  # SurrogateOptions() as the default strategy runs it
+DEFAULT_STRATEGY = "tunebox:surrogate"  # SurrogateOptions() as a sweep runs it: the family default first
 WARM_STRATEGY = "tunebox:surrogate+warm"  # the same, seeded with the nearest other problems' winners
 PIPELINED_STRATEGY = "tunebox:surrogate+pipeline"  # the default, asked ahead as a GPU sweep asks it
+UNSEEDED_STRATEGY = "surrogate:no_default"  # the default without the family default first (the row until 2026-12-03)
 # the settings the leave-one-problem-out check chooses among (tuned on the other problems)
 SURROGATE_VARIANTS: dict[str, SurrogateOptions] = {
     "surrogate:log": SurrogateOptions(answers="log"),  # the default until 2026-12-03: the log-times modelled
@@ -68,15 +72,30 @@ def drive(
     return trace
 
 
-def _surrogate(options: SurrogateOptions, warm: bool = False, pipeline: LoopSettings | None = None) -> StrategyRun:
-    """The surrogate strategy with ``options``; ``warm``: seeded with the problem's warm seeds;
-    ``pipeline``: asked ahead as the sweep loop asks (``drive``)."""
+def sweep_seeds(problem: ReplayProblem, warm: bool = False) -> tuple[Config, ...]:
+    """What a sweep gives a strategy before it proposes (``search.loop``): with ``warm``, warm start's
+    seeds (the nearest other problems' winners), then the family default where the recording holds it."""
+    family = get(problem.family)
+    default = family.default_config(family.parse_problem(problem.problem))
+    return (*(problem.warm if warm else ()), *((default,) if default in problem.configs else ()))
+
+
+def surrogate(
+    problem: ReplayProblem, seed: int, options: SurrogateOptions, warm: bool = False, seeded: bool = True
+) -> SurrogateStrategy:
+    """The surrogate strategy with ``options`` on ``problem`` as a sweep runs it (``sweep_seeds``; no
+    seeds when not ``seeded``); ``warm``: the problem's warm seeds first."""
+    seeds = sweep_seeds(problem, warm) if seeded else ()
+    return SurrogateStrategy(problem.space, problem.configs, seed, options=options, seeds=seeds)
+
+
+def _surrogate(
+    options: SurrogateOptions, warm: bool = False, pipeline: LoopSettings | None = None, seeded: bool = True
+) -> StrategyRun:
+    """``surrogate`` driven to the budget; ``pipeline``: asked ahead as the sweep loop asks (``drive``)."""
 
     def run(problem: ReplayProblem, seed: int, budget: int) -> Trace:
-        strategy = SurrogateStrategy(
-            problem.space, problem.configs, seed, options=options, seeds=problem.warm if warm else ()
-        )
-        return drive(problem, strategy, budget, pipeline)
+        return drive(problem, surrogate(problem, seed, options, warm, seeded), budget, pipeline)
 
     return run
 
@@ -90,8 +109,10 @@ def _tunebox(kind: str) -> StrategyRun:
             strategy = ExhaustiveStrategy(problem.configs)
         elif kind == "random":
             strategy = RandomStrategy(problem.configs, seed)
-        else:
+        else:  # as a sweep runs it: the family default first
             strategy = TpeStrategy(problem.space, problem.configs, seed)
+            for config in sweep_seeds(problem):
+                strategy.seed(config)
         return drive(problem, strategy, budget)
 
     return run
@@ -121,6 +142,7 @@ TUNEBOX_STRATEGIES: dict[str, StrategyRun] = {
     DEFAULT_STRATEGY: _surrogate(SurrogateOptions()),
     WARM_STRATEGY: _surrogate(SurrogateOptions(), warm=True),
     PIPELINED_STRATEGY: _surrogate(SurrogateOptions(), pipeline=LoopSettings()),
+    UNSEEDED_STRATEGY: _surrogate(SurrogateOptions(), seeded=False),
     **{name: _surrogate(options) for name, options in SURROGATE_VARIANTS.items()},
     "tunebox:tpe": _tunebox("tpe"),
     "tunebox:random": _tunebox("random"),
