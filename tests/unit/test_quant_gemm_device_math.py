@@ -2,7 +2,8 @@
 with the quant family's reference. Every e2m1 code at every position of a word, times every scale
 code (e8m0 and e4m3), must decode to the bfloat16 bits of the reference's float32 dequantized value
 (NVFP4: times 2^-7, the kernels' factor), with the two-factor path for large e8m0 scales; the
-activations' pairing must match the codes'; the output rounding must be the reference's."""
+one-multiply factor of small e8m0 codes must be the general one; the activations' pairing must match
+the codes'; the output rounding must be the reference's."""
 
 from __future__ import annotations
 
@@ -47,6 +48,9 @@ int main(int argc, char** argv) {  // mode; stdin: u32 words (code word, scale c
     }
   } else if (mode == "round") {
     for (u32 b : in) out.push_back(bf16_out(__uint_as_float(b)));
+  } else if (mode == "small") {
+    for (u32 c : in) out.push_back(e8m0_small_factor(c));
+    for (u32 c : in) out.push_back(e8m0_factor(c));
   } else {
     for (size_t i = 0; i + 2 <= in.size(); i += 2) {
       const u32 q = in[i], c = in[i + 1];
@@ -108,6 +112,12 @@ def test_decoded_words_are_the_references_values(exe: Path, fmt: str) -> None:
     is_nan = (decoded & 0x7FFF) > 0x7F80
     np.testing.assert_array_equal(is_nan, nan)
     np.testing.assert_array_equal(np.where(nan, 0, decoded), np.where(nan, 0, want))
+
+
+def test_small_e8m0_codes_take_the_factor_in_one_multiply_add(exe: Path) -> None:
+    codes = np.arange(129, dtype=np.uint32)  # up to MX_ONE_FACTOR; larger ones take e8m0_factor
+    small, general = run(exe, "small", codes).reshape(2, -1)
+    np.testing.assert_array_equal(small, general)
 
 
 def test_activations_pair_as_the_codes(exe: Path) -> None:

@@ -54,6 +54,8 @@ __device__ __forceinline__ u32 e8m0_factor(u32 c) {
   return dup(c > MX_ONE_FACTOR ? 0x7F00u : (c + 126u) << 7);  // 2^127, or 2^(c - 1): code 0 is 2^-127
 }
 __device__ __forceinline__ u32 e8m0_second(u32 c) { return dup(e8m0_big(c) ? (c - 1u) << 7 : 0x3F80u); }
+// e8m0_factor of a code up to MX_ONE_FACTOR in one multiply-add: (c + 126) << 7 in both halves.
+__device__ __forceinline__ u32 e8m0_small_factor(u32 c) { return c * 0x00800080u + 0x3F003F00u; }
 
 // NVFP4 (e4m3 code c): the scale times 2^119 (exact; 448 * 2^119 < 2^128), NaN for 0x7F and 0xFF. The
 // products are v * scale * 2^-7: the kernels multiply the sums by 2^7 and the tensor scale.
@@ -80,12 +82,21 @@ __device__ __forceinline__ u32 bf16x2_mul(u32 x, u32 y) {
 #endif
 }
 
+// e2m1_pair's bfloat16x2 from z, two codes in place at nibble I and I + 4 (I = 0 or 1; all else 0), in
+// one multiply and one mask: z * (2^(6 - 4I) + 2^(12 - 4I)) puts each code at bits 6..9 (its magnitude at
+// 6..8) and a copy at 12..15 (its sign at 15), in each half; the copies do not overlap, so nothing carries.
+template <int I>
+__device__ __forceinline__ u32 e2m1_spread(u32 z) {
+  return z * ((1u << (6 - 4 * I)) * 65u) & 0x81C081C0u;
+}
+
 // The 8 elements of q times their block's first factor: out[I] holds elements I and I + 4 (see above).
 __device__ __forceinline__ void decode_word(u32 q, u32 factor, u32 (&out)[4]) {
-  out[0] = bf16x2_mul(e2m1_pair<0>(q), factor);
-  out[1] = bf16x2_mul(e2m1_pair<1>(q), factor);
-  out[2] = bf16x2_mul(e2m1_pair<2>(q), factor);
-  out[3] = bf16x2_mul(e2m1_pair<3>(q), factor);
+  const u32 high = q >> 8;  // elements 2, 3, 6, 7 at the nibbles of 0, 1, 4, 5
+  out[0] = bf16x2_mul(e2m1_spread<0>(q & 0x000F000Fu), factor);
+  out[1] = bf16x2_mul(e2m1_spread<1>(q & 0x00F000F0u), factor);
+  out[2] = bf16x2_mul(e2m1_spread<0>(high & 0x000F000Fu), factor);
+  out[3] = bf16x2_mul(e2m1_spread<1>(high & 0x00F000F0u), factor);
 }
 
 // The second factor of a decoded word (mxfp4 blocks of scales from 2^2; 1 for the others).
