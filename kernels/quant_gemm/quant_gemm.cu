@@ -181,36 +181,53 @@ __device__ __forceinline__ void span_words(float (&acc)[MT][NT][4], const Span<M
 
 // Adds a thread's share of one span to the warp's sums: the codes and scales of its rows in s (weight
 // rows as the mma's A operand, MT tiles of 16), the activations of the NT token tiles from `tokens`
-// (row g of each tile) at elements k .. k + 31 of K (the thread's share: k = 128 span + 32 t). The
-// second factor (mxfp4) is a warp-uniform branch between two copies of the loop body, or with
-// Cfg::SECOND_PREDICATED multiplies under a predicate in one (fewer registers and instructions to
-// fetch; the multiplies issue even when off): each is faster at some shapes (results/README).
+// (row g of each tile) at elements k .. k + 31 of K (the thread's share: k = 128 span + 32 t). mxfp4
+// spans whose blocks all scale by at most 2 (codes up to 128: every block of the warp, one vote) take
+// each first factor in one multiply-add of the code; the others (a second factor, or NaN) take
+// block_factors and the second factor, as a warp-uniform branch between two copies of the loop body,
+// or with Cfg::SECOND_PREDICATED multiplies under a predicate in one (fewer registers and instructions
+// to fetch; the multiplies issue even when off): each is faster at some shapes (results/README).
 template <class Cfg, int MT, int NT>
 __device__ __forceinline__ void span_products(float (&acc)[MT][NT][4], const Span<MT>& s,
                                               const u16* const (&tokens)[NT], i64 k, i64 K, bool tail) {
   constexpr bool NV = Cfg::NVFP4;
-  bool big = false;
-  if constexpr (!NV) {
+  u32 f1[MT][2][2], f2[MT][2][2];
+  auto general_factors = [&] {
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
-      for (int r = 0; r < 2; ++r) big |= fp4::e8m0_big(s.scale[i][r]);
-    big = __any_sync(0xFFFFFFFFu, big);
+      for (int r = 0; r < 2; ++r)
+#pragma unroll
+        for (int b = 0; b < (NV ? 2 : 1); ++b)
+          block_factors<NV>(s.scale[i][r] >> (8 * b) & 0xFFu, f1[i][r][b], f2[i][r][b]);
+  };
+  if constexpr (NV) {
+    general_factors();
+    span_words<Cfg, MT, NT, SECOND_NONE>(acc, s, f1, f2, tokens, k, K, false, tail);
+    return;
   }
-  u32 f1[MT][2][2], f2[MT][2][2];
+  bool wide = false;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int r = 0; r < 2; ++r)
+    for (int r = 0; r < 2; ++r) wide |= s.scale[i][r] > fp4::MX_ONE_FACTOR;
+  wide = __any_sync(0xFFFFFFFFu, wide);
+  auto small_factors = [&] {
 #pragma unroll
-      for (int b = 0; b < (NV ? 2 : 1); ++b)
-        block_factors<NV>(s.scale[i][r] >> (8 * b) & 0xFFu, f1[i][r][b], f2[i][r][b]);
-  if constexpr (!NV && Cfg::SECOND_PREDICATED)
-    span_words<Cfg, MT, NT, SECOND_WHEN_BIG>(acc, s, f1, f2, tokens, k, K, big, tail);
-  else if (!NV && big)
-    span_words<Cfg, MT, NT, SECOND_ALL>(acc, s, f1, f2, tokens, k, K, big, tail);
-  else
-    span_words<Cfg, MT, NT, SECOND_NONE>(acc, s, f1, f2, tokens, k, K, big, tail);
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) f1[i][r][0] = fp4::e8m0_small_factor(s.scale[i][r]);
+  };
+  if constexpr (Cfg::SECOND_PREDICATED) {
+    general_factors();
+    span_words<Cfg, MT, NT, SECOND_WHEN_BIG>(acc, s, f1, f2, tokens, k, K, wide, tail);
+  } else if (wide) {
+    general_factors();
+    span_words<Cfg, MT, NT, SECOND_ALL>(acc, s, f1, f2, tokens, k, K, wide, tail);
+  } else {
+    small_factors();
+    span_words<Cfg, MT, NT, SECOND_NONE>(acc, s, f1, f2, tokens, k, K, wide, tail);
+  }
 }
 
 // One output of the small-M templates: D[m, n] = total (nvfp4: times 2^7 and the tensor scale),
@@ -241,14 +258,20 @@ __device__ __forceinline__ void decode_body(const u16* __restrict__ A, const u8*
   const i64 n0 = (i64)blockIdx.x * ROWS_CTA, m0 = (i64)blockIdx.z * TOK;
   const i64 full = K / 128, per = (full + SPLITS - 1) / SPLITS;
   const i64 begin = min(full, (i64)blockIdx.y * per), end = min(full, begin + per);
-  const i64 first = begin + kw, count = first < end ? (end - first + WK - 1) / WK : 0;
+  const i64 first = begin + kw;
+  const int count = first < end ? (int)((end - first + WK - 1) / WK) : 0;
   const bool tail_owner = K % 128 && blockIdx.y == SPLITS - 1 && kw == WK - 1;
 
-  i64 row[MT][2];  // clamped to N - 1: rows past N are computed and never stored
+  // The codes and scales of the thread's rows (clamped to N - 1: rows past N are computed, never stored).
+  const u8* codes_row[MT][2];
+  const u8* scales_row[MT][2];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int r = 0; r < 2; ++r) row[i][r] = min(N - 1, n0 + wn * RW + i * 16 + g + 8 * r);
+    for (int r = 0; r < 2; ++r) {
+      const i64 row = min(N - 1, n0 + wn * RW + i * 16 + g + 8 * r);
+      codes_row[i][r] = V + row * kb, scales_row[i][r] = S + row * nb;
+    }
   const u16* tokens[NT];
 #pragma unroll
   for (int j = 0; j < NT; ++j) tokens[j] = A + min(M - 1, m0 + j * 8 + g) * K;
@@ -262,8 +285,8 @@ __device__ __forceinline__ void decode_body(const u16* __restrict__ A, const u8*
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        load16<Cfg::VB>(V + row[i][r] * kb + byte, s.codes[i][r]);
-        const u8* sc = S + row[i][r] * nb + block;
+        load16<Cfg::VB>(codes_row[i][r] + byte, s.codes[i][r]);
+        const u8* sc = scales_row[i][r] + block;
         s.scale[i][r] = NV ? (u32)__ldg(sc) | (u32)__ldg(sc + 1) << 8 : (u32)__ldg(sc);
       }
   };
@@ -276,7 +299,7 @@ __device__ __forceinline__ void decode_body(const u16* __restrict__ A, const u8*
     for (int i = 0; i < MT; ++i)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        const u8* p = V + row[i][r] * kb;
+        const u8* p = codes_row[i][r];
 #pragma unroll
         for (int w = 0; w < 4; ++w) {
           u32 word = 0;
@@ -287,7 +310,7 @@ __device__ __forceinline__ void decode_body(const u16* __restrict__ A, const u8*
           }
           s.codes[i][r][w] = keep_nibbles(word, valid - 8 * w);
         }
-        const u8* sc = S + row[i][r] * nb + (NV ? k0 / 16 : k0 / 32);
+        const u8* sc = scales_row[i][r] + (NV ? k0 / 16 : k0 / 32);
         s.scale[i][r] = NV ? (valid > 0 ? (u32)__ldg(sc) : 0u) | (valid > 16 ? (u32)__ldg(sc + 1) : 0u) << 8
                            : (valid > 0 ? (u32)__ldg(sc) : 0u);
       }
@@ -296,12 +319,12 @@ __device__ __forceinline__ void decode_body(const u16* __restrict__ A, const u8*
 #pragma unroll
   for (int u = 0; u < UNROLL; ++u)
     if (u < count) load_span(ring[u], first + u * WK);
-  for (i64 i = 0; i < count; i += UNROLL) {
+  for (int i = 0; i < count; i += UNROLL) {
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       if (i + u < count) {
-        span_products<Cfg>(acc, ring[u], tokens, (first + (i + u) * WK) * 128 + t * 32, K, false);
-        if (i + u + UNROLL < count) load_span(ring[u], first + (i + u + UNROLL) * WK);
+        span_products<Cfg>(acc, ring[u], tokens, (first + (i + u) * (i64)WK) * 128 + t * 32, K, false);
+        if (i + u + UNROLL < count) load_span(ring[u], first + (i + u + UNROLL) * (i64)WK);
       }
     }
   }
