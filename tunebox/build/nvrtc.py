@@ -173,6 +173,11 @@ class NvrtcBuilder:
             h.update(b"\0")
         return h.hexdigest()
 
+    def cached(self, source: KernelSource) -> bool:
+        """Whether the disk cache holds an entry for ``source`` (``build_one`` still checks its CUBIN)."""
+        paths = self._paths(self.cache_key(source))
+        return paths is not None and paths[1].exists()
+
     def submit(self, source: KernelSource) -> Future[BuildResult]:
         return self._pool.submit(self.build_one, source)
 

@@ -281,7 +281,14 @@ class Sweep:
         if search.strategy == "tpe":
             return TpeStrategy(self.spec.space, valid, search.seed, done.values())
         seeds = stored_seeds(self.db_path, self.family, named.problem, valid)
-        return SurrogateStrategy(self.spec.space, valid, search.seed, done.values(), seeds=seeds)
+        built = self._built(named.problem, valid)
+        return SurrogateStrategy(self.spec.space, valid, search.seed, done.values(), seeds=seeds, built=built)
+
+    def _built(self, problem: Problem, valid: list[Config]) -> list[Config]:
+        """The configurations whose CUBIN the compile cache holds (none on replay, which compiles nothing)."""
+        if self.backend.replayed:
+            return []
+        return [c for c in valid if self.builder.cached(self.family.render(problem, c))]
 
     def _build(self, problem: Problem, config: Config) -> Future[BuildResult | None]:
         """The variant's compile, started in the pool; on replay none (the recording answers, compile

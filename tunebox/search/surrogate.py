@@ -14,7 +14,8 @@ grid, searched at every answer while answers are few and whenever they grew by 1
 and across a search that keeps the pair, the posterior grows by a row per answer instead of being
 factorised again (``_Posterior``: a median ask of 0.8 ms at up to 300 answers over 2,346 configurations,
 2.2 ms at up to 600 over 7,150, on a 2-core CPU, ``results/benchmarks/surrogate_speed.json``). A
-proposal maximises expected improvement over the valid configurations not yet evaluated, so every
+proposal maximises expected improvement over the valid configurations not yet evaluated (divided by
+a compile's cost where the compile cache does not hold the configuration and holds others), so every
 proposal is valid and new.
 Before the model: the seeded configurations (warm start: past winners, the family default) in the
 order given, then a space-filling design (the first at random, each next one the farthest from all
@@ -61,16 +62,22 @@ class SurrogateOptions:
     add the pairwise sum and difference features of log-scaled parameters; ``xi``: expected
     improvement's margin, in standard deviations of the modelled answers; ``answers``: what the model
     fits, "log" (the log-times) or "ranks" (the normal scores of the times' ranks: only their order
-    counts, so a few very slow variants do not flatten the differences among the fast ones)."""
+    counts, so a few very slow variants do not flatten the differences among the fast ones);
+    ``build_cost``: what a configuration whose CUBIN must be compiled costs the sweep, in evaluations of
+    a built one (the model proposes by expected improvement per cost; on the H200 a compile takes 0.7
+    CPU s, a sixteenth of it on the host's 16 cores, beside ~25 ms of device time: about 3)."""
 
     initial: int = 2
     ratios: bool = True
     xi: float = 0.0
     answers: str = "ranks"
+    build_cost: float = 3.0
 
     def __post_init__(self) -> None:
         if self.initial < 1:
             raise ValueError(f"initial must be at least 1, got {self.initial}")
+        if not self.build_cost >= 1.0:
+            raise ValueError(f"build_cost must be at least 1, got {self.build_cost}")
         if self.answers not in ANSWERS:
             raise ValueError(f"answers must be one of {ANSWERS}, got {self.answers!r}")
 
@@ -270,7 +277,9 @@ class SurrogateStrategy:
     Contract: every ``ask`` returns a configuration of ``valid`` not returned before (the seeded
     ones first, in order, those outside ``valid`` skipped), None once all were; the same arguments
     and the same answers give the same proposals. ``history`` (a resumed sweep's log) counts as
-    evaluated: never proposed, and modelled."""
+    evaluated: never proposed, and modelled. ``built``: configurations whose CUBIN is in the compile
+    cache; with any, the model proposes by expected improvement per cost (``SurrogateOptions.build_cost``),
+    so a re-run on a warm cache measures what it has built before compiling more."""
 
     def __init__(
         self,
@@ -280,10 +289,12 @@ class SurrogateStrategy:
         history: Iterable[EvalRecord] = (),
         options: SurrogateOptions = SurrogateOptions(),
         seeds: Sequence[Config] = (),
+        built: Iterable[Config] = (),
     ) -> None:
         self.configs = list(dict.fromkeys(valid))
         self.options = options
         self._index = {canonical_json(c.as_dict()): i for i, c in enumerate(self.configs)}
+        self._cost = self._costs(built)
         self._x = features(space, self.configs, options.ratios)
         self._columns = _Columns(self._x)
         self._rng = np.random.default_rng(seed)
@@ -302,6 +313,16 @@ class SurrogateStrategy:
             if i is not None:
                 self._given.add(i)
                 self._times[i] = _log_time(record)
+
+    def _costs(self, built: Iterable[Config]) -> np.ndarray:
+        """What each configuration's expected improvement is divided by: 1 where its CUBIN is built,
+        else ``build_cost``; 1 everywhere when none is (a cold cache, a replay: proposals as without costs)."""
+        known = {i for c in built if (i := self._index.get(canonical_json(c.as_dict()))) is not None}
+        cost = np.ones(len(self.configs))
+        if known:
+            cost[:] = self.options.build_cost
+            cost[sorted(known)] = 1.0
+        return cost
 
     def seed(self, config: Config) -> None:
         """Propose ``config`` before any other not yet proposed (after earlier seeds); ignored
@@ -362,7 +383,7 @@ class SurrogateStrategy:
             assert self._posterior is not None
             self._scores = self._posterior.expected_improvement(z, float(z.min()), self.options.xi)  # the best success
         assert self._scores is not None and self._posterior is not None  # set with the fit
-        pick = self._tie(left, self._scores[left])
+        pick = self._tie(left, self._scores[left] / self._cost[left])
         self._scores = _penalised(self._scores, self._columns.column(pick, self._posterior.scale))
         return pick
 

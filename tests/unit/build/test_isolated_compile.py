@@ -44,3 +44,15 @@ def test_isolated_and_in_process_compiles_agree():
     finally:
         isolated.close()
         local.close()
+
+
+def test_the_cache_says_what_it_holds(tmp_path):
+    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
+    other = GOOD.__class__(GOOD.code.replace("1.0f", "3.0f"), "ok", ())
+    try:
+        assert not builder.cached(GOOD) and not builder.cached(other)
+        assert builder.build_one(GOOD).status is Status.OK
+        assert builder.cached(GOOD) and not builder.cached(other)
+        assert not NvrtcBuilder("sm_90").cached(GOOD)  # no disk cache: nothing is held
+    finally:
+        builder.close()

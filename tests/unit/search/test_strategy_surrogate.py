@@ -102,6 +102,29 @@ def test_options_need_one_initial_point_and_known_answers() -> None:
         SurrogateOptions(initial=0)
     with pytest.raises(ValueError, match="answers must be one of"):
         SurrogateOptions(answers="times")
+    with pytest.raises(ValueError, match="build_cost must be at least 1"):
+        SurrogateOptions(build_cost=0.5)
+
+
+def test_a_warm_cache_is_measured_before_more_is_compiled() -> None:
+    """A re-run on the cache a first run filled proposes mostly what that run built (a compile costs
+    build_cost evaluations); with nothing built, or everything, the proposals are those without costs."""
+    first = drain(SurrogateStrategy(SPACE, VALID, seed=3), limit=12)
+    built = [c for c in VALID if c.as_dict() in first]
+    again = drain(SurrogateStrategy(SPACE, VALID, seed=3, built=built, options=SurrogateOptions(build_cost=1e6)), 12)
+    assert sorted(keys(again)) == sorted(keys(first))
+    plain = keys(drain(SurrogateStrategy(SPACE, VALID, seed=5), 20))
+    assert keys(drain(SurrogateStrategy(SPACE, VALID, seed=5, built=[]), 20)) == plain
+    assert keys(drain(SurrogateStrategy(SPACE, VALID, seed=5, built=VALID), 20)) == plain
+    # built only where it is slow (every vector variant): the default cost lets the model's better
+    # promise through well before an all but infinite one does
+    best = canonical_json(min(VALID, key=lambda c: cost(c.as_dict())).as_dict())
+    slow = [c for c in VALID if c[TEMPLATE] == "vector"]
+    for seed in range(6):
+        modest = keys(drain(SurrogateStrategy(SPACE, VALID, seed=seed, built=slow), len(VALID)))
+        costly = SurrogateOptions(build_cost=1e6)
+        strict = keys(drain(SurrogateStrategy(SPACE, VALID, seed=seed, built=slow, options=costly), len(VALID)))
+        assert modest.index(best) < strict.index(best), seed
 
 
 def test_the_modelled_answers_ranks_or_log_times_failures_past_the_slowest() -> None:

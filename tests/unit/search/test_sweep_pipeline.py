@@ -66,6 +66,9 @@ class StubBuilder:
     def build(self, sources):
         return [self.submit(s).result() for s in sources]
 
+    def cached(self, source) -> bool:
+        return False
+
 
 class QueueBackend:
     """Records how deep its queue got; answers every evaluation OK in submission order."""
