@@ -1,6 +1,6 @@
 """The sweep loop's device queue, with an in-process backend: evaluations are queued ahead and
 answered in order, identical binaries are evaluated once (also while the first is still queued),
-and compile failures never reach the device."""
+and compile failures never reach the device; the surrogate hears what the compile cache holds."""
 
 from __future__ import annotations
 
@@ -277,3 +277,33 @@ def test_a_slow_compile_does_not_hold_back_those_started_after_it(tmp_path):
     backend, result, _ = sweep(tmp_path, builder, device)
     assert builder.first is not None and len(backend.submitted) == result.evaluated == 4
     assert backend.sources[-1] == builder.first.result().source
+
+
+class CacheAwareBuilder(StubBuilder):
+    """Reports the variants with 8-byte vectors as held by its cache; keeps what it was asked."""
+
+    def __init__(self) -> None:
+        super().__init__(distinct=True)
+        self.asked: list[str] = []
+
+    def cached(self, source) -> bool:
+        self.asked.append(source.code)
+        return "int VEC = 2;" in source.code  # float32, 8-byte vectors
+
+
+def test_the_surrogate_is_told_what_the_compile_cache_holds(tmp_path, monkeypatch):
+    from tunebox.search import loop
+
+    told: list[list] = []
+    real = loop.SurrogateStrategy
+
+    def spy(*args, built=(), **kwargs):
+        told.append([c["vec_bytes"] for c in built])
+        return real(*args, built=built, **kwargs)
+
+    monkeypatch.setattr(loop, "SurrogateStrategy", spy)
+    (tmp_path / "queue.toml").write_text(SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 6'))
+    builder = CacheAwareBuilder()
+    Sweep(load_sweep(tmp_path / "queue.toml"), QueueBackend(), builder, tmp_path / "o", tmp_path / "w").run()
+    assert len(builder.asked) == 6  # every valid configuration, once, as the problem starts
+    assert told == [[8, 8]]  # the two 8-byte variants (checked and split bounds)
