@@ -175,6 +175,8 @@ class NvrtcBuilder:
 
     def cached(self, source: KernelSource) -> bool:
         """Whether the disk cache holds an entry for ``source`` (``build_one`` still checks its CUBIN)."""
+        if self.cache_dir is None:
+            return False
         paths = self._paths(self.cache_key(source))
         return paths is not None and paths[1].exists()
 
