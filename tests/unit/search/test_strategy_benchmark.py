@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from tunebox.cli import main
+from tunebox.families import get as get_family
 from tunebox.params import Config, Param, Space, TemplateSpaces
 from tunebox.records import DeviceInfo, EvalRecord, KernelMetrics, Status, Timing, canonical_json
 from tunebox.search import kernel_tuner_cache as ktc
@@ -53,12 +54,12 @@ def fake_ms(config: dict) -> float:
     return 1.0 + abs(config["BM"] - 8) * 0.1 + (config["BN"] == 64) * 0.05 + (16 - config["vec_bytes"]) * 0.02
 
 
-def write_tiny(tmp_path: Path, failed: dict | None = None) -> Path:
-    """A one-problem tile_copy sweep and its recording (every valid configuration, ``failed`` one
-    failing), laid out as a checkout: spaces/tiny.toml and results/recordings/tiny.jsonl."""
+def write_tiny(tmp_path: Path, failed: dict | None = None, text: str = SWEEP) -> Path:
+    """A one-problem tile_copy sweep (``text``) and its recording (every valid configuration, ``failed``
+    one failing), laid out as a checkout: spaces/tiny.toml and results/recordings/tiny.jsonl."""
     sweep = tmp_path / "spaces" / "tiny.toml"
     sweep.parent.mkdir(parents=True)
-    sweep.write_text(SWEEP)
+    sweep.write_text(text)
     spec = load_sweep(sweep)
     recording = tmp_path / "results" / "recordings" / "tiny.jsonl"
     recording.parent.mkdir(parents=True)
@@ -187,6 +188,28 @@ def test_a_drive_stopped_at_the_target_is_the_full_drives_prefix(tmp_path):
         stopped = drive(problem, SurrogateStrategy(problem.space, problem.configs, seed), 18, target=target)
         hit = methodology.evaluations_to_target(full, target)
         assert hit is not None and stopped == full[:hit] and stopped[-1] <= target
+
+
+def test_tunebox_strategies_start_from_the_family_default_as_a_sweep_does(tmp_path):
+    """sweep_seeds: warm start's seeds, then the family default where the recording holds it; the
+    default row's first evaluation is the default, the no_default row's is not bound to it."""
+    from dataclasses import replace
+
+    from tunebox.search.benchmark_strategies import TUNEBOX_STRATEGIES, UNSEEDED_STRATEGY, sweep_seeds
+
+    with_default = SWEEP.replace("[64, 128]", "[64, 256]")  # BN and threads: the default's 256 (and BM 8, vec 16)
+    (problem,) = rp.load_problems(write_tiny(tmp_path, text=with_default))
+    family = get_family("tile_copy")
+    default = family.default_config(family.parse_problem(problem.problem))
+    assert default in problem.configs and sweep_seeds(problem) == (default,)
+    warm = replace(problem, warm=(problem.configs[0],))
+    assert sweep_seeds(warm, warm=True) == (problem.configs[0], default)
+    assert sweep_seeds(replace(problem, configs=tuple(c for c in problem.configs if c != default))) == ()
+    first = problem.lookup()[canonical_json(default.as_dict())]
+    for name in ("tunebox:surrogate", "tunebox:tpe"):
+        assert all(TUNEBOX_STRATEGIES[name](problem, seed, 3)[0] == first for seed in range(4)), name
+    unseeded = {TUNEBOX_STRATEGIES[UNSEEDED_STRATEGY](problem, seed, 3)[0] for seed in range(8)}
+    assert unseeded != {first}
 
 
 def test_a_recording_missing_valid_configurations_is_partial(tmp_path):
