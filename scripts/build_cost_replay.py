@@ -26,8 +26,8 @@ from typing import Any
 from tunebox.families import get
 from tunebox.params import Config
 from tunebox.search.ask import Ask
-from tunebox.search.benchmark_strategies import drive, sweep_seeds
-from tunebox.search.methodology import budget_of, evaluations_to_target, geomean, target_of
+from tunebox.search.benchmark_strategies import drive, evaluations_until, sweep_seeds
+from tunebox.search.methodology import geomean, target_of
 from tunebox.search.replay_problems import ReplayProblem, load_problems
 from tunebox.search.surrogate import SurrogateStrategy
 
@@ -69,13 +69,13 @@ def evaluations(args: tuple[ReplayProblem, list[ReplayProblem], int, int]) -> tu
     problem, others, seed, trials = args
     built = built_by_others(problem, others, seed, trials)
     target = target_of(problem.times)
-    budget = budget_of(target)
-    counts = []
-    for cache in ((), built):
+
+    def count(cache: list[Config]) -> int:
         strategy = SurrogateStrategy(problem.space, problem.configs, seed, seeds=sweep_seeds(problem), built=cache)
-        trace = drive(problem, strategy, budget, target=target.target)
-        counts.append(evaluations_to_target(trace, target.target) or budget)
-    return counts[0], counts[1], len(set(built))
+        return evaluations_until(problem, strategy, target)
+
+    alone, after = count([]), count(built)
+    return alone, after, len(set(built))
 
 
 def main() -> None:

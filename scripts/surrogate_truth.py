@@ -20,9 +20,10 @@ import subprocess
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
-from tunebox.search.benchmark_strategies import drive, surrogate
-from tunebox.search.methodology import budget_of, evaluations_to_target, geomean, target_of
+from tunebox.search.benchmark_strategies import evaluations_until, surrogate
+from tunebox.search.methodology import Target, geomean, target_of
 from tunebox.search.replay_problems import ReplayProblem, load_problems
 from tunebox.search.surrogate import SurrogateOptions
 
@@ -35,11 +36,10 @@ VARIANTS = {
 }
 
 
-def evaluations(args: tuple[ReplayProblem, tuple[SurrogateOptions, bool], int, int, float]) -> int:
-    """Evaluations until the first at or below ``target`` (``budget`` when none is within it)."""
-    problem, (options, seeded), seed, budget, target = args
-    strategy = surrogate(problem, seed, options, seeded=seeded)
-    return evaluations_to_target(drive(problem, strategy, budget, target=target), target) or budget
+def evaluations(args: tuple[ReplayProblem, tuple[SurrogateOptions, bool], int, Target]) -> int:
+    """Evaluations until the first at or below the target (the budget when none is within it)."""
+    problem, (options, seeded), seed, target = args
+    return evaluations_until(problem, surrogate(problem, seed, options, seeded=seeded), target)
 
 
 def main() -> None:
@@ -49,13 +49,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
     problems = [p for sweep in SWEEPS for p in load_problems(Path(sweep))]
-    rows: dict[str, list[dict[str, object]]] = {name: [] for name in VARIANTS}
+    rows: dict[str, list[dict[str, Any]]] = {name: [] for name in VARIANTS}
     with ProcessPoolExecutor(args.jobs) as pool:
         for problem in problems:
             target = target_of(problem.times)
-            budget = budget_of(target)
             for name, variant in VARIANTS.items():
-                tasks = [(problem, variant, seed, budget, target.target) for seed in range(args.seeds)]
+                tasks = [(problem, variant, seed, target) for seed in range(args.seeds)]
                 counts = list(pool.map(evaluations, tasks))
                 mean = statistics.fmean(counts)
                 rows[name].append(

@@ -16,6 +16,7 @@ from ..families import get
 from ..params import Config
 from ..records import EvalRecord, Status, Timing, canonical_json
 from .loop_settings import LoopSettings
+from .methodology import Target, budget_of, evaluations_to_target
 from .replay_problems import ReplayProblem, StrategyRun, Trace
 from .surrogate import SurrogateOptions, SurrogateStrategy
 
@@ -70,6 +71,13 @@ def drive(
         if target is not None and ms <= target:
             break
     return trace
+
+
+def evaluations_until(problem: ReplayProblem, strategy: Any, target: Target) -> int:
+    """Evaluations ``strategy`` needs to reach ``target`` on ``problem``, driven only that far; the
+    budget (``methodology.budget_of``) when it never does, as the protocol counts a miss."""
+    budget = budget_of(target)
+    return evaluations_to_target(drive(problem, strategy, budget, target=target.target), target.target) or budget
 
 
 def sweep_seeds(problem: ReplayProblem, warm: bool = False) -> tuple[Config, ...]:
