@@ -10,6 +10,7 @@ import contextlib
 import logging
 import multiprocessing as mp
 import threading
+import time
 from multiprocessing.connection import Connection
 from multiprocessing.context import SpawnProcess
 from typing import TYPE_CHECKING
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from .nvrtc import BuildResult
 
 log = logging.getLogger(__name__)
+
+STOP_S = 2.0  # seconds the helpers have, together, to exit once told to stop
 
 
 def _serve(conn: Connection) -> None:
@@ -55,12 +58,17 @@ class IsolatedCompiler:
         return BuildResult(source, arch, Status.TIMEOUT, log=f"compile killed after {self.timeout_s:.0f} s")
 
     def close(self) -> None:
+        """Stop every helper: all are told at once, then given ``STOP_S`` between them to exit (one
+        after the other, each given its own seconds, a sweep's sixteen made its command wait for
+        their exits in turn); any still running is killed."""
         with self._lock:
             helpers, self._helpers = self._helpers, []
-        for proc, conn in helpers:
+        for _, conn in helpers:
             with contextlib.suppress(OSError):
                 conn.send(None)
-            proc.join(2)
+        deadline = time.monotonic() + STOP_S
+        for proc, _ in helpers:
+            proc.join(max(0.0, deadline - time.monotonic()))
             if proc.is_alive():
                 proc.kill()
                 proc.join()

@@ -72,12 +72,15 @@ class GpuSession:
         self.scratch = self.device.allocate(16, stream=self.stream)
         self.gate = TimingGate(driver, self.stream, self.arch, self.device.device_id)
         builder = NvrtcBuilder(self.arch, cache_dir=None, workers=1)
-        code = kernel_source("runtime/compare.cu")
-        self.compare: dict[int, Any] = {}  # word size -> bitwise compare kernel
-        for size, ctype in _WORD.items():
-            built = builder.build_one(KernelSource(code, f"mismatches<{ctype}>", ()))
-            self.compare[size] = load_kernel(built.cubin, built.lowered_name, 0, self.device.device_id)
+        first, *others = (f"mismatches<{ctype}>" for ctype in _WORD.values())  # one program, one compile
+        built = builder.build_one(KernelSource(kernel_source("runtime/compare.cu"), first, (), tuple(others)))
         builder.close()
+        symbols = (built.lowered_name, *built.helper_symbols)
+        # word size -> bitwise compare kernel
+        self.compare: dict[int, Any] = {
+            size: load_kernel(built.cubin, symbol, 0, self.device.device_id)
+            for size, symbol in zip(_WORD, symbols, strict=True)
+        }
         self._within: dict[str, Any] = {}  # element type -> tolerance compare kernel, compiled on first use
         self.state: ProblemState | None = None
         self.clock_reader: ClockReader | None = reader_for(self.device)

@@ -56,3 +56,25 @@ def test_the_cache_says_what_it_holds(tmp_path):
         assert not NvrtcBuilder("sm_90").cached(GOOD)  # no disk cache: nothing is held
     finally:
         builder.close()
+
+
+def test_helpers_that_do_not_stop_are_killed_together(monkeypatch):
+    """close() tells every helper at once and gives them STOP_S between them, not each in turn: four
+    helpers that never exit cost one STOP_S, then are killed."""
+    import multiprocessing as mp
+
+    from tunebox.build import isolated
+
+    monkeypatch.setattr(isolated, "STOP_S", 0.5)
+    compiler = isolated.IsolatedCompiler(timeout_s=60.0)
+    ctx = mp.get_context("spawn")
+    for _ in range(4):
+        parent, _child = ctx.Pipe()
+        proc = ctx.Process(target=time.sleep, args=(60,), daemon=True)
+        proc.start()
+        compiler._helpers.append((proc, parent))
+    procs = [proc for proc, _ in compiler._helpers]
+    start = time.monotonic()
+    compiler.close()
+    assert time.monotonic() - start < 1.5  # in turn: 4 x STOP_S at least
+    assert not any(proc.is_alive() for proc in procs) and compiler._helpers == []
