@@ -181,16 +181,7 @@ class NvrtcBuilder:
         return paths is not None and paths[1].exists()
 
     def submit(self, source: KernelSource) -> Future[BuildResult]:
-        """The build of ``source``, done at once where the disk cache holds it (read here, it never
-        waits behind the pool's compiles: queued there, a warm sweep's cached variants waited behind
-        its new compiles while the GPU had nothing to run); otherwise compiled in the pool."""
-        key = self.cache_key(source)
-        cached = self._load(key, source)
-        if cached is None:
-            return self._pool.submit(self._build_new, source, key)
-        done: Future[BuildResult] = Future()
-        done.set_result(cached)
-        return done
+        return self._pool.submit(self.build_one, source)
 
     def build(self, sources: list[KernelSource]) -> list[BuildResult]:
         return [f.result() for f in [self.submit(s) for s in sources]]
@@ -203,10 +194,8 @@ class NvrtcBuilder:
     def build_one(self, source: KernelSource) -> BuildResult:
         key = self.cache_key(source)
         cached = self._load(key, source)
-        return cached if cached is not None else self._build_new(source, key)
-
-    def _build_new(self, source: KernelSource, key: str) -> BuildResult:
-        """Compiles ``source`` (cache key ``key``) and caches a success."""
+        if cached is not None:
+            return cached
         start = time.perf_counter()
         result = self._compile(source)
         result = BuildResult(**{**result.__dict__, "seconds": time.perf_counter() - start})

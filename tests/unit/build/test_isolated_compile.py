@@ -78,19 +78,3 @@ def test_helpers_that_do_not_stop_are_killed_together(monkeypatch):
     compiler.close()
     assert time.monotonic() - start < 1.5  # in turn: 4 x STOP_S at least
     assert not any(proc.is_alive() for proc in procs) and compiler._helpers == []
-
-
-def test_a_cached_build_is_done_at_submit_while_the_pool_compiles(tmp_path):
-    """A CUBIN the disk cache holds is read by submit itself: it does not queue behind the pool's
-    compiles (a warm sweep's cached variants waited there while the GPU had nothing to run)."""
-    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path, workers=1)
-    try:
-        assert builder.build_one(GOOD).status is Status.OK  # now cached
-        busy = builder.submit(slow_source(3000))  # the only pool thread compiles for a while
-        cached = builder.submit(GOOD)
-        assert cached.done() and cached.result().cache_hit and not busy.done()
-        fresh = builder.submit(GOOD.__class__(GOOD.code.replace("1.0f", "4.0f"), "ok", ()))
-        assert not fresh.done()  # not cached: compiled in the pool, after the slow one
-        assert busy.result().status is Status.OK and fresh.result().status is Status.OK
-    finally:
-        builder.close()
