@@ -58,9 +58,9 @@ class IsolatedCompiler:
         return BuildResult(source, arch, Status.TIMEOUT, log=f"compile killed after {self.timeout_s:.0f} s")
 
     def close(self) -> None:
-        """Stop every helper: all are told at once, then given ``STOP_S`` between them to exit (told
-        and joined one after the other, a throughput_default command on the H200 waited 1.0-1.1 s on
-        its sixteen, 0.1 s so: results/benchmarks/command_phases.json); any still running is killed."""
+        """Stop every helper: all are told at once, then given ``STOP_S`` between them to exit; any
+        still running is killed. (Told and joined in turn, a throughput_default command on the H200
+        waited 1.0-1.1 s for its sixteen; 0.1 s this way: results/benchmarks/command_phases.json.)"""
         with self._lock:
             helpers, self._helpers = self._helpers, []
         for _, conn in helpers:
