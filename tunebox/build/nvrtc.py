@@ -173,6 +173,11 @@ class NvrtcBuilder:
             h.update(b"\0")
         return h.hexdigest()
 
+    def holds_nothing(self) -> bool:
+        """Whether the disk cache is absent or empty (then ``cached`` is False for every source, and
+        a caller need not render sources to ask)."""
+        return self.cache_dir is None or next(self.cache_dir.glob("*/*.json"), None) is None
+
     def cached(self, source: KernelSource) -> bool:
         """Whether the disk cache holds an entry for ``source`` (``build_one`` still checks its CUBIN)."""
         if self.cache_dir is None:

@@ -285,8 +285,9 @@ class Sweep:
         return SurrogateStrategy(self.spec.space, valid, search.seed, done.values(), seeds=seeds, built=built)
 
     def _built(self, problem: Problem, valid: list[Config]) -> list[Config]:
-        """The configurations whose CUBIN the compile cache holds (none on replay, which compiles nothing)."""
-        if self.backend.replayed:
+        """The configurations whose CUBIN the compile cache holds (none on replay, which compiles nothing;
+        none, without rendering a source, when the cache holds nothing: a cold sweep)."""
+        if self.backend.replayed or self.builder.holds_nothing():
             return []
         return [c for c in valid if self.builder.cached(self.family.render(problem, c))]
 

@@ -78,3 +78,14 @@ def test_helpers_that_do_not_stop_are_killed_together(monkeypatch):
     compiler.close()
     assert time.monotonic() - start < 1.5  # in turn: 4 x STOP_S at least
     assert not any(proc.is_alive() for proc in procs) and compiler._helpers == []
+
+
+def test_an_empty_or_absent_cache_holds_nothing(tmp_path):
+    assert NvrtcBuilder("sm_90").holds_nothing()  # no disk cache
+    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path / "cubin")
+    try:
+        assert builder.holds_nothing()  # the folder not made yet
+        assert builder.build_one(GOOD).status is Status.OK
+        assert not builder.holds_nothing() and builder.cached(GOOD)
+    finally:
+        builder.close()

@@ -66,6 +66,9 @@ class StubBuilder:
     def build(self, sources):
         return [self.submit(s).result() for s in sources]
 
+    def holds_nothing(self) -> bool:
+        return True
+
     def cached(self, source) -> bool:
         return False
 
@@ -286,6 +289,9 @@ class CacheAwareBuilder(StubBuilder):
         super().__init__(distinct=True)
         self.asked: list[str] = []
 
+    def holds_nothing(self) -> bool:
+        return False
+
     def cached(self, source) -> bool:
         self.asked.append(source.code)
         return "int VEC = 2;" in source.code  # float32, 8-byte vectors
@@ -307,3 +313,16 @@ def test_the_surrogate_is_told_what_the_compile_cache_holds(tmp_path, monkeypatc
     Sweep(load_sweep(tmp_path / "queue.toml"), QueueBackend(), builder, tmp_path / "o", tmp_path / "w").run()
     assert len(builder.asked) == 6  # every valid configuration, once, as the problem starts
     assert told == [[8, 8]]  # the two 8-byte variants (checked and split bounds)
+
+
+class EmptyCacheBuilder(CacheAwareBuilder):
+    def holds_nothing(self) -> bool:
+        return True
+
+
+def test_a_cold_cache_is_not_asked_about_each_configuration(tmp_path):
+    """With nothing in the compile cache the loop renders no source to ask it (a cold sweep's start)."""
+    (tmp_path / "queue.toml").write_text(SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 6'))
+    builder = EmptyCacheBuilder()
+    result = Sweep(load_sweep(tmp_path / "queue.toml"), QueueBackend(), builder, tmp_path / "o", tmp_path / "w").run()
+    assert builder.asked == [] and result.evaluated > 0
