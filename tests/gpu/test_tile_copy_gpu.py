@@ -473,3 +473,62 @@ def test_sabotaged_window_offset_is_rejected(runner, builder):
         "const int twice_s = 0 * (o.s0 + q * o.step);",
         expect="elements wrong",
     )
+
+
+NARROW_PROBLEMS = [
+    {"src": [3, 1001], "dst": [1001, 3], "transpose": True},
+    {"src": [13, 3000], "dst": [3000, 13], "transpose": True},
+    {"src": [7, 250], "dst": [260, 9], "origin": [-1, -5], "transpose": True},
+    {"src": [801, 7], "dst": [800, 5], "origin": [1, 1]},
+    {"src": [300, 5], "dst": [310, 8], "origin": [-4, -2]},
+    {"src": [2, 3], "dst": [3, 2], "transpose": True},
+]
+
+
+def narrow_configs(problem):
+    """A seeded spread of valid narrow variants: every vector width, one and several vectors a thread and
+    chunks a block."""
+    space = FAMILY.space.restrict({"template": ["narrow"], "threads": [64, 256]})
+    configs = [c for c in space if not FAMILY.violations(problem, c)]
+    random.Random(problem.key()).shuffle(configs)
+    return list({(c["vec_bytes"], c["vectors"] > 1, c["chunks_per_block"] > 1): c for c in configs}.values())
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("shape", NARROW_PROBLEMS, ids=_shape_id)
+def test_narrow_is_exact(runner, builder, dtype, shape):
+    """Every vector width, several vectors a thread and chunks a block, the padding rotating."""
+    configs = narrow_configs(_padded(dtype, shape, PADDINGS[0]))
+    assert {c["vec_bytes"] for c in configs} == ({4, 8, 16} if dtype == "float32" else {2, 4, 8, 16})
+    for k, config in enumerate(configs):
+        padding = PADDINGS[k % len(PADDINGS)]
+        outcome = evaluate(runner, builder, FAMILY, _padded(dtype, shape, padding), config)
+        assert outcome.status is Status.OK, (padding, config.label(), outcome.message)
+
+
+def test_narrow_large_transposes_are_exact(runner, builder):
+    """Narrow transposes of the sizes served (tens of millions of elements), wide chunks."""
+    for dtype, rows, cols in (("float32", 3, 4_000_000), ("bfloat16", 5, 3_000_001), ("float16", 16, 1_000_003)):
+        problem = FAMILY.parse_problem({"dtype": dtype, "src": [rows, cols], "dst": [cols, rows], "transpose": True})
+        for threads, vectors, chunks in ((256, 4, 4), (1024, 8, 1), (128, 1, 16)):
+            values = {"threads": threads, "vec_bytes": 16, "vectors": vectors, "chunks_per_block": chunks}
+            config = FAMILY.config({"template": "narrow", **values})
+            outcome = evaluate(runner, builder, FAMILY, problem, config)
+            assert outcome.status is Status.OK, (dtype, config.label(), outcome.message)
+
+
+def test_sabotaged_narrow_row_step_is_rejected(runner, builder):
+    """Each vector's first destination row taken as if rows held one element more is caught on a narrow
+    float32 transpose (the reads stay inside src)."""
+    problem = FAMILY.parse_problem({"dtype": "float32", "src": [3, 10001], "dst": [10001, 3], "transpose": True})
+    config = FAMILY.config({"template": "narrow", "threads": 128, "vec_bytes": 16, "vectors": 2, "chunks_per_block": 1})
+    assert_sabotage_caught(
+        runner,
+        builder,
+        FAMILY,
+        problem,
+        config,
+        "i64 i = row0 + offset / nd;",
+        "i64 i = row0 + offset / (nd + 1);",
+        expect="elements wrong",
+    )

@@ -839,7 +839,7 @@ def tma(**values) -> Config:
 
 
 def test_templates_and_their_parameters() -> None:
-    """The old transports, in order, then paired, shifted and windowed, each with only the parameters its
+    """The old transports, in order, then paired, shifted, windowed and narrow, each with only the parameters its
     kernel reads: the vector template moves one tile at a time (no stages), swizzle is the layout of TMA
     boxes, tma clips and fills in hardware with its own layout (no bounds, no staging), paired always
     stages, shifted neither stages nor takes a bounds mode (each tile's path is chosen at run time), and
@@ -852,6 +852,7 @@ def test_templates_and_their_parameters() -> None:
         ("paired", [*tile, "bounds", "staging"]),
         ("shifted", tile),
         ("windowed", [*tile, "staging", "stages"]),
+        ("narrow", ["threads", "vec_bytes", "vectors", "chunks_per_block"]),
     ]
     assert TC.space.template("windowed")["staging"].choices == ("plain", "padded")
     assert TC.space.template("paired")["staging"].choices == STAGED

@@ -4,7 +4,7 @@
 ``dst[i, j] = src[oy + i, ox + j]`` or, transposed, ``src[oy + j, ox + i]``; destination elements
 whose source lies outside ``src`` take the padding value. Every destination element is written.
 
-Six transports, one template each (``template``), so the search picks per problem:
+Seven transports, one template each (``template``), so the search picks per problem:
 
 - ``vector``: ld/st vectors in registers, or staged through shared memory (``staging``), one tile
   at a time (``kernels/tile_copy/tile_copy.cu``, ``tile_copy``).
@@ -27,16 +27,20 @@ Six transports, one template each (``template``), so the search picks per proble
 - ``windowed``: a transpose of 2-byte elements for rows of any alignment: each source row staged as
   its aligned window, each destination vector read from the stage element by element at its row's
   offset (``kernels/tile_copy/tile_copy_windowed.cu``, ``tile_copy_windowed``).
+- ``narrow``: copies and transposes whose destination rows hold a few elements (``[4000000, 3]``),
+  dst moved as one flat array of aligned vectors, each element read where it lies in src
+  (``kernels/tile_copy/tile_copy_narrow.cu``, ``tile_copy_narrow``).
 
 The operation is in ``operation.py``; the rules every template shares in ``tiles.py``, those of the
 templates of ``tile_copy.cu`` (vector, cp_async) and of ``tile_copy_paired.cu`` in ``staged.py``. Those
-three, shifted and windowed take the problem's ``kernel_view``: a transpose with a unit dimension is a plain
+three, shifted, windowed and narrow take the problem's ``kernel_view``: a transpose with a unit dimension is a plain
 copy, and a copy of whole rows narrower than the narrowest tile is one flat row.
 """
 
 from ...limits import MAX_SHARED_BYTES
 from ..contract import Family
 from .cp_async import CpAsyncConfig, CpAsyncTemplate
+from .narrow import NarrowConfig, NarrowTemplate
 from .operation import TileCopyOperation, TileCopyProblem
 from .paired import PairedConfig, PairedTemplate
 from .shifted import ShiftedConfig, ShiftedTemplate
@@ -48,7 +52,15 @@ from .windowed import WindowedConfig, WindowedTemplate
 
 FAMILY = Family(
     TileCopyOperation(),
-    (VectorTemplate(), CpAsyncTemplate(), TmaTemplate(), PairedTemplate(), ShiftedTemplate(), WindowedTemplate()),
+    (
+        VectorTemplate(),
+        CpAsyncTemplate(),
+        TmaTemplate(),
+        PairedTemplate(),
+        ShiftedTemplate(),
+        WindowedTemplate(),
+        NarrowTemplate(),
+    ),
 )
 
 __all__ = [
@@ -57,6 +69,7 @@ __all__ = [
     "MAX_REGISTER_BYTES",
     "MAX_SHARED_BYTES",
     "MAX_SLOTS",
+    "NarrowConfig",
     "STAGING",
     "CpAsyncConfig",
     "PairedConfig",

@@ -63,9 +63,14 @@ def tile_members(problem: TileCopyProblem, config: TileConfig) -> dict[str, int 
 
 def copy_args(problem: TileCopyProblem, config: TileConfig, reach: int = 0) -> tuple[Arg, ...]:
     """The members of the argument struct ``Cfg::Args`` of the kernels of tile_copy.cu,
-    tile_copy_paired.cu, tile_copy_shifted.cu and tile_copy_windowed.cu, in order: src, dst (of the
-    element's bits type ``T``), Ms, Ns, Md, Nd, oy, ox, then pad, tiles_n, n_tiles
-    (``TileTemplate.tail_args``; ``reach`` as ``tile_counts``')."""
+    tile_copy_paired.cu, tile_copy_shifted.cu and tile_copy_windowed.cu, in order: ``operand_args``,
+    then pad, tiles_n, n_tiles (``TileTemplate.tail_args``; ``reach`` as ``tile_counts``')."""
+    return (*operand_args(problem), *TileTemplate.tail_args(problem, config, reach))
+
+
+def operand_args(problem: TileCopyProblem) -> tuple[Arg, ...]:
+    """The members every tile_copy kernel's argument struct begins with: src, dst (of the element's bits
+    type ``T``), Ms, Ns, Md, Nd, oy, ox."""
     t = element_ctype(problem).name
     names = ("Ms", "Ns", "Md", "Nd", "oy", "ox")
     scalars = (*problem.src, *problem.dst, *problem.origin)
@@ -73,8 +78,12 @@ def copy_args(problem: TileCopyProblem, config: TileConfig, reach: int = 0) -> t
         BufferArg("src", f"const {t}"),
         BufferArg("dst", t),
         *(ScalarArg("i64", v, name) for name, v in zip(names, scalars, strict=True)),
-        *TileTemplate.tail_args(problem, config, reach),
     )
+
+
+def pad_arg(problem: TileCopyProblem) -> ScalarArg:
+    """The padding bits, of the element's bits type (member ``pad``)."""
+    return ScalarArg("u32" if problem.itemsize == 4 else "u16", problem.pad_bits, "pad")
 
 
 def tile_counts(problem: TileCopyProblem, config: TileConfig, reach: int = 0) -> tuple[int, int]:
@@ -162,5 +171,4 @@ class TileTemplate(KernelTemplate[TileCopyProblem, C]):
         """The members every kernel's argument struct ends with: pad (the padding bits, of the element's
         bits type), tiles_n (destination tiles per row), n_tiles (``reach`` as ``tile_counts``')."""
         tiles_m, tiles_n = tile_counts(problem, config, reach)
-        pad = ScalarArg("u32" if problem.itemsize == 4 else "u16", problem.pad_bits, "pad")
-        return pad, ScalarArg("i64", tiles_n, "tiles_n"), ScalarArg("i64", tiles_m * tiles_n, "n_tiles")
+        return pad_arg(problem), ScalarArg("i64", tiles_n, "tiles_n"), ScalarArg("i64", tiles_m * tiles_n, "n_tiles")
