@@ -182,6 +182,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "7c644cc": "tile_copy: template windowed only (its kernel and module)",
     "328e589": "fp4.cuh's decode_word (e2m1_spread) and e8m0_small_factor, which quant does not call: quant's "
     "instructions identical (39 of 39 sampled variants); quant_gemm, which calls them, re-recorded at e8ac542",
+    "a1f76ec": "tile_copy: template narrow only (its kernel, module and sweep file); tiles.py's copy_args composed of "
+    "operand_args and pad_arg, the same members in the same order",
 }
 
 
