@@ -105,7 +105,8 @@ def test_good_file_loads(tmp_path: Path) -> None:
     paired = vector * 3 // 4  # always staged: no staging 'none'
     shifted = 2 * 8 * 5 * 4 * 5  # the tile parameters only
     windowed = shifted * 2 * 3  # its staging (plain, padded) and stages
-    assert spec.space.size() == vector + cp_async + tma + paired + shifted + windowed
+    narrow = 5 * 4 * 4 * 5  # no tile: threads, vec_bytes, vectors, chunks_per_block
+    assert spec.space.size() == vector + cp_async + tma + paired + shifted + windowed + narrow
     a, b = (p.problem for p in spec.problems)
     assert a.origin == (64, 64) and a.padding == "zero"
     assert b.transpose and b.padding == "value" and b.pad_value == -3.25 and b.pad_bits == 0xC050

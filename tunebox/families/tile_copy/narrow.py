@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass
 
 from ...rules import Rules, whole_elements
-from ..base import Arg, Instantiation, LaunchGeometry, ScalarArg, instantiate
+from ..base import Arg, CType, Instantiation, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .operation import MAX_EXTENT, TileCopyProblem
 from .tiles import element_ctype, operand_args, pad_arg
@@ -76,7 +76,7 @@ class NarrowTemplate(KernelTemplate[TileCopyProblem, NarrowConfig]):
 
     def render(self, problem: TileCopyProblem, config: NarrowConfig) -> Instantiation:
         view = self.view(problem)
-        members = {
+        members: dict[str, int | bool | CType] = {
             "T": element_ctype(view),
             "THREADS": config.threads,
             "VEC": config.vec_bytes // view.itemsize,
