@@ -184,6 +184,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "instructions identical (39 of 39 sampled variants); quant_gemm, which calls them, re-recorded at e8ac542",
     "a1f76ec": "tile_copy: template narrow only (its kernel, module and sweep file); tiles.py's copy_args composed of "
     "operand_args and pad_arg, the same members in the same order",
+    "f3a4f68": "tile_copy: narrow.py's render annotates its members' type (no value changes)",
 }
 
 
