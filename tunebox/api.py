@@ -136,7 +136,7 @@ def tune(
                 spec, chosen, builder, out, winners, listeners, settings, progress=progress, sanitizer=sanitizer
             ).run()
         finally:
-            builder.close()
+            builder.close(abandon=True)  # compiles still running are spare asks: unwanted
             chosen.close()
 
 
@@ -198,7 +198,7 @@ def _tune_shared(
         )
         result = sweep.run()
     finally:
-        builder.close()
+        builder.close(abandon=True)  # compiles still running are spare asks: unwanted
         chosen.close()
     from .records import WinnerKey
     from .store.postgres import PgWinnersDB

@@ -41,12 +41,19 @@ class IsolatedCompiler:
         self._local = threading.local()
         self._helpers: list[tuple[SpawnProcess, Connection]] = []
         self._lock = threading.Lock()
+        self._closed = False
 
     def compile(self, source: KernelSource, arch: str, options: list[str]) -> BuildResult:
         from .nvrtc import BuildResult
 
+        if self._closed:
+            return BuildResult(source, arch, Status.COMPILE_ERROR, log="the compile pool was closed")
         conn = self._connection()
-        conn.send((source, arch, options))
+        try:
+            conn.send((source, arch, options))
+        except OSError:  # its helper killed by an abandoning close
+            self._discard()
+            return BuildResult(source, arch, Status.COMPILE_ERROR, log="the compiler process died")
         if conn.poll(self.timeout_s):
             try:
                 result: BuildResult = conn.recv()  # what ``_serve`` answers a job
@@ -57,16 +64,20 @@ class IsolatedCompiler:
         self._discard()
         return BuildResult(source, arch, Status.TIMEOUT, log=f"compile killed after {self.timeout_s:.0f} s")
 
-    def close(self) -> None:
-        """Stop every helper: all are told at once, then given ``STOP_S`` between them to exit; any
-        still running is killed. (Told and joined in turn, a throughput_default command on the H200
-        waited 1.0-1.1 s for its sixteen; 0.1 s this way: results/benchmarks/command_phases.json.)"""
+    def close(self, abandon: bool = False) -> None:
+        """Stop every helper; a closed compiler compiles nothing more. All are told at once, then given
+        ``STOP_S`` between them to exit; any still running is killed. (Told and joined in turn, a
+        throughput_default command on the H200 waited 1.0-1.1 s for its sixteen; 0.1 s this way:
+        results/benchmarks/command_phases.json.) With ``abandon`` every helper is killed at once, its
+        compile unfinished (its result is not wanted: the caller gets a failed build, never cached)."""
         with self._lock:
             helpers, self._helpers = self._helpers, []
-        for _, conn in helpers:
-            with contextlib.suppress(OSError):
-                conn.send(None)
-        deadline = time.monotonic() + STOP_S
+            self._closed = True
+        if not abandon:
+            for _, conn in helpers:
+                with contextlib.suppress(OSError):
+                    conn.send(None)
+        deadline = time.monotonic() + (0.0 if abandon else STOP_S)
         for proc, _ in helpers:
             proc.join(max(0.0, deadline - time.monotonic()))
             if proc.is_alive():

@@ -205,6 +205,7 @@ class Sweep:
         inflight: set[str] = set()
         binaries: dict[Identity, EvalRecord] = {}
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
+        spare = 0 if self.backend.replayed else self.settings.spare_asks
         while True:
             accepting = time.perf_counter() < self.deadline
             depth, refill_at = self.settings.ahead(evaluated)
@@ -212,7 +213,7 @@ class Sweep:
             while (
                 accepting
                 and refill
-                and evaluated + len(compiling) + len(queued) < budget
+                and evaluated + len(compiling) + len(queued) < budget + spare
                 and len(compiling) + len(queued) < depth
             ):
                 ask = strategy.ask()
@@ -228,7 +229,12 @@ class Sweep:
                     continue
                 inflight.add(key)
                 compiling.add((ask, config), self._build(problem, config))
-            while accepting and compiling and sum(q.kind is Kind.DEVICE for q in queued) < self.settings.device_queue:
+            while (
+                accepting
+                and compiling
+                and evaluated + len(queued) < budget  # never past the budget: spare asks wait, then are cancelled
+                and sum(q.kind is Kind.DEVICE for q in queued) < self.settings.device_queue
+            ):
                 entry = self._compiled(compiling, wait=not queued)  # with work queued: its answers first
                 if entry is None:
                     break
@@ -255,7 +261,7 @@ class Sweep:
             self._notify(named.name, record)
             self._report(named.name, evaluated, best, record)
             self._check_breaker(failures, record)
-        for entry in compiling.drain():  # deadline reached with compiles in flight
+        for entry in compiling.drain():  # the deadline reached with compiles in flight, or spare asks left
             if entry.future is not None:
                 entry.future.cancel()
             strategy.tell(entry.item[0], EvalRecord(family.name, {}, {}, Status.TIMEOUT))

@@ -22,6 +22,11 @@ class LoopSettings:
     # the loop's own stalls (a batch of asks, a compile not yet done; with 2 the H200 was busy 29% of a
     # warm throughput_default sweep; 8 is not yet measured there)
     device_queue: int = 8
+    # asks beyond a problem's trial budget, compiled at its end so that its last evaluations take the
+    # first compiles to finish, not the slowest of the last batch (a warm throughput_default run's last
+    # answer came 1.3-2.5 s after the one before it, the device idle); never evaluated, cancelled when the
+    # budget is reached. None on replay, which compiles nothing.
+    spare_asks: int = 8
     breaker: int = 12  # this many consecutive failures of one status stop the sweep
     compile_timeout_s: float = 120.0  # a compile running longer is killed (status timeout)
 

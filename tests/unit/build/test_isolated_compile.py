@@ -1,5 +1,6 @@
 """Compiles in killable helper processes: a compile past its timeout is killed and recorded as a
-timeout, and the builder keeps compiling afterwards."""
+timeout, and the builder keeps compiling afterwards; a close that abandons running compiles stops them
+at once and caches nothing for them."""
 
 from __future__ import annotations
 
@@ -89,3 +90,22 @@ def test_an_empty_or_absent_cache_holds_nothing(tmp_path):
         assert not builder.holds_nothing() and builder.cached(GOOD)
     finally:
         builder.close()
+
+
+def test_an_abandoning_close_stops_a_running_compile_at_once(tmp_path):
+    """close(abandon=True) kills the helper of a compile in progress (about 20 s of work) instead of
+    waiting for it: the compile's future fails, nothing is cached, and the closed pool compiles nothing
+    more."""
+    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path / "cubin", timeout_s=60.0, workers=1)
+    assert builder.build_one(GOOD).status is Status.OK  # the helper started
+    running = builder.submit(slow_source())
+    time.sleep(1.0)  # in ptxas
+    start = time.monotonic()
+    builder.close(abandon=True)
+    assert time.monotonic() - start < 2.0
+    result = running.result(timeout=5)
+    assert result.status is Status.COMPILE_ERROR and "died" in result.log
+    assert not builder.cached(slow_source()) and builder.cached(GOOD)
+    assert builder._isolated is not None
+    refused = builder._isolated.compile(GOOD, "sm_90", [])
+    assert refused.status is Status.COMPILE_ERROR and "closed" in refused.log

@@ -326,3 +326,62 @@ def test_a_cold_cache_is_not_asked_about_each_configuration(tmp_path):
     builder = EmptyCacheBuilder()
     result = Sweep(load_sweep(tmp_path / "queue.toml"), QueueBackend(), builder, tmp_path / "o", tmp_path / "w").run()
     assert builder.asked == [] and result.evaluated > 0
+
+
+class SlowNthBuilder(StubBuilder):
+    """Each variant its own binary; the ``nth`` compile submitted finishes only when ``finish`` is set
+    (a thread completes it then), the others at once."""
+
+    def __init__(self, nth: int, finish: threading.Event) -> None:
+        super().__init__(distinct=True)
+        self.nth, self.finish, self.count = nth, finish, 0
+        self.slow: Future[BuildResult] | None = None
+        self.slow_source = None
+
+    def submit(self, source) -> Future[BuildResult]:
+        done = super().submit(source)
+        self.count += 1
+        if self.count != self.nth:
+            return done
+        self.slow, self.slow_source, result = Future(), source, done.result()
+        slow = self.slow
+
+        def finish() -> None:
+            if self.finish.wait(5.0) and slow.set_running_or_notify_cancel():
+                slow.set_result(result)
+
+        threading.Thread(target=finish, daemon=True).start()
+        return slow
+
+
+@pytest.mark.parametrize("spare", [8, 0])
+def test_a_problem_ends_on_the_first_compiles_to_finish_not_a_slow_last_one(tmp_path, spare):
+    """The last of a budget's asks compiles slowly: with spare asks the budget's last evaluations are
+    the spare variants that compiled, and the slow compile is cancelled, never waited for; without
+    them the loop waits for it (it finishes once the device has had the other nine)."""
+    sweep_file = (
+        SWEEP.replace('strategy = "exhaustive"', 'strategy = "random"\ntrials = 10')
+        .replace("BM = [8]", "BM = [1, 2, 4, 8, 16, 32, 64]")
+        .replace("BN = [128]", "BN = [64, 128, 256, 512]")
+        .replace("vec_bytes = [4, 8, 16]", "vec_bytes = [4, 8]")  # every variant compiles
+    )
+    (tmp_path / "queue.toml").write_text(sweep_file)
+    finish = threading.Event()
+
+    class Finishing(QueueBackend):  # lets the slow compile finish once nine variants reached the device
+        def submit(self, evaluation) -> None:
+            super().submit(evaluation)
+            if len(self.submitted) == 9:
+                finish.set()
+
+    backend = Finishing()
+    builder = SlowNthBuilder(10, finish if not spare else threading.Event())
+    settings = LoopSettings(device_queue=2, spare_asks=spare)
+    result = Sweep(
+        load_sweep(tmp_path / "queue.toml"), backend, builder, tmp_path / "o", tmp_path / "w", settings=settings
+    ).run()
+    assert builder.slow is not None and result.evaluated == len(set(backend.submitted)) == 10
+    if spare:  # cancelled, never evaluated: spare variants asked after it took its place
+        assert builder.slow.cancelled() and builder.slow_source not in backend.sources
+    else:
+        assert backend.sources[-1] == builder.slow_source
