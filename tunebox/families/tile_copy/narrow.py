@@ -17,10 +17,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...limits import MAX_GRID_X
 from ...rules import Rules, whole_elements
 from ..base import Arg, CType, Instantiation, LaunchGeometry, ScalarArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from .operation import MAX_EXTENT, TileCopyProblem
+from .operation import TileCopyProblem
 from .tiles import element_ctype, operand_args, pad_arg
 
 NARROW_ROWS = 32  # elements: the widest destination row this template takes
@@ -71,7 +72,7 @@ class NarrowTemplate(KernelTemplate[TileCopyProblem, NarrowConfig]):
     def geometry(self, problem: TileCopyProblem, config: NarrowConfig) -> LaunchGeometry:
         chunks = self._chunks(problem, config)
         blocks = math.ceil(chunks / config.chunks_per_block)
-        assert blocks <= MAX_EXTENT, "at most 2^30 blocks (the module doc)"
+        assert blocks <= MAX_GRID_X, "at most 2^30 blocks (the module doc)"
         return LaunchGeometry((blocks, 1, 1), (config.threads, 1, 1), 0)
 
     def render(self, problem: TileCopyProblem, config: NarrowConfig) -> Instantiation:
