@@ -185,6 +185,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "a1f76ec": "tile_copy: template narrow only (its kernel, module and sweep file); tiles.py's copy_args composed of "
     "operand_args and pad_arg, the same members in the same order",
     "f3a4f68": "tile_copy: narrow.py's render annotates its members' type (no value changes)",
+    "557f55b": "tile_copy: narrow.py's geometry asserts against MAX_GRID_X (the same value, 2^31 - 1)",
 }
 
 
