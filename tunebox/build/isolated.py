@@ -46,9 +46,9 @@ class IsolatedCompiler:
     def compile(self, source: KernelSource, arch: str, options: list[str]) -> BuildResult:
         from .nvrtc import BuildResult
 
-        if self._closed:
-            return BuildResult(source, arch, Status.COMPILE_ERROR, log="the compile pool was closed")
         conn = self._connection()
+        if conn is None:
+            return BuildResult(source, arch, Status.COMPILE_ERROR, log="the compile pool was closed")
         try:
             conn.send((source, arch, options))
         except OSError:  # its helper killed by an abandoning close
@@ -84,7 +84,11 @@ class IsolatedCompiler:
                 proc.kill()
                 proc.join()
 
-    def _connection(self) -> Connection:
+    def _connection(self) -> Connection | None:
+        """This thread's end of its helper's pipe, a helper started where it has none alive; None once
+        the compiler is closed (a helper started while it closed is killed, never left behind)."""
+        if self._closed:
+            return None
         helper = getattr(self._local, "helper", None)
         if helper is None or not helper[0].is_alive():
             parent, child = self._ctx.Pipe()
@@ -94,7 +98,12 @@ class IsolatedCompiler:
             helper = (proc, parent)
             self._local.helper = helper
             with self._lock:
-                self._helpers.append(helper)
+                closed = self._closed
+                if not closed:
+                    self._helpers.append(helper)
+            if closed:
+                self._discard()
+                return None
         return helper[1]
 
     def _discard(self) -> None:

@@ -196,12 +196,12 @@ class NvrtcBuilder:
         ones are stopped unfinished where they run in helper processes (nothing is cached for them: a
         sweep's spare asks, whose results nobody reads; at the end of a cold throughput_default run on
         the H200 their wait took the close 0.1 -> 1.6 s, results/benchmarks/command_phases.json)."""
-        if abandon and self._isolated is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)  # no job starts after this
-            self._isolated.close(abandon=True)
-        self._pool.shutdown(wait=True, cancel_futures=True)
-        if self._isolated is not None:
-            self._isolated.close()
+        if self._isolated is None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            return
+        self._pool.shutdown(wait=not abandon, cancel_futures=True)  # no job starts after this
+        self._isolated.close(abandon=abandon)
+        self._pool.shutdown(wait=True)  # abandoned: the threads return once their helpers are gone
 
     def build_one(self, source: KernelSource) -> BuildResult:
         key = self.cache_key(source)

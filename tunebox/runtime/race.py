@@ -197,9 +197,7 @@ def race(
                 runs[label]()
             return [_sample(torch, flush, runs[label]) for _ in range(samples)]
 
-        collected = {label: block(label) for label in timed}
-        if main.name in collected and len(collected) > 1:
-            collected[main.name] = steadier(collected[main.name], block(main.name))
+        collected = timed_blocks(list(timed), main.name, block)
     final = tuple(
         Entrant(e.label, e.config, e.verdict, tuple(collected[e.label])) if e.label in timed else e for e in entrants
     )
@@ -209,9 +207,14 @@ def race(
     return RaceResult(final, kernel, library, time.perf_counter() - budget.started)
 
 
-def steadier(*blocks: list[float]) -> list[float]:
-    """The block of samples with the lowest median (the first of equals)."""
-    return min(blocks, key=statistics.median)
+def timed_blocks(labels: list[str], library: str, block: Callable[[str], list[float]]) -> dict[str, list[float]]:
+    """Each runner's samples (``block(label)``, in ``labels``' order); the ``library`` call, when it is
+    among them beside a kernel, timed again after the others, its block of the lower median kept (the
+    first of equals)."""
+    collected = {label: block(label) for label in labels}
+    if library in collected and len(collected) > 1:
+        collected[library] = min(collected[library], block(library), key=statistics.median)
+    return collected
 
 
 def _wall(torch: Any, run: Callable[[], object]) -> float:
