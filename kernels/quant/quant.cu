@@ -18,8 +18,7 @@
 // BPT, THREADS, SWIZZLED, AMAX_THREADS (NVFP4 quantize's prologue); Args: x, values, scales,
 // [tensor_scale,] rows, cols, nb, rb, gc, sc (the scale layout's blocks a row), total (the grid's
 // blocks). NVFP4 quantize's prologue: quant_amax_partial (finite |x| maxima of grid-strided slices,
-// walked from x's end so that the L2 is left holding x's beginning for the main kernel; into the
-// workspace amax) and quant_amax_final (their maximum G; the tensor scale T = G / 2688,
+// into the workspace amax) and quant_amax_final (their maximum G; the tensor scale T = G / 2688,
 // which the main kernel reads back); their argument structs are Cfg's <kernel>_args.
 #include "tunebox/fp4.cuh"
 #include "tunebox/quant_pairs.cuh"
@@ -351,14 +350,12 @@ __global__ void __launch_bounds__(Cfg::AMAX_THREADS)
   constexpr int V = 16 / sizeof(E), THREADS = Cfg::AMAX_THREADS, UNROLL = 4;  // UNROLL loads in flight
   const i64 stride = (i64)gridDim.x * THREADS, first = (i64)blockIdx.x * THREADS + threadIdx.x;
   const i64 vectors = a.n / V;
-  // vector i of the walk is x's vector vectors - 1 - i: the grid reads x from its end, so what it
-  // read last, and the L2 still holds, is x's beginning, where the main kernel's blocks start
-  const R* last = reinterpret_cast<const R*>(a.x) + vectors - 1;
   u32 m = KEY_ZERO<Cfg::BF16>;
   for (i64 i = first; i < vectors; i += UNROLL * stride) {
     R v[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) v[u] = i + u * stride < vectors ? __ldg(last - (i + u * stride)) : R{};
+    for (int u = 0; u < UNROLL; ++u)
+      v[u] = i + u * stride < vectors ? __ldg(reinterpret_cast<const R*>(a.x) + i + u * stride) : R{};
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) {
       m = key_max<Cfg::BF16>(m, v[u].x);
