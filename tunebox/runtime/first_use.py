@@ -8,7 +8,8 @@ and the race runs beside it on copies of the inputs; later launches use its resu
 The portfolio is learned from the recorded sweeps (``scripts/portfolio.py`` writes ``portfolios.json``
 beside the winners database: per family, the fewest configurations that bring every tuned problem
 within a few percent of its best). A race takes the lookup's answer, then the portfolio, then every
-stored winner of the family, each only if valid at the problem, up to ``MAX_CANDIDATES``.
+stored winner of the family, those of the tuned problems nearest the new one first (``Family.distance``),
+each only if valid at the problem, up to ``MAX_CANDIDATES``.
 
 Raced results are kept in their own winners database (``raced_db()``: ``TUNEBOX_RACED_DB``, else
 ``~/.cache/tunebox/raced.sqlite``), never in the shipped one: the fastest verified kernel with its

@@ -231,7 +231,7 @@ class Launcher:
         """Race at ``problem`` on ``arrays`` (stream ``handle``), keep the result, return its answer."""
         others = [
             *portfolio(self.db_path, family.name),
-            *(w.config for w in self._lookup.winners(family, self.device_info())),
+            *(w.config for w in self._lookup.winners(family, self.device_info(), near=problem)),
         ]
         entrants = candidates(family, problem, answer, others)
         result = race(

@@ -200,11 +200,16 @@ class Lookup:
             self._devices[(family, name)] = info
         return info
 
-    def winners(self, family: Family[Any], device: DeviceInfo) -> list[Winner]:
-        """Every stored winner of ``family``'s current sources on ``device`` (any toolchain, any dtype)."""
+    def winners(self, family: Family[Any], device: DeviceInfo, near: Problem | None = None) -> list[Winner]:
+        """Every stored winner of ``family``'s current sources on ``device`` (any toolchain, any dtype);
+        with ``near``, the winners of the problems nearest it first (``Family.distance``; incomparable
+        problems last), each problem's faster winners first."""
         self._fresh()
         with self._lock:
-            return self._open().candidates(family.name, family.source_hash(), device.name, device.compute_capability)
+            found = self._open().candidates(family.name, family.source_hash(), device.name, device.compute_capability)
+        if near is None:
+            return found
+        return [w for _, w in sorted(((_distance(family, near, w), w) for w in found), key=lambda dw: dw[0])]
 
     def _fresh(self) -> None:
         """Drop what was read when the database changed since (opened again on need)."""
@@ -366,3 +371,14 @@ def shared(db: str | os.PathLike[str] | None = None) -> Lookup:
         with _shared_lock:
             found = _shared.setdefault(path, Lookup(path))
     return found
+
+
+def _distance(family: Family[Any], problem: Problem, winner: Winner) -> tuple[float, float]:
+    """(distance from ``problem`` to the winner's problem, infinite when incomparable or unreadable;
+    the winner's median ms): the order in which a race takes stored winners."""
+    try:
+        distance = family.distance(problem, family.parse_problem(json.loads(winner.key.problem_key)))
+    except (ValueError, InvalidProblem):
+        distance = None
+    return (float("inf") if distance is None else distance, winner.median_ms)
+

@@ -34,6 +34,7 @@ from tunebox.families.tile_copy import (
     TmaConfig,
     VectorConfig,
 )
+from tunebox.families.tile_copy.operation import row_alignment
 from tunebox.params import Config
 from tunebox.records import Status
 from tunebox.tma import SWIZZLE_BYTES, TensorMapRequest
@@ -493,6 +494,22 @@ def test_distance() -> None:
     assert TC.distance(b2, a) == d2  # symmetric
     small = problem("float32", src=(512, 1024), dst=(512, 1024))
     assert TC.distance(a, small) == pytest.approx(d2)
+
+
+def test_distance_counts_how_aligned_the_rows_are() -> None:
+    """Rows' alignment (up to a 32-byte sector) decides which templates apply and how whole their
+    sectors are: a problem of the same alignment is nearer than one of closer extents but odd rows."""
+    target = problem("bfloat16", src=(20000, 3000), dst=(3000, 20000), transpose=True)  # rows 6000 B, 40000 B
+    assert row_alignment(target) == (16, 32)
+    assert row_alignment(problem("float16", src=(7, 7919), dst=(7, 7919))) == (2, 2)
+    same_class = problem("bfloat16", src=(12000, 5000), dst=(5000, 12000), transpose=True)
+    odd = problem("bfloat16", src=(13001, 5003), dst=(5003, 13001), transpose=True)
+    assert TC.distance(target, same_class) < TC.distance(target, odd)
+    extents_only = 4 * abs(math.log2(3000 / 5000))  # 20000 / 12000 is 5000 / 3000: four such ratios
+    assert TC.distance(target, same_class) == pytest.approx(extents_only)
+    assert TC.distance(target, odd) == pytest.approx(
+        sum(abs(math.log2(x / y)) for x, y in [(20000, 13001), (3000, 5003)] * 2) + math.log2(16 / 2) + math.log2(32 / 2)
+    )
 
 
 # ---------------------------------------------------------------------------------------------

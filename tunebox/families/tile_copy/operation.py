@@ -86,6 +86,19 @@ class TileCopyProblem(Problem):
         return d
 
 
+SECTOR_BYTES = 32  # a memory sector: rows aligned to it are as aligned as any
+
+
+def row_alignment(problem: TileCopyProblem) -> tuple[int, int]:
+    """The alignment in bytes (a power of two, at most a sector) of every row of src and of dst: whether
+    vectors, tensor maps (16 bytes) and whole sectors fit their rows."""
+
+    def aligned(row_bytes: int) -> int:
+        return min(row_bytes & -row_bytes, SECTOR_BYTES)
+
+    return aligned(problem.src[1] * problem.itemsize), aligned(problem.dst[1] * problem.itemsize)
+
+
 def _pair(data: Mapping[str, Any], key: str, low: int, default: tuple[int, int] | None = None) -> tuple[int, int]:
     value = data.get(key, default)
     if not isinstance(value, list | tuple) or len(value) != 2 or not all(type(v) is int for v in value):
@@ -164,9 +177,14 @@ class TileCopyOperation(Operation[TileCopyProblem]):
         return Work((problem.valid_source_elements() + problem.dst[0] * problem.dst[1]) * problem.itemsize)
 
     def distance(self, a: TileCopyProblem, b: TileCopyProblem) -> float | None:
+        """The log2 ratios of their extents, plus those of their rows' alignments (which templates
+        apply and how whole their sectors are: ``row_alignment``); None across element types or
+        between a copy and a transpose."""
         if (a.element, a.transpose) != (b.element, b.transpose):
             return None
-        return sum(abs(math.log2(x / y)) for x, y in zip(a.src + a.dst, b.src + b.dst, strict=True))
+        extents = zip(a.src + a.dst, b.src + b.dst, strict=True)
+        alignments = zip(row_alignment(a), row_alignment(b), strict=True)
+        return sum(abs(math.log2(x / y)) for x, y in (*extents, *alignments))
 
     def from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> TileCopyProblem:
         src, dst = arrays["src"], arrays["dst"]
