@@ -381,4 +381,3 @@ def _distance(family: Family[Any], problem: Problem, winner: Winner) -> tuple[fl
     except (ValueError, InvalidProblem):
         distance = None
     return (float("inf") if distance is None else distance, winner.median_ms)
-

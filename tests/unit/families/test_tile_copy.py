@@ -507,9 +507,8 @@ def test_distance_counts_how_aligned_the_rows_are() -> None:
     assert TC.distance(target, same_class) < TC.distance(target, odd)
     extents_only = 4 * abs(math.log2(3000 / 5000))  # 20000 / 12000 is 5000 / 3000: four such ratios
     assert TC.distance(target, same_class) == pytest.approx(extents_only)
-    assert TC.distance(target, odd) == pytest.approx(
-        sum(abs(math.log2(x / y)) for x, y in [(20000, 13001), (3000, 5003)] * 2) + math.log2(16 / 2) + math.log2(32 / 2)
-    )
+    extents = sum(abs(math.log2(x / y)) for x, y in [(20000, 13001), (3000, 5003)] * 2)
+    assert TC.distance(target, odd) == pytest.approx(extents + math.log2(16 / 2) + math.log2(32 / 2))
 
 
 # ---------------------------------------------------------------------------------------------
