@@ -80,6 +80,9 @@ REVIEWED = {  # files that differ from 82eb236 in ways that change no result
 
 
 REVIEWED_COMMITS = {  # commits whose every changed file changes no result
+    "29977ac": "tile_copy: its distance (the lookup's nearest order, the race's) counts row alignment; no kernel, "
+    "rule or rendered source changes",
+    "de06d82": "tile_copy: a test and lookup.py's formatting only",
     "83fe502": "tile_copy: a comment in tile_copy_shifted.cu, a dict literal in shifted.py (renders the same source)",
     "5308ec0": "tile_copy: for_block_tiles and shift_words moved into copy_tiles.cuh; instructions identical "
     "(265 sampled variants; cp_async's, source untouched, vary from build to build)",
