@@ -89,10 +89,11 @@ class RaceBudget:
         return True
 
 
-def timing_seconds(run_s: float, flush_s: float, samples: int) -> float:
+def timing_seconds(run_s: float, sample_s: float, samples: int) -> float:
     """Host seconds the timing of a runner takes: ``WARMUPS`` runs, then ``samples`` flushed ones
-    (``run_s``: one run and its synchronisation; ``flush_s``: one flush of the L2)."""
-    return WARMUPS * run_s + samples * (flush_s + run_s)
+    (``run_s``: one run and its synchronisation; ``sample_s``: one sample around nothing, its flush,
+    events and synchronisation)."""
+    return WARMUPS * run_s + samples * (sample_s + run_s)
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,13 @@ def race(
             if b.role == "workspace"
         }
         flush = torch.empty(FLUSH_BYTES, dtype=torch.uint8, device=device)
-        flush_s = _warm_wall(torch, flush.zero_, _wall(torch, flush.zero_))
+
+        # a sample's own cost: its flush, its events, their synchronisation (the flush alone left the
+        # events out, and a serving run's race passed its 0.5 s budget by 1 ms: results/README.md, session 25)
+        def empty() -> float:
+            return _sample(torch, flush, lambda: None)
+
+        sample_s = _warm_wall(torch, empty, _wall(torch, empty))
 
         def verdict() -> str:
             torch.cuda.current_stream().synchronize()
@@ -159,7 +166,7 @@ def race(
             first_s = _wall(torch, runs[main.name])
             entrants.append(Entrant(main.name, None, verdict()))
             # timed twice: before the kernels and after them
-            budget.reserve(2 * timing_seconds(_warm_wall(torch, runs[main.name], first_s), flush_s, samples))
+            budget.reserve(2 * timing_seconds(_warm_wall(torch, runs[main.name], first_s), sample_s, samples))
         from cuda.core import Stream
 
         core_stream = Stream.from_handle(stream)
@@ -185,7 +192,7 @@ def race(
                 continue
             checked = verdict()
             if checked == "ok":
-                timing = timing_seconds(_warm_wall(torch, run, first_s), flush_s, samples)
+                timing = timing_seconds(_warm_wall(torch, run, first_s), sample_s, samples)
                 checked = "ok" if budget.admit(timing) else f"{past} (checked, not timed)"
             entrants.append(Entrant(label, config.as_dict(), checked))
             runs[label] = run
