@@ -8,8 +8,9 @@ kernels, a 64 x 64 x 64 gemm served by torch.matmul through launch; each beside 
 writes. Mean over 20000 calls after 1000 warm ones, synchronised at the ends. Then the parts of the
 kernel path on their own (the floor this host sets): ``cuLaunchKernelEx`` of an empty kernel through
 ctypes with every argument converted once (the call ``DirectLaunch`` makes), ``DirectLaunch.run`` on one
-buffer, and the fast path's key of the transpose's call; and a profile of the kernel path (the 15
-costliest functions by own time). Needs a GPU and torch.
+buffer, the fast path's key of the transpose's call, and the transpose's fast entry given its key (its own
+kernel and argument struct re-pointed and launched: the whole call less this and the key is the glue);
+and a profile of the kernel path (the 15 costliest functions by own time). Needs a GPU and torch.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ def per_call_us(run: Any) -> float:
     return host_us(run, CALLS, warmups=1000, batch=CALLS)  # one batch: the mean over every call in a row
 
 
-def host_parts(a: Any, b: Any) -> dict[str, Any]:
-    """The kernel path's parts on their own, as calls to time."""
+def host_parts(launcher: Launcher, a: Any, b: Any) -> dict[str, Any]:
+    """The kernel path's parts on their own, as calls to time (after ``launcher`` ran the transpose)."""
     from cuda.core import Program, ProgramOptions
 
     code = 'extern "C" __global__ void touch(float* p) {}'
@@ -54,12 +55,18 @@ def host_parts(a: Any, b: Any) -> dict[str, Any]:
         ("p",),
     )
     address = (buffer["p"].data_ptr(),)
+    transpose = {"src": a, "dst": b}
+    signature = torch_signature("tile_copy", transpose, None, "tunebox", {"transpose": True})
+    assert signature is not None, "contiguous CUDA tensors take the fast path"
+    key, handle, addresses = signature
+    entry = launcher._fast[key]  # the cached launch the call above made (Launcher's fast path)
     return {
         "cuLaunchKernelEx through ctypes (empty kernel)": direct._launch,
         "DirectLaunch.run (empty kernel, one buffer)": lambda: direct.run(buffer, stream, address),
         "torch_signature (the transpose's call)": lambda: torch_signature(
-            "tile_copy", {"src": a, "dst": b}, None, "tunebox", {"transpose": True}
+            "tile_copy", transpose, None, "tunebox", {"transpose": True}
         ),
+        "the transpose's fast entry, its key given": lambda: entry.run(transpose, handle, addresses),
     }
 
 
@@ -87,7 +94,7 @@ def main(out: Path) -> None:
     for name, (tunebox_call, torch_call) in cases.items():
         results[name] = {"tunebox_us": per_call_us(tunebox_call), "torch_us": per_call_us(torch_call)}
         print(name, results[name], flush=True)
-    parts = {name: per_call_us(call) for name, call in host_parts(a, b).items()}
+    parts = {name: per_call_us(call) for name, call in host_parts(launcher, a, b).items()}
     print(parts, flush=True)
     profile = cProfile.Profile()
     kernel = cases["tile_copy transpose 64x64 float32 (kernel)"][0]
