@@ -200,15 +200,13 @@ class Lookup:
             self._devices[(family, name)] = info
         return info
 
-    def winners(self, family: Family[Any], device: DeviceInfo, near: Problem | None = None) -> list[Winner]:
-        """Every stored winner of ``family``'s current sources on ``device`` (any toolchain, any dtype);
-        with ``near``, the winners of the problems nearest it first (``Family.distance``; incomparable
-        problems last), each problem's faster winners first."""
+    def winners(self, family: Family[Any], device: DeviceInfo, near: Problem) -> list[Winner]:
+        """Every stored winner of ``family``'s current sources on ``device`` (any toolchain, any dtype),
+        those of the problems nearest ``near`` first (``Family.distance``; incomparable problems last),
+        each problem's faster winners first: the order in which a race takes them."""
         self._fresh()
         with self._lock:
             found = self._open().candidates(family.name, family.source_hash(), device.name, device.compute_capability)
-        if near is None:
-            return found
         return [w for _, w in sorted(((_distance(family, near, w), w) for w in found), key=lambda dw: dw[0])]
 
     def _fresh(self) -> None:
@@ -375,7 +373,7 @@ def shared(db: str | os.PathLike[str] | None = None) -> Lookup:
 
 def _distance(family: Family[Any], problem: Problem, winner: Winner) -> tuple[float, float]:
     """(distance from ``problem`` to the winner's problem, infinite when incomparable or unreadable;
-    the winner's median ms): the order in which a race takes stored winners."""
+    the winner's median ms): ``Lookup.winners``' order."""
     try:
         distance = family.distance(problem, family.parse_problem(json.loads(winner.key.problem_key)))
     except (ValueError, InvalidProblem):

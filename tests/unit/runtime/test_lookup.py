@@ -172,16 +172,15 @@ def test_nearest_ignores_other_devices_and_sources(db_path: Path) -> None:
 
 
 def test_a_race_takes_the_winners_of_the_nearest_problems_first(db_path: Path) -> None:
-    """``Lookup.winners(near=)``: stored problems by distance to the new one (the order a race's
-    candidates take them), each problem's faster winner first; without ``near``, the database's order."""
+    """``Lookup.winners``: stored problems by distance to the new one (the order a race's candidates
+    take them, not the database's key order), each problem's faster winner first."""
     with WinnersDB(db_path) as db:
         put(db, 8192, 64, median=0.2)
         put(db, 256, 128, median=3.0)
         put(db, 128, 256, median=0.1)
-    lookup = Lookup(db_path)
-    near = [(w.key.problem_key, w.config["BLOCK"]) for w in lookup.winners(FAMILY, DEVICE, near=ToyProblem(300))]
-    assert near == [('{"n":256}', 128), ('{"n":128}', 256), ('{"n":8192}', 64)]
-    assert [w.key.problem_key for w in lookup.winners(FAMILY, DEVICE)] == ['{"n":128}', '{"n":256}', '{"n":8192}']
+        put(db, 256, 64, median=1.0, device=dataclasses.replace(DEVICE, driver_version="12000"))
+    near = [(w.key.problem_key, w.config["BLOCK"]) for w in Lookup(db_path).winners(FAMILY, DEVICE, ToyProblem(300))]
+    assert near == [('{"n":256}', 64), ('{"n":256}', 128), ('{"n":128}', 256), ('{"n":8192}', 64)]
 
 
 def test_default_when_nothing_valid(db_path: Path) -> None:
