@@ -271,10 +271,8 @@ class Lookup:
         for cand in db.candidates(
             family.name, family_hash, device.name, device.compute_capability, dtype=problem.dtype
         ):
-            try:
-                other = family.parse_problem(json.loads(cand.key.problem_key))
-            except (ValueError, InvalidProblem) as exc:
-                log.warning("%s: skipping stored problem %s (%s)", family.name, cand.key.problem_key, exc)
+            other = _stored_problem(family, cand)
+            if other is None:
                 continue
             same_toolchain = cand.key.nvrtc_version == device.nvrtc_version and (
                 cand.key.driver_version == device.driver_version
@@ -371,11 +369,19 @@ def shared(db: str | os.PathLike[str] | None = None) -> Lookup:
     return found
 
 
+def _stored_problem(family: Family[Any], winner: Winner) -> Problem | None:
+    """The problem ``winner`` was tuned at; None (logged) when its stored key no longer parses."""
+    try:
+        parsed: Problem = family.parse_problem(json.loads(winner.key.problem_key))
+        return parsed
+    except (ValueError, InvalidProblem) as exc:
+        log.warning("%s: skipping stored problem %s (%s)", family.name, winner.key.problem_key, exc)
+        return None
+
+
 def _distance(family: Family[Any], problem: Problem, winner: Winner) -> tuple[float, float]:
     """(distance from ``problem`` to the winner's problem, infinite when incomparable or unreadable;
     the winner's median ms): ``Lookup.winners``' order."""
-    try:
-        distance = family.distance(problem, family.parse_problem(json.loads(winner.key.problem_key)))
-    except (ValueError, InvalidProblem):
-        distance = None
+    other = _stored_problem(family, winner)
+    distance = None if other is None else family.distance(problem, other)
     return (float("inf") if distance is None else distance, winner.median_ms)
