@@ -30,29 +30,25 @@ def torch_signature(
     """(fast-path key, stream handle, the arrays' addresses in their order) of a call whose arrays are
     all contiguous CUDA torch tensors and whose options are hashable; else None. The key holds every
     name, shape, type and device, the options, ``use``, the stream and whether every address is
-    ``ALIGNMENT``-byte aligned: all a plan depends on but the addresses (read here, in the same pass).
-    One flat tuple, built in one pass: this runs on every cached launch (about 1.4 us on a CPU tensor pair
-    here, 1.6 with a tuple per tensor)."""
+    ``ALIGNMENT``-byte aligned: all a plan depends on but the addresses (read here, in the same pass)."""
     torch = sys.modules.get("torch")
     if torch is None or not arrays:
         return None
     tensor = torch.Tensor
-    key: list[Any] = [family_name, use, stream, *arrays]  # the names in the call's order, then each tensor's
-    # shape, type and device
-    addresses = []
+    parts, addresses = [], []
     low_bits = 0  # the addresses or-ed: a bit below ALIGNMENT set in any of them shows
-    for t in arrays.values():
+    for name, t in arrays.items():
         if not isinstance(t, tensor) or not t.is_contiguous():
             return None
         device = t.get_device()  # -1: on the host
         if device < 0:
             return None
-        key += (t.shape, t.dtype, device)
+        parts.append((name, t.shape, t.dtype, device))
         address = t.data_ptr()
         addresses.append(address)
         low_bits |= address
     if stream is None:
-        stream = key[2] = _current_stream(torch, key[len(arrays) + 5])  # on the first tensor's device
+        stream = _current_stream(torch, parts[0][3])
     # options in the call's order: another order is another key, never a wrong one
     settings = tuple(options.items()) if options else ()
     if settings:
@@ -64,8 +60,8 @@ def torch_signature(
             hash(settings)  # the rest of the key is hashable: names, shapes, dtypes, ints
         except TypeError:  # an unhashable option (an array of lengths, a nested list): the full path every call
             return None
-    key += (settings, low_bits % ALIGNMENT == 0)
-    return tuple(key), stream, tuple(addresses)
+    aligned = low_bits % ALIGNMENT == 0
+    return (family_name, use, stream, tuple(parts), settings, aligned), stream, tuple(addresses)
 
 
 def _current_stream(torch: Any, device: int) -> int:
