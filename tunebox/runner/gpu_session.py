@@ -28,6 +28,7 @@ from ..records import DeviceInfo, KernelMetrics
 from .clocks import ClockReader, Observe, idle, reader_for
 from .gate import TimingGate
 from .protocol import Variant
+from .staging import PinnedStaging
 from .timing import BenchConfig
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class GpuSession:
         self._within: dict[str, Any] = {}  # element type -> tolerance compare kernel, compiled on first use
         self.state: ProblemState | None = None
         self.clock_reader: ClockReader | None = reader_for(self.device)
+        self.staging = PinnedStaging(driver)
 
     # -- memory -------------------------------------------------------------------------------
     def upload(self, array: np.ndarray) -> Any:
@@ -93,11 +95,10 @@ class GpuSession:
         pageable memory returns once the data is staged, before it lands, and runs on the legacy
         stream, unordered with this (non-blocking) stream, so a pristine copy taken right after could
         read the allocation's previous contents (seen on the H200 as the last 28 KB of a 1 MB input
-        "modified" by the first variant of a new problem)."""
+        "modified" by the first variant of a new problem). Large arrays go through pinned buffers
+        (``staging.py``)."""
         buf = self.device.allocate(max(array.nbytes, 1), stream=self.stream)
-        host = np.ascontiguousarray(array)
-        checked(self.driver.cuMemcpyHtoDAsync(int(buf.handle), host.ctypes.data, host.nbytes, self.stream.handle))
-        self.stream.sync()
+        self.staging.upload(np.ascontiguousarray(array), int(buf.handle), self.stream)
         return buf
 
     def device_copy(self, buf: Any, nbytes: int) -> Any:
