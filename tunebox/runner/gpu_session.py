@@ -28,8 +28,8 @@ from ..records import DeviceInfo, KernelMetrics
 from .clocks import ClockReader, Observe, idle, reader_for
 from .gate import TimingGate
 from .protocol import Variant
-from .staging import PinnedStaging
 from .timing import BenchConfig
+from .uploads import upload_to
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,6 @@ class GpuSession:
         self._within: dict[str, Any] = {}  # element type -> tolerance compare kernel, compiled on first use
         self.state: ProblemState | None = None
         self.clock_reader: ClockReader | None = reader_for(self.device)
-        self.staging = PinnedStaging(driver)
 
     # -- memory -------------------------------------------------------------------------------
     def upload(self, array: np.ndarray) -> Any:
@@ -95,10 +94,10 @@ class GpuSession:
         pageable memory returns once the data is staged, before it lands, and runs on the legacy
         stream, unordered with this (non-blocking) stream, so a pristine copy taken right after could
         read the allocation's previous contents (seen on the H200 as the last 28 KB of a 1 MB input
-        "modified" by the first variant of a new problem). Large arrays go through pinned buffers
-        (``staging.py``)."""
+        "modified" by the first variant of a new problem). Large arrays
+        (``uploads.py``) are copied from their pages locked in place."""
         buf = self.device.allocate(max(array.nbytes, 1), stream=self.stream)
-        self.staging.upload(np.ascontiguousarray(array), int(buf.handle), self.stream)
+        upload_to(self.driver, np.ascontiguousarray(array), int(buf.handle), self.stream)
         return buf
 
     def device_copy(self, buf: Any, nbytes: int) -> Any:
