@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ctypes
 import sys
+import types
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from stand_in_workers import METRICS, StandInSession
@@ -158,3 +161,34 @@ def test_a_harness_error_keeps_the_worker_and_carries_the_traceback():
     assert outcome.status is Status.HARNESS_ERROR and not outcome.fatal
     assert "KeyError: 'expected'" in outcome.message and "Traceback" in outcome.message
     assert "not a kernel fault" in outcome.message
+
+
+def test_torch_libraries_are_preloaded_torch_s_global_one_first_and_a_missing_one_left_to_the_import(
+    tmp_path, monkeypatch
+):
+    """The worker loads torch's shared libraries through ctypes before importing it (their dlopen runs
+    without the GIL): libtorch_global_deps globally, as torch does, the rest locally; one that fails
+    to load does not stop the others."""
+    (tmp_path / "torch" / "lib").mkdir(parents=True)
+    origin = tmp_path / "torch" / "__init__.py"
+    monkeypatch.setattr(worker.importlib.util, "find_spec", lambda name: types.SimpleNamespace(origin=str(origin)))
+    loaded = []
+
+    def cdll(path, mode):
+        if path.endswith("libc10_cuda.so"):
+            raise OSError("not here")
+        loaded.append((Path(path).relative_to(tmp_path).as_posix(), mode))
+
+    monkeypatch.setattr(worker.ctypes, "CDLL", cdll)
+    worker._preload_torch_libraries()
+    assert loaded[0] == ("torch/lib/libtorch_global_deps.so", ctypes.RTLD_GLOBAL)
+    names = [name for name, _ in loaded]
+    assert "torch/lib/libtorch_cuda.so" in names and "torch/lib/libtorch_python.so" in names
+    assert "torch/lib/libc10_cuda.so" not in names
+    assert all(mode == ctypes.DEFAULT_MODE for _, mode in loaded[1:])
+
+
+def test_without_torch_nothing_is_preloaded(monkeypatch):
+    monkeypatch.setattr(worker.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(worker.ctypes, "CDLL", lambda *a, **k: pytest.fail("loaded a library without torch"))
+    worker._preload_torch_libraries()
