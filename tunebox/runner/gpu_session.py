@@ -94,8 +94,8 @@ class GpuSession:
         pageable memory returns once the data is staged, before it lands, and runs on the legacy
         stream, unordered with this (non-blocking) stream, so a pristine copy taken right after could
         read the allocation's previous contents (seen on the H200 as the last 28 KB of a 1 MB input
-        "modified" by the first variant of a new problem). Large arrays
-        (``uploads.py``) are copied from their pages locked in place."""
+        "modified" by the first variant of a new problem). Large arrays are copied from their pages
+        locked in place (``uploads.py``)."""
         buf = self.device.allocate(max(array.nbytes, 1), stream=self.stream)
         upload_to(self.driver, np.ascontiguousarray(array), int(buf.handle), self.stream)
         return buf
