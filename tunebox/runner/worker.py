@@ -104,7 +104,7 @@ def _preload_torch_libraries() -> None:
     that the import finds them loaded: loading them inside the import holds the GIL (with their static
     initialisers) for up to a second at a time while the worker prepares its first problem beside it (a
     CPU check, a loop timed in 1.2 ms slices beside the import: longest slice 0.34-1.05 s plain, 0.11-0.20 s
-    preloaded). A library missing or refused is left to the import."""
+    preloaded: results/diagnostics/cpu_checks_s26.json). A library missing or refused is left to the import."""
     spec = importlib.util.find_spec("torch")
     if spec is None or spec.origin is None:
         return

@@ -207,7 +207,7 @@ class Lookup:
         self._fresh()
         with self._lock:
             found = self._open().candidates(family.name, family.source_hash(), device.name, device.compute_capability)
-        return [w for _, w in sorted(((_distance(family, near, w), w) for w in found), key=lambda dw: dw[0])]
+        return [w for _, w in sorted(((_race_order(family, near, w), w) for w in found), key=lambda dw: dw[0])]
 
     def _fresh(self) -> None:
         """Drop what was read when the database changed since (opened again on need)."""
@@ -379,7 +379,7 @@ def _stored_problem(family: Family[Any], winner: Winner) -> Problem | None:
         return None
 
 
-def _distance(family: Family[Any], problem: Problem, winner: Winner) -> tuple[float, float]:
+def _race_order(family: Family[Any], problem: Problem, winner: Winner) -> tuple[float, float]:
     """(distance from ``problem`` to the winner's problem, infinite when incomparable or unreadable;
     the winner's median ms): ``Lookup.winners``' order."""
     other = _stored_problem(family, winner)
