@@ -72,7 +72,7 @@ class NarrowTemplate(KernelTemplate[TileCopyProblem, NarrowConfig]):
     def geometry(self, problem: TileCopyProblem, config: NarrowConfig) -> LaunchGeometry:
         chunks = self._chunks(problem, config)
         blocks = math.ceil(chunks / config.chunks_per_block)
-        assert blocks <= MAX_GRID_X, "within grid.x's limit: at most 2^30 blocks (the module doc)"
+        assert blocks <= MAX_GRID_X, "at most 2^30 blocks (the module doc)"
         return LaunchGeometry((blocks, 1, 1), (config.threads, 1, 1), 0)
 
     def render(self, problem: TileCopyProblem, config: NarrowConfig) -> Instantiation:
