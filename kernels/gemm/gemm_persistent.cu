@@ -1,468 +1,61 @@
 // Family gemm, template persistent (sm_90a): D[m, n] = epilogue(alpha * sum_k A[m, k] * B[k, n]) as in
-// gemm.cu (A, B bfloat16 bits with 16-byte aligned rows; D bfloat16 or float32 bits, O = Cfg::O;
-// epilogue the identity or ReLU, Cfg::RELU), by a persistent, warp-specialized kernel.
-//
-// Persistent: gridDim.x blocks (the host launches min(tiles, SMs)) walk the BM x BN tiles of D,
-// block b taking the tiles b, b + gridDim.x, ... of a static order (`tile_coordinates`: strips of
-// Cfg::GROUP tile rows walked column by column when Cfg::RASTER_M, else strips of GROUP tile columns
-// walked row by row; the same arithmetic as tunebox/families/gemm/persistent.py tile_coordinates).
-//
-// Warp-specialized: warpgroup 0 is the producer (its first thread issues the TMA loads, the 128-byte
-// swizzle, of A as one BM x 64 box and B as BN / 64 boxes of 64 x 64 per K step of 64 into a ring of
-// STAGES buffers; the tensor maps zero-fill past M, N and K); warpgroups 1 and 2 are consumers issuing
-// wgmma m64nBNk16. Cfg::COOPERATIVE: both consumers work on every tile, each on BM / 2 rows;
-// otherwise (pingpong) consumer c takes the block's tiles c, c + 2, ... whole, and an ordering barrier
-// lets only one consumer run its mainloop at a time, so one's epilogue overlaps the other's mainloop.
-// Each ring buffer has a full mbarrier (one arrival: the producer's expect_tx, completed by the TMA
-// bytes) and an empty one (one arrival per consumer reading it); ring positions (buffer, phase) run on
-// across tiles. Registers move from the producer (setmaxnreg.dec to PRODUCER_REGISTERS) to the
-// consumers (setmaxnreg.inc to CONSUMER_REGISTERS) within the 168 per thread of the launch bounds.
-//
-// Split-K (Cfg::SPLITS > 1, for problems with fewer tiles than SMs; with the TMA epilogue): the work
-// units are (tile, split) pairs, unit u = tile * SPLITS + split, each over the K steps
-// [split * k_steps / SPLITS, (split + 1) * k_steps / SPLITS). A unit stores its float32 partial sums
-// (rows < M, columns < N) in slot `split` of `partials` (SPLITS x M x N, row-major), then counts its
-// arrival on its tile's counter (one per tile and consumer part; zero before the launch, and left
-// zero: the last unit resets it) with one acquire-release atomic after the part's barrier
-// (tb::counter_arrive), which publishes the slot and, for the last unit, acquires the others'.
-// The unit that arrives last sums the SPLITS slots in split order, so D is the same whichever unit
-// is last, and runs the epilogue; the others skip it.
-//
-// Clusters (gemm_persistent_cluster, Cfg::CLUSTER_M x Cfg::CLUSTER_N blocks, rank r = blockIdx.x %
-// their product at cluster position (r % CLUSTER_M, r / CLUSTER_M); no split-K): a work unit is a
-// CLUSTER_M x CLUSTER_N group of tiles, the static order walks these groups, and each block of the
-// cluster takes its tile of every unit of its cluster (a tile past D's edge, when the tile counts are
-// not multiples of the cluster's, computes on the maps' zero fill and stores nothing). Blocks of one
-// tile row share its A boxes, blocks of one tile column its B boxes: each loads its CLUSTER_N-th of
-// the A box (rows) and its CLUSTER_M-th of every B box (K rows) and multicasts it to the blocks
-// sharing it, so every block's full barrier still receives one whole stage. A buffer is written by
-// other blocks' loads, so its empty barrier counts the consumers of every block of the cluster
-// (remote arrivals), and no block leaves before the cluster's last arrival on it (a cluster barrier).
-//
-// Epilogue (alpha, ReLU, conversion to O): Cfg::TMA_EPILOGUE (D's rows 16-byte aligned) writes 64-row
-// x 128-byte chunks of a consumer's tile into one of its two shared buffers (128-byte swizzle, no bank
-// conflicts) and stores each with one TMA store, which clips at D's edges; otherwise bounded direct
-// stores from registers. The dynamic shared memory holds the ring, the epilogue buffers and the
-// barriers, from a 1024-byte aligned base (Cfg::SHARED_BYTES covers them plus the alignment).
-#include "tunebox/barriers.cuh"
-#include "tunebox/cluster.cuh"
-#include "tunebox/mma.cuh"
-#include "tunebox/tma.cuh"
+// gemm.cu (A, B bfloat16 bits with 16-byte aligned rows; D bfloat16 or float32 bits), by the
+// persistent, warp-specialized kernel of tunebox/persistent_gemm.cuh, B loaded by TMA as BN / 64 boxes
+// of 64 (K) x 64 (N) per K step, 128-byte swizzle, N-major for the wgmma (BfloatWeights); with
+// clusters (gemm_persistent_cluster) each block loads its CLUSTER_M-th of a box's K rows and
+// multicasts it to the blocks of its tile column.
+#include "tunebox/persistent_gemm.cuh"
 
 namespace {
 
 using namespace tb;
 
-constexpr int BK = 64;             // K per ring buffer: one 128-byte swizzle row of bfloat16
-constexpr int B_BOX = BK * 64 * 2;  // one 64 x 64 box of B
-constexpr int EPI_ROWS = 64;        // rows of an epilogue chunk: one m64 wgmma tile
-constexpr int EPI_BYTES = EPI_ROWS * 128;  // an epilogue chunk: 64 rows of one 128-byte swizzle span
-constexpr int EPI_BUFFERS = 2;      // epilogue chunk buffers per consumer
-constexpr int EPI_BARRIER = 1;      // named barrier of consumer c's epilogue: EPI_BARRIER + c
-constexpr int ORDER_BARRIER = 3;    // pingpong: consumer c waits for its mainloop turn on ORDER_BARRIER + c
-
-// The K steps of work unit `unit`'s split: [first, first + count) of `k_steps`.
-template <int SPLITS>
-__device__ __forceinline__ int2 split_steps(int unit, int k_steps) {
-  const int split = unit % SPLITS;
-  const int first = split * k_steps / SPLITS;
-  return make_int2(first, (split + 1) * k_steps / SPLITS - first);
-}
-
-// A position in the ring: the buffer and the parity of its current use (flips with each lap).
-template <int STAGES>
-struct Ring {
-  int stage = 0;
-  u32 phase = 0;
-  __device__ __forceinline__ void advance() {
-    if (++stage == STAGES) {
-      stage = 0;
-      phase ^= 1;
-    }
-  }
-  __device__ __forceinline__ void skip(int steps) {
-    stage += steps % STAGES;
-    phase ^= (u32)(steps / STAGES) & 1;
-    if (stage >= STAGES) {
-      stage -= STAGES;
-      phase ^= 1;
-    }
-  }
-};
-
-// Marks a ring buffer's use as done: for the local producer, and with clusters (CS blocks) for every
-// block's producer, whose loads multicast into this buffer.
-template <int CS>
-__device__ __forceinline__ void release_buffer(u64* empty) {
-  if constexpr (CS == 1) {
-    mbarrier_arrive(empty);
-  } else {
-#pragma unroll
-    for (int rank = 0; rank < CS; ++rank) mbarrier_arrive_cluster(empty, rank);
-  }
-}
-
-// Tile (m, n) of the `index`-th tile of the static order (persistent.py tile_coordinates).
-template <bool RASTER_M, int GROUP>
-__device__ __forceinline__ int2 tile_coordinates(int index, int tiles_m, int tiles_n) {
-  const int major = RASTER_M ? tiles_m : tiles_n, minor = RASTER_M ? tiles_n : tiles_m;
-  const int per_strip = GROUP * minor;
-  const int strip = index / per_strip, first = strip * GROUP;
-  const int width = min(major - first, GROUP);
-  const int rest = index - strip * per_strip;
-  const int along = first + rest % width, across = rest / width;
-  return RASTER_M ? make_int2(along, across) : make_int2(across, along);
-}
-
-// This block's cluster of CS blocks, and the grid's clusters (each block its own without clusters).
-template <int CS>
-__device__ __forceinline__ int cluster_index() {
-  return (int)blockIdx.x / CS;
-}
-template <int CS>
-__device__ __forceinline__ int cluster_count() {
-  return (int)gridDim.x / CS;
-}
-
-// Block `rank`'s tile of the `index`-th group of CLUSTER_M x CLUSTER_N tiles (one tile without
-// clusters) of the order: the block at cluster position (rank % CLUSTER_M, rank / CLUSTER_M).
+// B (K x N bfloat16) through TMA boxes of 64 x 64 (128-byte swizzle, 8-row groups 1024 bytes apart).
 template <class Cfg>
-__device__ __forceinline__ int2 block_tile(int index, int groups_m, int groups_n, int rank) {
-  constexpr int CM = Cfg::CLUSTER_M, CN = Cfg::CLUSTER_N;
-  const int2 g = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(index, groups_m, groups_n);
-  return make_int2(g.x * CM + rank % CM, g.y * CN + rank / CM);
-}
+struct BfloatWeights {
+  static constexpr int BK = persistent::BK, BN = Cfg::BN, CM = Cfg::CLUSTER_M;
+  static constexpr int B_BOX = BK * 64 * 2;  // one 64 x 64 box of B
+  static constexpr int LOADED_BYTES = (BN / 64) * B_BOX, STAGE_BYTES = LOADED_BYTES;
+  static constexpr bool CONVERTS = false, EXACT_NAN = false;
+  static constexpr int TRANS_B = 1;
+  struct Params {
+    const TensorMap* b_map;
+  };
 
-__device__ __forceinline__ float epilogue_value(float v, float alpha, bool relu) {
-  v *= alpha;
-  return relu && !(v > 0.f) ? 0.f : v;
-}
-
-// Two adjacent elements of D as O bits: bfloat16 packed in a u32 (round to nearest even, v0 in the
-// low half), float32 in a uint2.
-template <typename O>
-struct Pair {
-  typename Raw<2 * sizeof(O)>::type bits;
-  __device__ __forceinline__ Pair(float v0, float v1) {
-    if constexpr (sizeof(O) == 2) {
-      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(bits) : "f"(v1), "f"(v0));
-    } else {
-      bits = make_uint2(__float_as_uint(v0), __float_as_uint(v1));
+  __device__ __forceinline__ static void load(unsigned char* b, const Params& w, int tile_n, int kt, u64* full,
+                                              int rank) {
+#pragma unroll
+    for (int j = 0; j < BN / 64; ++j) {
+      unsigned char* box = b + j * B_BOX;
+      if constexpr (CM == 1) {
+        tma_load_2d(box, w.b_map, tile_n * BN + 64 * j, kt * BK, full);
+      } else {  // the B box's (rank % CM)-th part of BK / CM rows, to the blocks of this tile column
+        constexpr int PART = BK / CM;
+        const int part = rank % CM;
+        tma_load_2d_multicast(box + part * PART * 128, w.b_map, tile_n * BN + 64 * j, kt * BK + part * PART, full,
+                              (unsigned short)(((1u << CM) - 1) << (rank / CM * CM)));
+      }
     }
   }
-  __device__ __forceinline__ O first() const {
-    if constexpr (sizeof(O) == 2) return (O)(bits & 0xffffu);
-    else return bits.x;
-  }
-  __device__ __forceinline__ O second() const {
-    if constexpr (sizeof(O) == 2) return (O)(bits >> 16);
-    else return bits.y;
+  // 16 rows of every 64-column box (boxes B_BOX apart, 8-row groups 1024 bytes apart).
+  __device__ __forceinline__ static u64 descriptor(const unsigned char* b, int kk) {
+    return wgmma_descriptor(b + kk * 16 * 128, B_BOX, 1024);
   }
 };
-
-// Calls f(v0, v1, r, c, inside, both) for each pair of adjacent accumulators of a consumer thread:
-// v0 and v1 hold elements (r, c) and (r, c + 1) of D, `inside` when r < M and c < N, `both` when
-// c + 1 < N too. The wgmma m64nBN layout: thread (warp, g, t4) holds rows warp * 16 + g and + 8 of
-// each m64 tile, columns 8 j + 2 t4 and + 1; m0 and n0 are the consumer's first row and column of D.
-template <int MT, int BN, class F>
-__device__ __forceinline__ void for_each_pair(float (&acc)[MT][BN / 2], int warp, int g, int t4, i64 m0, i64 n0,
-                                              i64 M, i64 N, F&& f) {
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const i64 r = m0 + i * 64 + warp * 16 + g + 8 * h, c = n0 + j * 8 + 2 * t4;
-        const bool inside = r < M && c < N;
-        f(acc[i][4 * j + 2 * h], acc[i][4 * j + 2 * h + 1], r, c, inside, inside && c + 1 < N);
-      }
-}
 
 }  // namespace
 
 template <class Cfg>
-__device__ __forceinline__ void gemm_persistent_body(const tb::TensorMap& a_map, const tb::TensorMap& b_map,
-                                                     const tb::TensorMap* d_map, typename Cfg::O* __restrict__ D,
-                                                     float* __restrict__ partials, u32* __restrict__ counters,
-                                                     long long M, long long N, long long K, long long ldd,
-                                                     float alpha) {
-  using O = typename Cfg::O;
-  constexpr int BM = Cfg::BM, BN = Cfg::BN, STAGES = Cfg::STAGES, SPLITS = Cfg::SPLITS;
-  constexpr bool COOPERATIVE = Cfg::COOPERATIVE, TMA_EPILOGUE = Cfg::TMA_EPILOGUE;
-  constexpr int CM = Cfg::CLUSTER_M, CN = Cfg::CLUSTER_N, CS = CM * CN;  // cluster shape, in tiles
-  constexpr u32 A_MASK = CN == 2 ? 1u | 1u << CM : 1u;  // the ranks of the blocks of tile row 0
-  constexpr int ROWS = COOPERATIVE ? BM / 2 : BM;  // rows of a tile one consumer multiplies
-  constexpr int MT = ROWS / 64;                    // its m64 wgmma tiles
-  constexpr int A_BYTES = BM * BK * 2;
-  constexpr int STAGE = A_BYTES + (BN / 64) * B_BOX;  // multiple of 1024: buffers stay swizzle-aligned
-  constexpr int EPI_COLS = 128 / sizeof(O);           // columns of an epilogue chunk
-  constexpr int RING_BYTES = STAGES * STAGE;
-  constexpr int EPI_TOTAL = TMA_EPILOGUE ? 2 * EPI_BUFFERS * EPI_BYTES : 0;
-  static_assert(SPLITS == 1 || CS == 1, "split-K runs without clusters");
-  static_assert(CM <= 2 && CN <= 2, "clusters of 1 or 2 tiles along M and N");
-  static_assert(ROWS % 64 == 0 && MT >= 1 && MT <= 2 && BN % 64 == 0 && BN <= 256, "whole wgmma tiles");
-  static_assert(RING_BYTES + EPI_TOTAL + 2 * STAGES * 8 + 1024 <= Cfg::SHARED_BYTES,
-                "the ring, the epilogue buffers, the barriers and their alignment fit in shared memory");
-  extern __shared__ __align__(1024) unsigned char smem_raw[];
-  unsigned char* smem = align_shared<1024>(smem_raw);  // the 128-byte swizzle's period
-  unsigned char* epi = smem + RING_BYTES;
-  u64* full = reinterpret_cast<u64*>(epi + EPI_TOTAL);
-  u64* empty = full + STAGES;
-
-  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < STAGES; ++s) {
-      mbarrier_init(&full[s], 1);
-      // every consumer that reads the buffer, in every block of the cluster, releases it
-      mbarrier_init(&empty[s], (COOPERATIVE ? 2 : 1) * CS);
-    }
-    if constexpr (CS > 1) fence_mbarrier_init_cluster();
-  }
-  // The last block-wide barrier: the producer's idle threads leave below (with clusters, at the end).
-  if constexpr (CS > 1)
-    cluster_sync();
-  else
-    __syncthreads();
-
-  const int k_steps = (int)((K + BK - 1) / BK);
-  const int tiles_m = (int)((M + BM - 1) / BM), tiles_n = (int)((N + BN - 1) / BN);
-  const int groups_m = (tiles_m + CM - 1) / CM, groups_n = (tiles_n + CN - 1) / CN;  // of a cluster's tiles
-  const int units = groups_m * groups_n * SPLITS;
-  const int rank = (int)blockIdx.x % CS;  // this block's cluster position: (rank % CM, rank / CM)
-
-  if (warpgroup == 0) {  // producer
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::PRODUCER_REGISTERS));
-    if (tid == 0) {
-      Ring<STAGES> ring;
-      int filled = 0;  // buffers used so far, up to STAGES: the first lap waits for no release
-      for (int unit = cluster_index<CS>(); unit < units; unit += cluster_count<CS>()) {
-        const int2 t = block_tile<Cfg>(unit / SPLITS, groups_m, groups_n, rank);
-        const int2 steps = split_steps<SPLITS>(unit, k_steps);
-        for (int kt = steps.x; kt < steps.x + steps.y; ++kt, ring.advance()) {
-          if (filled < STAGES) {
-            ++filled;
-          } else {
-            mbarrier_wait(&empty[ring.stage], ring.phase ^ 1);  // the previous lap's use was released
-          }
-          unsigned char* stage = smem + ring.stage * STAGE;
-          mbarrier_expect_tx(&full[ring.stage], STAGE);  // zero-filled bytes past M, N, K count too
-          if constexpr (CN == 1) {
-            tma_load_2d(stage, &a_map, kt * BK, t.x * BM, &full[ring.stage]);
-          } else {  // the A box's (rank / CM)-th part of BM / CN rows, to the blocks of this tile row
-            constexpr int PART = BM / CN;
-            const int part = rank / CM;
-            tma_load_2d_multicast(stage + part * PART * 128, &a_map, kt * BK, t.x * BM + part * PART,
-                                  &full[ring.stage], (unsigned short)(A_MASK << rank % CM));
-          }
-#pragma unroll
-          for (int j = 0; j < BN / 64; ++j) {
-            unsigned char* box = stage + A_BYTES + j * B_BOX;
-            if constexpr (CM == 1) {
-              tma_load_2d(box, &b_map, t.y * BN + 64 * j, kt * BK, &full[ring.stage]);
-            } else {  // the B box's (rank % CM)-th part of BK / CM rows, to the blocks of this tile column
-              constexpr int PART = BK / CM;
-              const int part = rank % CM;
-              tma_load_2d_multicast(box + part * PART * 128, &b_map, t.y * BN + 64 * j, kt * BK + part * PART,
-                                    &full[ring.stage], (unsigned short)(((1u << CM) - 1) << (rank / CM * CM)));
-            }
-          }
-        }
-      }
-    }
-    if constexpr (CS > 1) cluster_sync();  // with the consumers' below: nothing arrives here after
-    return;
-  }
-
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Cfg::CONSUMER_REGISTERS));
-  const int consumer = warpgroup - 1;
-  const int warp = tid / 32, g = (tid % 32) / 4, t4 = tid % 4;
-  const int a_row = COOPERATIVE ? consumer * MT : 0;  // this consumer's first m64 tile in the A box
-  unsigned char* my_epi = epi + consumer * EPI_BUFFERS * EPI_BYTES;
-  const bool paired = ldd % 2 == 0 && (u64)D % (2 * sizeof(O)) == 0;  // direct stores of two elements
-  Ring<STAGES> ring;
-  u32 chunk = 0;  // epilogue chunks this consumer stored: chunk % EPI_BUFFERS is the next buffer
-  float acc[MT][BN / 2];
-
-  // Pingpong: consumer c takes every other unit of the block, starting with its c-th; its ring
-  // position skips the K steps of the other's units.
-  const int clusters = cluster_count<CS>();
-  const int first = cluster_index<CS>() + (COOPERATIVE ? 0 : consumer * clusters);
-  const int stride = (COOPERATIVE ? 1 : 2) * clusters;
-  if (!COOPERATIVE && consumer == 1) ring.skip(split_steps<SPLITS>(cluster_index<CS>(), k_steps).y);
-  for (int unit = first; unit < units; unit += stride) {
-    const int tile = unit / SPLITS;
-    const int2 t = block_tile<Cfg>(tile, groups_m, groups_n, rank);
-    const int k_count = split_steps<SPLITS>(unit, k_steps).y;
-    // Pingpong: wait for the other consumer to have waited on every full barrier of its tile, so
-    // every earlier use of a buffer completed before this one waits on that buffer's parity (the
-    // other consumer's arrival comes after its mainloop; the block's first tile waits for nobody).
-    if (!COOPERATIVE && unit != cluster_index<CS>()) barrier_sync(ORDER_BARRIER + consumer, 256);
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int e = 0; e < BN / 2; ++e) acc[i][e] = 0.f;
-
-    int previous = 0;  // the buffer of the previous K step, released once its products are done
-    for (int kt = 0; kt < k_count; ++kt, ring.advance()) {
-      mbarrier_wait(&full[ring.stage], ring.phase);
-      const unsigned char* stage = smem + ring.stage * STAGE;
-#pragma unroll
-      for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        // B: 16 rows of every 64-column box (boxes B_BOX apart, 8-row groups 1024 bytes apart).
-        const u64 b = wgmma_descriptor(stage + A_BYTES + kk * 16 * 128, B_BOX, 1024);
-#pragma unroll
-        for (int i = 0; i < MT; ++i) {
-          // A: 64 rows of 128 bytes (8-row groups 1024 bytes apart), 16 elements in from column kk * 16.
-          const u64 a = wgmma_descriptor(stage + (a_row + i) * 64 * 128 + kk * 32, 16, 1024);
-          Wgmma<BN>::run(acc[i], a, b);
-        }
-      }
-      wgmma_commit();
-      wgmma_wait<1>();  // this step's products may still run; the previous step's are done
-      if (tid == 0 && kt > 0) release_buffer<CS>(&empty[previous]);
-      previous = ring.stage;
-    }
-    if (!COOPERATIVE && unit + clusters < units) {
-      // The other consumer's next unit (this block's next) may start its mainloop.
-      barrier_arrive(ORDER_BARRIER + (1 - consumer), 256);
-      ring.skip(split_steps<SPLITS>(unit + clusters, k_steps).y);
-    }
-    wgmma_wait<0>();
-    if (tid == 0) release_buffer<CS>(&empty[previous]);  // the unit's last buffer
-#pragma unroll
-    for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
-
-    const i64 m0 = (i64)t.x * BM + (COOPERATIVE ? consumer * ROWS : 0), n0 = (i64)t.y * BN;
-    if constexpr (SPLITS > 1) {
-      // This unit's partial sums into its slot; the arrival counted (released) once every thread of
-      // the part has stored; the last unit of the tile (part) sums the slots in split order. Split-K
-      // takes the TMA epilogue (a rule), so N is even: every pair is whole and 8-byte aligned. A slot
-      // holds at most 2^23 floats: 32-bit offsets, which keep registers free.
-      const int n32 = (int)N, slot_pairs = (int)(M * N / 2);
-      float2* slots = reinterpret_cast<float2*>(partials);
-      float2* slot = slots + (unit % SPLITS) * slot_pairs;
-      for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
-                                                                bool) {
-        if (inside) slot[((int)r * n32 + (int)c) / 2] = make_float2(v0, v1);
-      });
-      barrier_sync(EPI_BARRIER + consumer, 128);
-      u32 last = 0;
-      if (tid == 0) {
-        u32* counter = counters + 2 * tile + (COOPERATIVE ? consumer : 0);
-        last = counter_arrive(counter) == SPLITS - 1;
-        if (last) atomicExch(counter, 0u);  // zero again for the next launch
-      }
-      if (!barrier_any(EPI_BARRIER + consumer, 128, last)) continue;
-      // The sums in split order. Where every slot's pairs fit in registers beside the accumulators
-      // (two registers a load; ptxas spills past about 192 in all), one slot at a time over all of this
-      // thread's pairs: the loads are independent, so all are in flight at once (one L2 round trip
-      // rather than one a pair; the thread's own slot is read back too, which keeps the order of the
-      // additions). Otherwise a pair at a time, its SPLITS loads in flight together. A pair outside D
-      // reads the slots' first pair and is left.
-      if constexpr (MT * BN / 2 + 2 * SPLITS * (MT * BN / 4) <= 192) {
-#pragma unroll
-        for (int s = 0; s < SPLITS; ++s)
-          for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
-                                                                    bool) {
-            const float2 part = __ldcg(slots + s * slot_pairs + (inside ? ((int)r * n32 + (int)c) / 2 : 0));
-            v0 = inside ? (s == 0 ? part.x : v0 + part.x) : v0;
-            v1 = inside ? (s == 0 ? part.y : v1 + part.y) : v1;
-          });
-      } else {
-        for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
-                                                                  bool) {
-          const float2* in = slots + (inside ? ((int)r * n32 + (int)c) / 2 : 0);
-          float2 sum = __ldcg(in);
-#pragma unroll
-          for (int s = 1; s < SPLITS; ++s) {
-            const float2 part = __ldcg(in + s * slot_pairs);
-            sum.x += part.x;
-            sum.y += part.y;
-          }
-          v0 = inside ? sum.x : v0;
-          v1 = inside ? sum.y : v1;
-        });
-      }
-    }
-    if constexpr (TMA_EPILOGUE) {
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-#pragma unroll
-        for (int c = 0; c < BN / EPI_COLS; ++c) {
-          const i64 y = m0 + i * EPI_ROWS, x = n0 + c * EPI_COLS;
-          if (y >= M || x >= N) continue;  // the store would clip the whole box (uniform per consumer)
-          unsigned char* buffer = my_epi + (chunk++ % EPI_BUFFERS) * EPI_BYTES;
-#pragma unroll
-          for (int j = 0; j < EPI_COLS / 8; ++j)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const int e = 4 * (c * EPI_COLS / 8 + j) + 2 * h;
-              const Pair<O> pair(epilogue_value(acc[i][e], alpha, Cfg::RELU),
-                                 epilogue_value(acc[i][e + 1], alpha, Cfg::RELU));
-              const u32 byte = (u32)(warp * 16 + g + 8 * h) * 128 + (j * 8 + 2 * t4) * sizeof(O);
-              *reinterpret_cast<decltype(pair.bits)*>(buffer + swizzled_offset<128>(byte)) = pair.bits;
-            }
-          fence_proxy_async_shared();  // these writes, then the TMA store's reads (async proxy)
-          // Before the barrier the storing thread waits until the previous chunk's store has read its
-          // buffer, the one the next chunk writes; after it, this chunk is complete in shared memory.
-          if (tid == 0) bulk_wait_group_read<0>();
-          barrier_sync(EPI_BARRIER + consumer, 128);
-          if (tid == 0) {
-            tma_store_2d(d_map, (int)x, (int)y, buffer);
-            bulk_commit_group();
-          }
-        }
-      }
-    } else {
-      for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
-                                                                bool both) {
-        if (!inside) return;
-        const Pair<O> pair(epilogue_value(v0, alpha, Cfg::RELU), epilogue_value(v1, alpha, Cfg::RELU));
-        O* out = D + r * ldd + c;
-        if (both && paired) {
-          *reinterpret_cast<decltype(pair.bits)*>(out) = pair.bits;
-        } else {
-          out[0] = pair.first();
-          if (both) out[1] = pair.second();
-        }
-      });
-    }
-  }
-  if (TMA_EPILOGUE && tid == 0) bulk_wait_group<0>();  // shared memory stays until the stores read it
-  if constexpr (CS > 1) cluster_sync();  // the cluster's blocks stop arriving on this block's barriers
-}
-
-// The members a configuration's argument struct has only with the TMA epilogue (d_map) or split-K
-// (partials, counters), or null.
-template <class Cfg>
-__device__ __forceinline__ const tb::TensorMap* d_map_of(const typename Cfg::Args& a) {
-  if constexpr (Cfg::TMA_EPILOGUE) return &a.d_map;
-  else return nullptr;
-}
-template <class Cfg>
-__device__ __forceinline__ float* partials_of(const typename Cfg::Args& a) {
-  if constexpr (Cfg::SPLITS > 1) return a.partials;
-  else return nullptr;
-}
-template <class Cfg>
-__device__ __forceinline__ u32* counters_of(const typename Cfg::Args& a) {
-  if constexpr (Cfg::SPLITS > 1) return a.counters;
-  else return nullptr;
-}
-
-template <class Cfg>
 __global__ void __launch_bounds__(384, 1) gemm_persistent(const __grid_constant__ typename Cfg::Args a) {
-  gemm_persistent_body<Cfg>(a.a_map, a.b_map, d_map_of<Cfg>(a), a.D, partials_of<Cfg>(a), counters_of<Cfg>(a), a.M,
-                            a.N, a.K, a.ldd, a.alpha);
+  tb::persistent_gemm<Cfg, BfloatWeights<Cfg>>(a.a_map, {&a.b_map}, tb::d_map_of<Cfg>(a), a.D,
+                                               tb::partials_of<Cfg>(a), tb::counters_of<Cfg>(a), a.M, a.N, a.K,
+                                               a.ldd, a.alpha);
 }
 
 template <class Cfg>
 __global__ void __cluster_dims__(Cfg::CLUSTER_M * Cfg::CLUSTER_N, 1, 1) __launch_bounds__(384, 1)
     gemm_persistent_cluster(const __grid_constant__ typename Cfg::Args a) {
-  gemm_persistent_body<Cfg>(a.a_map, a.b_map, d_map_of<Cfg>(a), a.D, partials_of<Cfg>(a), counters_of<Cfg>(a), a.M,
-                            a.N, a.K, a.ldd, a.alpha);
+  tb::persistent_gemm<Cfg, BfloatWeights<Cfg>>(a.a_map, {&a.b_map}, tb::d_map_of<Cfg>(a), a.D,
+                                               tb::partials_of<Cfg>(a), tb::counters_of<Cfg>(a), a.M, a.N, a.K,
+                                               a.ldd, a.alpha);
 }

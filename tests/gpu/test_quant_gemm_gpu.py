@@ -1,7 +1,8 @@
 """quant_gemm on the GPU, verified by the worker against the reference within the family's tolerance
 (NaN and infinity only bit for bit): every template at M = 1, 3, 16, 64, 256 on odd shapes (odd N; for
 decode and tiled K not a multiple of the block nor of 128, K below one span; for stream, which takes K
-in whole pieces of 512, one chunk, several and a partial last one) in both formats, at its default and
+in whole pieces of 512, one chunk, several and a partial last one; for wgmma, which takes K in multiples
+of 32, a last K step half past K) in both formats, at its default and
 a seeded variant, every structural value of each template's parameters once on one odd shape, on
 inputs with planted NaN, zero, subnormal, infinite and large (two-factor) scale blocks; the sweep's
 shapes at the family default and at stream's; sabotaged reductions and stream's scale mapping are
@@ -22,12 +23,18 @@ QG = get("quant_gemm")
 TOKENS = [1, 3, 16, 64, 256]
 SHAPES = [(4099, 4111), (33, 300), (7, 100)]  # (N, K): odd N; K % 32, K % 128 != 0; K below one span
 STREAM_SHAPES = [(4099, 2560), (33, 512), (7, 1024)]  # odd N, fewer rows than a warp's; K of 1 to 5 chunks
-STRUCTURAL_SHAPES = {"decode": (4099, 4111), "tiled": (4099, 4111), "stream": (4099, 2560)}
+WGMMA_SHAPES = [(4099, 4128), (33, 320), (7, 96)]  # odd N; K % 64 = 32 (a half K step past K); one step and a half
+STRUCTURAL_SHAPES = {"decode": (4099, 4111), "tiled": (4099, 4111), "stream": (4099, 2560), "wgmma": (4104, 4128)}
 STRUCTURAL_KEYS = {
     "decode": ("splits", "warps_k", "unroll", "rows", "tokens", "second_factor"),
     "tiled": ("stages", "BK", "BM", "warps_m", "warps_n"),
     "stream": ("rows", "warps", "warps_k", "tokens", "chunk", "stages", "blocks_per_sm", "second_factor"),
-}
+    "wgmma": (
+        "BM", "BN", "stages", "schedule", "raster", "group", "epilogue", "producer_registers", "consumer_registers",
+    ),
+}  # fmt: skip
+# wgmma's tiles of 128 and 256 tokens take M past 64
+STRUCTURAL_TOKENS = [(t, m) for t in STRUCTURAL_KEYS for m in (3, 64)] + [("wgmma", 256)]
 TIMEOUT_S = 300
 
 
@@ -50,7 +57,9 @@ def spread(p, template: str, keys: tuple[str, ...] = ()):
 
 @pytest.mark.parametrize(
     ("template", "shape"),
-    [(t, s) for t in ("decode", "tiled") for s in SHAPES] + [("stream", s) for s in STREAM_SHAPES],
+    [(t, s) for t in ("decode", "tiled") for s in SHAPES]
+    + [("stream", s) for s in STREAM_SHAPES]
+    + [("wgmma", s) for s in WGMMA_SHAPES],
     ids=str,
 )
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
@@ -64,9 +73,8 @@ def test_every_template_on_odd_shapes_and_edge_scales(runner, builder, m, shape,
         assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
 
 
-@pytest.mark.parametrize("template", list(STRUCTURAL_KEYS))
+@pytest.mark.parametrize(("template", "m"), STRUCTURAL_TOKENS, ids=str)
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
-@pytest.mark.parametrize("m", [3, 64])
 def test_every_structural_value(runner, builder, m, fmt, template):
     """Every value of each template's structural parameters (``STRUCTURAL_KEYS``) once."""
     n, k = STRUCTURAL_SHAPES[template]

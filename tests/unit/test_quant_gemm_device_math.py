@@ -55,11 +55,16 @@ int main(int argc, char** argv) {  // mode; stdin: u32 words (code word, scale c
     for (size_t i = 0; i + 2 <= in.size(); i += 2) {
       const u32 q = in[i], c = in[i + 1];
       u32 o[4];
-      if (mode == "mxfp4") {
-        decode_word(q, e8m0_factor(c), o);
+      const bool in_order = mode.find("in_order") != std::string::npos;
+      auto decode = [&](u32 factor) {
+        if (in_order) decode_word_in_order(q, factor, o);
+        else decode_word(q, factor, o);
+      };
+      if (mode.rfind("mxfp4", 0) == 0) {
+        decode(e8m0_factor(c));
         if (e8m0_big(c)) rescale_word(o, e8m0_second(c));
       } else {
-        decode_word(q, e4m3_factor(c), o);
+        decode(e4m3_factor(c));
       }
       out.insert(out.end(), o, o + 4);
     }
@@ -94,11 +99,14 @@ def words() -> np.ndarray:
 
 
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
-def test_decoded_words_are_the_references_values(exe: Path, fmt: str) -> None:
+@pytest.mark.parametrize("in_order", [False, True])
+def test_decoded_words_are_the_references_values(exe: Path, fmt: str, in_order: bool) -> None:
+    """decode_word's out[I] holds elements I and I + 4 (the mma pairing), decode_word_in_order's out[j]
+    elements 2j and 2j + 1 (template wgmma's operand in shared memory)."""
     q = words()
     codes = np.arange(256, dtype=np.uint32)
     pairs = np.stack(np.meshgrid(q, codes, indexing="ij"), axis=-1).reshape(-1, 2)
-    got = run(exe, fmt, pairs).reshape(len(q), 256, 4)
+    got = run(exe, f"{fmt}_in_order" if in_order else fmt, pairs).reshape(len(q), 256, 4)
     scale = e8m0_table() if fmt == "mxfp4" else decode_table(E4M3)
     if fmt == "nvfp4":
         scale = scale * np.float32(2.0**-7)
@@ -106,8 +114,10 @@ def test_decoded_words_are_the_references_values(exe: Path, fmt: str) -> None:
     with np.errstate(over="ignore", invalid="ignore"):
         values = decode_table(E2M1)[nibbles][:, None, :] * scale[None, :, None]  # float32, exact or inf / NaN
     want = BF16.encode(values.astype(np.float64)).astype(np.uint32)  # (words, codes, element)
-    low, high = got & 0xFFFF, got >> 16  # out[I]: elements I (low) and I + 4 (high)
-    decoded = np.concatenate([low, high], axis=2)  # elements 0..3, 4..7
+    low, high = got & 0xFFFF, got >> 16
+    # in order, out[j] holds elements 2j (low) and 2j + 1 (high); else out[I] elements I and I + 4
+    in_k_order = np.stack([low, high], axis=3).reshape(len(q), 256, 8)
+    decoded = in_k_order if in_order else np.concatenate([low, high], axis=2)
     nan = np.isnan(values)
     is_nan = (decoded & 0x7FFF) > 0x7F80
     np.testing.assert_array_equal(is_nan, nan)

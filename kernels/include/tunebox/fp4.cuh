@@ -16,6 +16,9 @@
 // mma slot pairs {2t, 2t + 1} and {2t + 8, 2t + 9} take pairs (2h, 2h + 4) and (2h + 1, 2h + 5) of a
 // word at step h = 0, 1: one word of codes feeds two k16 steps.
 //
+// `decode_word_in_order` decodes a word in K order instead (elements 2j, 2j + 1 a bfloat16x2), for
+// operands in shared memory that the activations meet in their own order (template wgmma).
+//
 // Integer and IEEE arithmetic only, so everything here also compiles for the host, where the unit
 // tests check it against the quant family's reference (tests/unit/test_quant_gemm_device_math.py); the
 // bfloat16x2 multiply's host form rounds a float32 product, exact here.
@@ -97,6 +100,23 @@ __device__ __forceinline__ void decode_word(u32 q, u32 factor, u32 (&out)[4]) {
   out[1] = bf16x2_mul(e2m1_spread<1>(q & 0x00F000F0u), factor);
   out[2] = bf16x2_mul(e2m1_spread<0>(high & 0x000F000Fu), factor);
   out[3] = bf16x2_mul(e2m1_spread<1>(high & 0x00F000F0u), factor);
+}
+
+// Byte j of q in the low half and byte j of r in the high half (the other bytes: don't care).
+__device__ __forceinline__ u32 byte_pair(u32 q, u32 r, int j) {
+#ifdef __CUDA_ARCH__
+  return __byte_perm(q, r, (u32)j | (4u + (u32)j) << 8);
+#else
+  return (q >> 8 * j & 0xFFu) | (r >> 8 * j & 0xFFu) << 16;
+#endif
+}
+
+// The 8 elements of q times their block's first factor in K order: out[j] holds elements 2j and 2j + 1
+// (element 2j low), as a K-major bfloat16 operand in shared memory holds them.
+__device__ __forceinline__ void decode_word_in_order(u32 q, u32 factor, u32 (&out)[4]) {
+  const u32 odd = q >> 4;  // each byte's second element at its low nibble
+#pragma unroll
+  for (int j = 0; j < 4; ++j) out[j] = bf16x2_mul(e2m1_spread<0>(byte_pair(q, odd, j) & 0x000F000Fu), factor);
 }
 
 // The second factor of a decoded word (mxfp4 blocks of scales from 2^2; 1 for the others).

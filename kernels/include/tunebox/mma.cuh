@@ -86,7 +86,8 @@ __device__ __forceinline__ void pin_registers(float* d) {
   for (int i = 0; i < COUNT; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// D (64 x N, float32, the wgmma accumulator fragment) += A (64 x 16, K-major) * B (16 x N, N-major).
+// D (64 x N, float32, the wgmma accumulator fragment) += A (64 x 16, K-major) * B (16 x N), B N-major
+// (TRANS_B = 1: element (k, n) at row k) or K-major (TRANS_B = 0: at row n).
 // The instruction names each of a thread's N / 2 accumulators: TB_WGMMA_REGS_q are the placeholders of
 // accumulators 32 q .. 32 q + 31 (asm operands of the same numbers), TB_WGMMA_D(q) those operands.
 #define TB_WGMMA_REGS_0  \
@@ -111,28 +112,29 @@ __device__ __forceinline__ void pin_registers(float* d) {
       "+f"(d[32 * (q) + 24]), "+f"(d[32 * (q) + 25]), "+f"(d[32 * (q) + 26]), "+f"(d[32 * (q) + 27]),  \
       "+f"(d[32 * (q) + 28]), "+f"(d[32 * (q) + 29]), "+f"(d[32 * (q) + 30]), "+f"(d[32 * (q) + 31])
 
-// Wgmma<N> for one N: the placeholders REGS of its accumulators, then operands A and B (descriptors)
-// and P (scale-d, always 1: D accumulates), the accumulator operands last.
-#define TB_WGMMA(N, A, B, P, REGS, ...)                                                                     \
-  template <>                                                                                             \
-  struct Wgmma<N> {                                                                                       \
+// Wgmma<N, TRANS_B> for one N: the placeholders REGS of its accumulators, then operands A and B
+// (descriptors), P (scale-d, always 1: D accumulates) and T (B's transpose flag), the accumulator
+// operands last.
+#define TB_WGMMA(N, A, B, P, T, REGS, ...)                                                                  \
+  template <int TRANS_B>                                                                                  \
+  struct Wgmma<N, TRANS_B> {                                                                              \
     __device__ __forceinline__ static void run(float* d, u64 a, u64 b) {                                  \
       asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                                       \
                    "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" REGS "}, %" #A ", %" #B        \
-                   ", p, 1, 1, 0, 1;\n}\n"                                                                  \
+                   ", p, 1, 1, 0, %" #T ";\n}\n"                                                            \
                    : __VA_ARGS__                                                                          \
-                   : "l"(a), "l"(b), "r"(1));                                                             \
+                   : "l"(a), "l"(b), "r"(1), "n"(TRANS_B));                                               \
     }                                                                                                     \
   };
 
-template <int N>
+template <int N, int TRANS_B = 1>
 struct Wgmma;
 
-TB_WGMMA(64, 32, 33, 34, TB_WGMMA_REGS_0, TB_WGMMA_D(0))
-TB_WGMMA(128, 64, 65, 66, TB_WGMMA_REGS_0 ", " TB_WGMMA_REGS_1, TB_WGMMA_D(0), TB_WGMMA_D(1))
-TB_WGMMA(192, 96, 97, 98, TB_WGMMA_REGS_0 ", " TB_WGMMA_REGS_1 ", " TB_WGMMA_REGS_2, TB_WGMMA_D(0), TB_WGMMA_D(1),
+TB_WGMMA(64, 32, 33, 34, 35, TB_WGMMA_REGS_0, TB_WGMMA_D(0))
+TB_WGMMA(128, 64, 65, 66, 67, TB_WGMMA_REGS_0 ", " TB_WGMMA_REGS_1, TB_WGMMA_D(0), TB_WGMMA_D(1))
+TB_WGMMA(192, 96, 97, 98, 99, TB_WGMMA_REGS_0 ", " TB_WGMMA_REGS_1 ", " TB_WGMMA_REGS_2, TB_WGMMA_D(0), TB_WGMMA_D(1),
          TB_WGMMA_D(2))
-TB_WGMMA(256, 128, 129, 130, TB_WGMMA_REGS_0 ", " TB_WGMMA_REGS_1 ", " TB_WGMMA_REGS_2 ", " TB_WGMMA_REGS_3,
+TB_WGMMA(256, 128, 129, 130, 131, TB_WGMMA_REGS_0 ", " TB_WGMMA_REGS_1 ", " TB_WGMMA_REGS_2 ", " TB_WGMMA_REGS_3,
          TB_WGMMA_D(0), TB_WGMMA_D(1), TB_WGMMA_D(2), TB_WGMMA_D(3))
 
 #undef TB_WGMMA_REGS_0

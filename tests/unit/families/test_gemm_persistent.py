@@ -82,7 +82,7 @@ def test_the_tile_order_rasters_and_groups() -> None:
 
 def test_the_kernel_has_the_same_arithmetic() -> None:
     """Each statement of the Python mirror appears in the kernel's tile_coordinates (C++ spelling)."""
-    kernel = kernel_source("gemm/gemm_persistent.cu")
+    kernel = kernel_source("include/tunebox/persistent_gemm.cuh")
     body = kernel[kernel.index("tile_coordinates(int index") :][:700]
     for statement in (
         "const int major = RASTER_M ? tiles_m : tiles_n, minor = RASTER_M ? tiles_n : tiles_m;",
@@ -107,7 +107,7 @@ def ring_skip(stage: int, phase: int, steps: int, stages: int) -> tuple[int, int
 
 def test_a_ring_skip_lands_where_single_steps_do() -> None:
     """A pingpong consumer skips the other's K steps: (buffer, parity) as if it had stepped through."""
-    kernel = kernel_source("gemm/gemm_persistent.cu")
+    kernel = kernel_source("include/tunebox/persistent_gemm.cuh")
     for statement in ("stage += steps % STAGES;", "phase ^= (u32)(steps / STAGES) & 1;", "if (stage >= STAGES) {"):
         assert statement in kernel, statement
     for stages, start, steps in itertools.product(range(2, 7), range(40), range(40)):
@@ -301,7 +301,7 @@ def space_sample(count: int) -> list[tuple]:
 
 def sums_load_at_once(c: Config) -> bool:
     """Whether the kernel's split-K sums take the form that issues every slot's loads before adding
-    (gemm_persistent.cu: a consumer's accumulators plus two registers a load, at most 192)."""
+    (persistent_gemm.cuh: a consumer's accumulators plus two registers a load, at most 192)."""
     accumulators = (c["BM"] // (2 if c["schedule"] == "cooperative" else 1)) * c["BN"] // 128
     return c["splits"] > 1 and accumulators + 2 * c["splits"] * accumulators // 2 <= 192
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from ...dtypes import element_type
 from ...rules import Rules, shared_memory_fits
@@ -63,6 +63,19 @@ def pointer_args(p: GemmProblem) -> tuple[Arg, ...]:
 
 
 COMMON_RULES = ("shared_memory_fits", "full_tiles")  # common_rules's (full_tiles: bounds='false' only)
+
+
+class ProblemSides(Protocol):
+    """What tma_rules reads of a problem: the sides of its product."""
+
+    @property
+    def M(self) -> int: ...
+    @property
+    def N(self) -> int: ...
+    @property
+    def K(self) -> int: ...
+
+
 TMA_RULES = ("coordinates_32bit",)  # tma_rules's own (the tensor maps' are tma.violations's)
 
 
@@ -77,7 +90,7 @@ def common_rules(rules: Rules, p: GemmProblem, bm: int, bn: int, bounds: str, sh
         )
 
 
-def tma_rules(rules: Rules, p: GemmProblem, maps: Callable[[], Iterable[TensorMapArg]]) -> None:
+def tma_rules(rules: Rules, p: GemmProblem | ProblemSides, maps: Callable[[], Iterable[TensorMapArg]]) -> None:
     """The TMA templates' last rules: 32-bit coordinates, then (only where no earlier rule broke, so
     that the maps can be built) the rules of ``cuTensorMapEncodeTiled`` each of ``maps()`` breaks on
     any 256-byte aligned address (the buffers' own are known at launch only)."""

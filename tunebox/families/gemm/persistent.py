@@ -31,7 +31,7 @@ from .tma_wgmma import WG_BK
 THREADS = 384  # a producer and two consumer warpgroups
 LAUNCH_REGISTERS = 65536 // THREADS // 8 * 8  # 168: the register file over the block, what each thread starts with
 EPI_BUFFER_BYTES = 64 * 128  # an epilogue chunk: 64 rows of one 128-byte swizzle span
-EPI_BUFFERS = 2  # chunk buffers per consumer (kernels/gemm/gemm_persistent.cu)
+EPI_BUFFERS = 2  # chunk buffers per consumer (kernels/include/tunebox/persistent_gemm.cuh)
 ROWS = {"cooperative": (128, 256), "pingpong": (64, 128)}  # BM each schedule takes
 
 

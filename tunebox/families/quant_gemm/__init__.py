@@ -16,7 +16,8 @@ Templates (``kernels/quant_gemm/quant_gemm.cu``, the decoding in ``kernels/inclu
 ``decode`` (small M: weights as the mma's A operand, split K over a thread-block cluster), ``stream``
 (small M, K in whole 16-byte pieces: the same arithmetic, the weights streamed into shared memory by
 the TMA unit, persistent blocks) and ``tiled`` (M from 64: a cp.async pipeline of A and packed W tiles,
-W decoded from shared memory).
+W decoded from shared memory) and ``wgmma`` (Hopper: gemm's persistent kernel, W's codes loaded by TMA and
+decoded by three producer warps into the wgmma's bfloat16 operand in shared memory; K a multiple of 32).
 """
 
 from ..contract import Family
@@ -25,8 +26,9 @@ from .operation import QuantGemmOperation
 from .problem import QuantGemmProblem
 from .stream import StreamConfig, StreamTemplate
 from .tiled import TiledConfig, TiledTemplate
+from .wgmma import WgmmaConfig, WgmmaTemplate
 
-FAMILY = Family(QuantGemmOperation(), (DecodeTemplate(), StreamTemplate(), TiledTemplate()))
+FAMILY = Family(QuantGemmOperation(), (DecodeTemplate(), StreamTemplate(), TiledTemplate(), WgmmaTemplate()))
 
 __all__ = [
     "FAMILY",
@@ -38,4 +40,6 @@ __all__ = [
     "StreamTemplate",
     "TiledConfig",
     "TiledTemplate",
+    "WgmmaConfig",
+    "WgmmaTemplate",
 ]

@@ -1,0 +1,112 @@
+// Family quant_gemm, template wgmma (sm_90a): D = A @ Wdq^T as in quant_gemm.cu (A M x K and D M x N
+// bfloat16 bits, W's codes, scales and NVFP4's tensor scale as the quant family stores an N x K
+// matrix), by the persistent, warp-specialized kernel of tunebox/persistent_gemm.cuh with tensor cores
+// on bfloat16 operands. B is W's decoded rows (Fp4Weights): per K step of 64 the producer's first
+// thread loads BN rows x 32 bytes of codes by TMA (zero-filled past N and K), and warps 1-3 of the
+// producer warpgroup decode them in registers (fp4.cuh, exact) into the wgmma's B operand, BN rows of
+// 64 bfloat16 (K-major, the 128-byte swizzle: 16-byte chunk c of row n at chunk c ^ (n % 8)). A
+// converter thread takes half rows (32 elements, 16 bytes of codes: one e8m0 or two e4m3 scales),
+// half row q = thread + 96 i of the step; it reads their scale codes from global memory one K step
+// ahead. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a half row lies inside K
+// or wholly past it (the last step when K % 64 = 32), where its codes are TMA's zeros and its scale
+// codes 0: zeros. D is alpha * sums (alpha 1, or NVFP4's 2^7 times the tensor scale: fp4.cuh's
+// factors carry 2^119 for 2^126), rounded to bfloat16, NaN as 0x7FC0.
+#include "tunebox/fp4.cuh"
+#include "tunebox/persistent_gemm.cuh"
+
+namespace {
+
+using namespace tb;
+
+template <class Cfg>
+struct Fp4Weights {
+  static constexpr int BN = Cfg::BN;
+  static constexpr bool NV = Cfg::NVFP4;
+  static constexpr int OPERAND_BYTES = BN * 128;  // BN rows of 64 bfloat16: whole swizzle periods
+  static constexpr int LOADED_BYTES = BN * 32;    // BN rows of 64 codes
+  static constexpr int STAGE_BYTES = OPERAND_BYTES + LOADED_BYTES;
+  static constexpr bool CONVERTS = true, EXACT_NAN = true;
+  static constexpr int TRANS_B = 0;
+  static constexpr int HALVES = 2 * BN;  // half rows of a K step
+  static constexpr int PER_THREAD = (HALVES + persistent::CONVERTERS - 1) / persistent::CONVERTERS;
+
+  struct Params {
+    const TensorMap* codes_map;
+    const u8* __restrict__ scales;
+    long long N, K, nb;
+  };
+  // A thread's scale codes of one K step: a half row's e8m0 code, or its two e4m3 codes (bits 0-7, 8-15).
+  struct Scales {
+    u32 code[PER_THREAD];
+  };
+
+  __device__ __forceinline__ static void load(unsigned char* b, const Params& w, int tile_n, int kt, u64* full,
+                                              int) {
+    tma_load_2d(b + OPERAND_BYTES, w.codes_map, kt * 32, tile_n * BN, full);
+  }
+
+  __device__ __forceinline__ static Scales fetch(const Params& w, int tile_n, int kt, int thread) {
+    Scales s;
+#pragma unroll
+    for (int i = 0; i < PER_THREAD; ++i) {
+      const int q = thread + i * persistent::CONVERTERS;
+      const i64 row = min(w.N - 1, (i64)tile_n * BN + q / 2);  // rows past N: computed, never stored
+      const i64 k0 = (i64)kt * 64 + 32 * (q % 2);
+      const u8* at = w.scales + row * w.nb + (NV ? k0 / 16 : k0 / 32);
+      const bool inside = q < HALVES && k0 < w.K;
+      s.code[i] = !inside ? 0u : NV ? (u32)__ldg(at) | (u32)__ldg(at + 1) << 8 : (u32)__ldg(at);
+    }
+    return s;
+  }
+
+  __device__ __forceinline__ static void convert(unsigned char* b, const Params&, const Scales& s, int, int,
+                                                 int thread) {
+    const unsigned char* codes = b + OPERAND_BYTES;
+#pragma unroll
+    for (int i = 0; i < PER_THREAD; ++i) {
+      const int q = thread + i * persistent::CONVERTERS;
+      if (q >= HALVES) break;
+      const int n = q / 2, h = q % 2;
+      const uint4 v = *reinterpret_cast<const uint4*>(codes + n * 32 + h * 16);
+      const u32 words[4] = {v.x, v.y, v.z, v.w};
+      u32 first[2], second = fp4::dup(0x3F80u);
+      bool big = false;
+      if constexpr (NV) {
+        first[0] = fp4::e4m3_factor(s.code[i] & 0xFFu), first[1] = fp4::e4m3_factor(s.code[i] >> 8);
+      } else {
+        first[0] = first[1] = fp4::e8m0_factor(s.code[i]);
+        big = fp4::e8m0_big(s.code[i]);
+        second = fp4::e8m0_second(s.code[i]);
+      }
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        u32 out[4];
+        fp4::decode_word_in_order(words[j], first[j / 2], out);
+        if (big) fp4::rescale_word(out, second);
+        const int chunk = (4 * h + j) ^ (n & 7);
+        *reinterpret_cast<uint4*>(b + n * 128 + chunk * 16) = make_uint4(out[0], out[1], out[2], out[3]);
+      }
+    }
+  }
+
+  // B's k16 slice kk: BN rows of 32 bytes from byte kk * 32 of each 128-byte row, 8-row groups 1024 apart.
+  __device__ __forceinline__ static u64 descriptor(const unsigned char* b, int kk) {
+    return wgmma_descriptor(b + kk * 32, 16, 1024);
+  }
+};
+
+// NVFP4's sums carry 2^-7 of their factors (fp4.cuh): alpha undoes it and applies the tensor scale.
+template <class Cfg>
+__device__ __forceinline__ float output_scale(const typename Cfg::Args& a) {
+  if constexpr (Cfg::NVFP4) return fp4::NV_UNDO * *a.tensor_scale;
+  else return 1.f;
+}
+
+}  // namespace
+
+template <class Cfg>
+__global__ void __launch_bounds__(384, 1) quant_gemm_wgmma(const __grid_constant__ typename Cfg::Args a) {
+  tb::persistent_gemm<Cfg, Fp4Weights<Cfg>>(a.a_map, {&a.codes_map, a.scales, a.N, a.K, a.nb}, tb::d_map_of<Cfg>(a),
+                                            a.d, tb::partials_of<Cfg>(a), tb::counters_of<Cfg>(a), a.M, a.N, a.K,
+                                            a.N, output_scale<Cfg>(a));
+}

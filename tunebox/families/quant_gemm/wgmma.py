@@ -1,0 +1,197 @@
+"""Template ``wgmma`` (``quant_gemm_wgmma`` in kernels/quant_gemm/quant_gemm_wgmma.cu), Hopper (sm_90a): the
+gemm family's persistent, warp-specialized kernel (kernels/include/tunebox/persistent_gemm.cuh) with W's
+codes loaded by TMA and decoded by three producer warps into the wgmma's bfloat16 B operand in shared
+memory, K step by K step; A through TMA boxes as in gemm's ``persistent``. K must be a multiple of 32
+(rows of codes 16-byte aligned for TMA); no split-K, so the tiles alone fill the SMs."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ...limits import SM_COUNT
+from ...rules import Rules, shared_memory_fits
+from ...tma import TensorMapRequest
+from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
+from ..contract import KernelTemplate, TemplateConfig, choice
+from ..gemm.common import MAX_ACCUMULATORS, TMA_RULES, tma_rules
+from ..gemm.persistent import EPI_BUFFER_BYTES, EPI_BUFFERS, LAUNCH_REGISTERS, ROWS, THREADS
+from ..gemm.tma_wgmma import WG_BK
+from .common import power_ceiling
+from .problem import QuantGemmProblem
+
+KERNEL = "quant_gemm/quant_gemm_wgmma.cu"
+CODE_BYTES = WG_BK // 2  # a row's codes of one K step
+OPERAND_ROW_BYTES = WG_BK * 2  # a row of the decoded operand: 64 bfloat16
+
+
+@dataclass(frozen=True)
+class WgmmaConfig(TemplateConfig):
+    BM: int = choice(64, 128, 256, doc="tile rows (tokens): 128 or 256 (cooperative), 64 or 128 (pingpong)")
+    BN: int = choice(64, 128, 192, 256, doc="tile columns (rows of W; the wgmma's N)")
+    stages: int = choice(2, 3, 4, 5, 6, doc="ring buffers of A, codes and decoded operand")
+    schedule: str = choice("cooperative", "pingpong", doc="consumers share each tile, or take alternate tiles")
+    raster: str = choice("m", "n", doc="tile order: strips of `group` tile rows ('m') or columns ('n')")
+    group: int = choice(1, 2, 4, 8, 16, doc="tiles across a strip of the tile order (L2 reuse)")
+    epilogue: str = choice("tma", "direct", doc="D through shared memory and TMA stores, or stored from registers")
+    producer_registers: int = choice(56, 72, 88, doc="registers per thread of the loader and decoder warps")
+    consumer_registers: int = choice(200, 208, 216, 224, doc="registers per thread of the consumers (setmaxnreg)")
+
+
+def shared_bytes(config: WgmmaConfig) -> int:
+    """The ring (A's BM x 64 box, BN rows of decoded operand and of codes a buffer), the consumers'
+    epilogue buffers (TMA epilogue), three mbarriers a buffer, and 1024 bytes of alignment."""
+    c = config
+    epilogue = 2 * EPI_BUFFERS * EPI_BUFFER_BYTES if c.epilogue == "tma" else 0
+    stage = c.BM * WG_BK * 2 + c.BN * (OPERAND_ROW_BYTES + CODE_BYTES)
+    return c.stages * stage + epilogue + 3 * c.stages * 8 + 1024
+
+
+def tiles(p: QuantGemmProblem, config: WgmmaConfig) -> int:
+    """Tiles of D: the persistent blocks' work units."""
+    return math.ceil(p.M / config.BM) * math.ceil(p.N / config.BN)
+
+
+class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
+    """At most one block per SM walks the BM x BN tiles of D; 384 threads (a loader and decoder
+    warpgroup, two consumer warpgroups)."""
+
+    name = "wgmma"
+    config_type = WgmmaConfig
+    rule_names: ClassVar[tuple[str, ...]] = (
+        "k_whole_code_rows",
+        "schedule_rows",
+        "accumulators_fit",
+        "register_budget",
+        "bm_within_m",
+        "tma_epilogue_chunks",
+        *TMA_RULES,
+        "shared_memory_fits",
+    )
+    kernel = KERNEL
+
+    def default(self, problem: QuantGemmProblem) -> WgmmaConfig | None:
+        """None where K is not a multiple of 32; else one 64-row tile a consumer in turn (pingpong) up
+        to M = 64, past it cooperative tiles of 128 or 256 tokens, 128 rows of W a tile."""
+        p = problem
+        if p.K % 32:
+            return None
+        small = p.M <= 64
+        bm = 64 if small else 128 if p.M <= 128 else 256
+        return WgmmaConfig(
+            BM=bm,
+            BN=128,
+            stages=3 if bm == 256 else 4,
+            schedule="pingpong" if small else "cooperative",
+            raster="m",
+            group=8,
+            epilogue="tma" if p.N % 8 == 0 else "direct",
+            producer_registers=72,
+            consumer_registers=216,
+        )
+
+    def violations(self, problem: QuantGemmProblem, config: WgmmaConfig) -> list[str]:
+        p, c = problem, config
+        rules = Rules(self.name)
+        rules.require(
+            "k_whole_code_rows",
+            p.K % 32 == 0,
+            f"TMA loads rows of codes in whole 16-byte pieces: K must be a multiple of 32 (K={p.K}); use the "
+            "tiled or decode template",
+        )
+        if rules.require(
+            "schedule_rows",
+            c.BM in ROWS[c.schedule],
+            lambda: (
+                f"schedule {c.schedule!r} gives each consumer warpgroup 1 or 2 tiles of 64 rows: "
+                f"BM must be {' or '.join(map(str, ROWS[c.schedule]))} (BM={c.BM})"
+            ),
+        ):
+            accumulators = c.BM // (2 if c.schedule == "cooperative" else 1) * c.BN // 128
+            rules.require(
+                "accumulators_fit",
+                accumulators <= MAX_ACCUMULATORS,
+                f"{accumulators} float32 accumulators per consumer thread (at most {MAX_ACCUMULATORS}): lower BM or BN",
+            )
+        budget = THREADS * LAUNCH_REGISTERS
+        rules.require(
+            "register_budget",
+            128 * c.producer_registers + 256 * c.consumer_registers <= budget,
+            f"register budget: 128 x {c.producer_registers} (loader and decoders) + 256 x {c.consumer_registers} "
+            f"(consumers) exceed the block's {budget} (384 threads x {LAUNCH_REGISTERS})",
+        )
+        rules.require(
+            "bm_within_m",
+            max(64, power_ceiling(p.M)) >= c.BM,
+            f"BM={c.BM} is past M={p.M} rounded up to a power of two: token rows would idle",
+        )
+        if c.epilogue == "tma":
+            rules.require(
+                "tma_epilogue_chunks",
+                p.N % 8 == 0,
+                f"epilogue 'tma' writes whole 16-byte chunks of D's rows: N must be a multiple of 8 (N={p.N}); "
+                "use epilogue 'direct'",
+            )
+        tma_rules(rules, p, lambda: self.tensor_maps(p, c))
+        shared_memory_fits(rules, shared_bytes(c), ": fewer stages or a smaller tile")
+        return rules.broken
+
+    def render(self, problem: QuantGemmProblem, config: WgmmaConfig) -> Instantiation:
+        p, c = problem, config
+        return instantiate(
+            self.kernel,
+            "quant_gemm_wgmma",
+            {
+                "O": CType("unsigned short"),
+                "RELU": False,
+                "NVFP4": p.nvfp4,
+                "BM": c.BM,
+                "BN": c.BN,
+                "STAGES": c.stages,
+                "COOPERATIVE": c.schedule == "cooperative",
+                "RASTER_M": c.raster == "m",
+                "GROUP": c.group,
+                "TMA_EPILOGUE": c.epilogue == "tma",
+                "SPLITS": 1,
+                "CLUSTER_M": 1,
+                "CLUSTER_N": 1,
+                "PRODUCER_REGISTERS": c.producer_registers,
+                "CONSUMER_REGISTERS": c.consumer_registers,
+                "SHARED_BYTES": shared_bytes(c),
+            },
+            arch_suffix="a",
+        )
+
+    def geometry(self, problem: QuantGemmProblem, config: WgmmaConfig) -> LaunchGeometry:
+        """One block per SM at most."""
+        blocks = min(tiles(problem, config), SM_COUNT)
+        return LaunchGeometry((blocks, 1, 1), (THREADS, 1, 1), shared_bytes(config))
+
+    def args(self, problem: QuantGemmProblem, config: WgmmaConfig) -> tuple[Arg, ...]:
+        """The members of ``Cfg::Args``: a_map, codes_map, d_map (epilogue 'tma'), scales, tensor_scale
+        (nvfp4), d, then M, N, K and nb (scale codes of a row of W)."""
+        p = problem
+        nv = (BufferArg("tensor_scale", "const float"),) if p.nvfp4 else ()
+        return (
+            *self.tensor_maps(p, config),
+            BufferArg("scales", "const unsigned char"),
+            *nv,
+            BufferArg("d", "unsigned short"),
+            *(ScalarArg("i64", v, name) for name, v in (("M", p.M), ("N", p.N), ("K", p.K), ("nb", p.blocks_per_row))),
+        )
+
+    def tensor_maps(self, problem: QuantGemmProblem, config: WgmmaConfig) -> tuple[TensorMapArg, ...]:
+        """A in boxes of BM rows x 64 (128-byte swizzle), the codes (``values``) in boxes of BN rows x
+        32 bytes (no swizzle), and with the TMA epilogue D in boxes of 64 rows x 64 (128-byte swizzle)."""
+        p, c = problem, config
+        maps = [
+            ("a", "a_map", "bfloat16", (p.M, p.K), (2 * p.K, 2), (c.BM, WG_BK), "128B"),
+            ("values", "codes_map", "uint8", (p.N, p.row_bytes), (p.row_bytes, 1), (c.BN, CODE_BYTES), "none"),
+        ]
+        if c.epilogue == "tma":
+            maps.append(("d", "d_map", "bfloat16", (p.M, p.N), (2 * p.N, 2), (64, 64), "128B"))
+        return tuple(
+            TensorMapArg(buffer, TensorMapRequest(dtype, shape, strides, box, 0, swizzle), name=name)
+            for buffer, name, dtype, shape, strides, box, swizzle in maps
+        )
