@@ -6,8 +6,8 @@
 // producer warpgroup decode them in registers (fp4.cuh, exact) into the wgmma's B operand, BN rows of
 // 64 bfloat16 (K-major, the 128-byte swizzle: 16-byte chunk c of row n at chunk c ^ (n % 8)). A
 // converter thread takes half rows (32 elements, 16 bytes of codes: one e8m0 or two e4m3 scales),
-// half row q = thread + 96 i of the step; it reads their scale codes from global memory one K step
-// ahead. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a half row lies inside K
+// half row q = thread + 96 i of the step; it reads their scale codes from global memory
+// Cfg::SCALES_AHEAD K steps ahead. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a half row lies inside K
 // or wholly past it (the last step when K % 64 = 32), where its codes are TMA's zeros and its scale
 // codes 0: zeros. D is alpha * sums (alpha 1, or NVFP4's 2^7 times the tensor scale: fp4.cuh's
 // factors carry 2^119 for 2^126), rounded to bfloat16, NaN as 0x7FC0.
@@ -27,13 +27,14 @@ struct Fp4Weights {
   static constexpr int STAGE_BYTES = OPERAND_BYTES + LOADED_BYTES;
   static constexpr bool CONVERTS = true, EXACT_NAN = true;
   static constexpr int TRANS_B = 0;
+  static constexpr int AHEAD = Cfg::SCALES_AHEAD;  // K steps whose scale codes are in flight
   static constexpr int HALVES = 2 * BN;  // half rows of a K step
   static constexpr int PER_THREAD = (HALVES + persistent::CONVERTERS - 1) / persistent::CONVERTERS;
 
-  struct Params {
+  struct Params {  // sizes below 2^31 (TMA's coordinates), the scales' offsets below 2^32
     const TensorMap* codes_map;
     const u8* __restrict__ scales;
-    long long N, K, nb;
+    int N, K, nb;
   };
   // A thread's scale codes of one K step: a half row's e8m0 code, or its two e4m3 codes (bits 0-7, 8-15).
   struct Scales {
@@ -50,9 +51,9 @@ struct Fp4Weights {
 #pragma unroll
     for (int i = 0; i < PER_THREAD; ++i) {
       const int q = thread + i * persistent::CONVERTERS;
-      const i64 row = min(w.N - 1, (i64)tile_n * BN + q / 2);  // rows past N: computed, never stored
-      const i64 k0 = (i64)kt * 64 + 32 * (q % 2);
-      const u8* at = w.scales + row * w.nb + (NV ? k0 / 16 : k0 / 32);
+      const int row = min(w.N - 1, tile_n * BN + q / 2);  // rows past N: computed, never stored
+      const int k0 = kt * 64 + 32 * (q % 2);
+      const u8* at = w.scales + ((u32)row * (u32)w.nb + (u32)(NV ? k0 / 16 : k0 / 32));
       const bool inside = q < HALVES && k0 < w.K;
       s.code[i] = !inside ? 0u : NV ? (u32)__ldg(at) | (u32)__ldg(at + 1) << 8 : (u32)__ldg(at);
     }
@@ -106,7 +107,7 @@ __device__ __forceinline__ float output_scale(const typename Cfg::Args& a) {
 
 template <class Cfg>
 __global__ void __launch_bounds__(384, 1) quant_gemm_wgmma(const __grid_constant__ typename Cfg::Args a) {
-  tb::persistent_gemm<Cfg, Fp4Weights<Cfg>>(a.a_map, {&a.codes_map, a.scales, a.N, a.K, a.nb}, tb::d_map_of<Cfg>(a),
+  tb::persistent_gemm<Cfg, Fp4Weights<Cfg>>(a.a_map, {&a.codes_map, a.scales, (int)a.N, (int)a.K, (int)a.nb}, tb::d_map_of<Cfg>(a),
                                             a.d, tb::partials_of<Cfg>(a), tb::counters_of<Cfg>(a), a.M, a.N, a.K,
                                             a.N, output_scale<Cfg>(a));
 }

@@ -11,7 +11,7 @@
 //                             column, K step, thread) once the buffer is full, then an arrival on its
 //                             ready mbarrier (CONVERTERS arrivals), which the consumers wait for too;
 //                             scales = W::fetch(params, tile column, K step, thread) (a W::Scales),
-//                             called one K step ahead so that its global loads overlap a conversion
+//                             called W::AHEAD K steps ahead so that its global loads overlap conversions
 //   W::load(buffer, params, tile column, K step, full mbarrier, cluster rank)
 //                             the TMA loads of B into a buffer (the producer's first thread)
 //   W::descriptor(buffer, kk) the wgmma descriptor of B's k16 slice kk, read with Wgmma<BN, W::TRANS_B>
@@ -148,6 +148,34 @@ __device__ __forceinline__ int2 block_tile(int index, int groups_m, int groups_n
   const int2 g = tile_coordinates<Cfg::RASTER_M, Cfg::GROUP>(index, groups_m, groups_n);
   return make_int2(g.x * CM + rank % CM, g.y * CN + rank / CM);
 }
+
+// A block's K steps in its loader's order: its units (cluster_index, + cluster_count, ...), each over
+// its split's K steps; tile_n is the unit's tile column.
+template <class Cfg>
+struct StepWalk {
+  static constexpr int CS = Cfg::CLUSTER_M * Cfg::CLUSTER_N, SPLITS = Cfg::SPLITS;
+  int units, k_steps, groups_m, groups_n, rank;
+  int unit = cluster_index<CS>(), kt = 0, end = 0, tile_n = 0;
+  __device__ __forceinline__ StepWalk(int units_, int k_steps_, int groups_m_, int groups_n_, int rank_)
+      : units(units_), k_steps(k_steps_), groups_m(groups_m_), groups_n(groups_n_), rank(rank_) {
+    enter();
+  }
+  __device__ __forceinline__ bool valid() const { return unit < units; }
+  __device__ __forceinline__ void next() {
+    if (valid() && ++kt == end) {
+      unit += cluster_count<CS>();
+      enter();
+    }
+  }
+
+ private:
+  __device__ __forceinline__ void enter() {
+    if (!valid()) return;
+    const int2 steps = split_steps<SPLITS>(unit, k_steps);
+    kt = steps.x, end = steps.x + steps.y;
+    tile_n = block_tile<Cfg>(unit / SPLITS, groups_m, groups_n, rank).y;
+  }
+};
 
 __device__ __forceinline__ float epilogue_value(float v, float alpha, bool relu) {
   v *= alpha;
@@ -287,30 +315,28 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
     }
     if constexpr (W::CONVERTS) {
       if (tid < 32) return;
-      // Warps 1-3: B's operand in every buffer, K step by K step in the loader's order, the scales of
-      // each step (W::fetch) read one step ahead.
-      const int thread = tid - 32, clusters = cluster_count<CS>();
+      // Warps 1-3: B's operand in every buffer, K step by K step in the loader's order; each step's
+      // scales (W::fetch) are read W::AHEAD steps before it is converted, into a ring in registers.
+      const int thread = tid - 32;
+      StepWalk<Cfg> converting(units, k_steps, groups_m, groups_n, rank), fetching = converting;
       Ring<STAGES> ring;
-      typename W::Scales next{};
-      int unit = cluster_index<CS>();
-      if (unit < units)
-        next = W::fetch(w, block_tile<Cfg>(unit / SPLITS, groups_m, groups_n, rank).y,
-                        split_steps<SPLITS>(unit, k_steps).x, thread);
-      for (; unit < units; unit += clusters) {
-        const int2 t = block_tile<Cfg>(unit / SPLITS, groups_m, groups_n, rank);
-        const int2 steps = split_steps<SPLITS>(unit, k_steps);
-        for (int kt = steps.x; kt < steps.x + steps.y; ++kt, ring.advance()) {
-          const typename W::Scales scales = next;
-          if (kt + 1 < steps.x + steps.y) {
-            next = W::fetch(w, t.y, kt + 1, thread);
-          } else if (unit + clusters < units) {  // the next unit's first step
-            next = W::fetch(w, block_tile<Cfg>((unit + clusters) / SPLITS, groups_m, groups_n, rank).y,
-                            split_steps<SPLITS>(unit + clusters, k_steps).x, thread);
-          }
+      typename W::Scales ahead[W::AHEAD];
+#pragma unroll
+      for (int d = 0; d < W::AHEAD; ++d, fetching.next())
+        if (fetching.valid()) ahead[d] = W::fetch(w, fetching.tile_n, fetching.kt, thread);
+      while (converting.valid()) {
+#pragma unroll
+        for (int d = 0; d < W::AHEAD; ++d) {
+          if (!converting.valid()) break;
+          const typename W::Scales scales = ahead[d];
+          if (fetching.valid()) ahead[d] = W::fetch(w, fetching.tile_n, fetching.kt, thread);
+          fetching.next();
           mbarrier_wait(&full[ring.stage], ring.phase);
-          W::convert(smem + ring.stage * STAGE + A_BYTES, w, scales, t.y, kt, thread);
+          W::convert(smem + ring.stage * STAGE + A_BYTES, w, scales, converting.tile_n, converting.kt, thread);
           fence_proxy_async_shared();  // these writes, then the consumers' wgmma reads (async proxy)
           mbarrier_arrive(&ready[ring.stage]);
+          ring.advance();
+          converting.next();
         }
       }
     }

@@ -37,6 +37,7 @@ class WgmmaConfig(TemplateConfig):
     epilogue: str = choice("tma", "direct", doc="D through shared memory and TMA stores, or stored from registers")
     producer_registers: int = choice(56, 72, 88, doc="registers per thread of the loader and decoder warps")
     consumer_registers: int = choice(200, 208, 216, 224, doc="registers per thread of the consumers (setmaxnreg)")
+    scales_ahead: int = choice(2, 4, 8, doc="K steps ahead that the decoders read their scale codes")
 
 
 def shared_bytes(config: WgmmaConfig) -> int:
@@ -87,8 +88,9 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
             raster="m",
             group=8,
             epilogue="tma" if p.N % 8 == 0 else "direct",
-            producer_registers=72,
-            consumer_registers=216,
+            producer_registers=88,
+            consumer_registers=208,
+            scales_ahead=4,
         )
 
     def violations(self, problem: QuantGemmProblem, config: WgmmaConfig) -> list[str]:
@@ -158,6 +160,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
                 "CLUSTER_N": 1,
                 "PRODUCER_REGISTERS": c.producer_registers,
                 "CONSUMER_REGISTERS": c.consumer_registers,
+                "SCALES_AHEAD": c.scales_ahead,
                 "SHARED_BYTES": shared_bytes(c),
             },
             arch_suffix="a",
