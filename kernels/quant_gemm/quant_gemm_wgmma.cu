@@ -2,9 +2,10 @@
 // bfloat16 bits, W's codes, scales and NVFP4's tensor scale as the quant family stores an N x K
 // matrix), by the persistent, warp-specialized kernel of tunebox/persistent_gemm.cuh with tensor cores
 // on bfloat16 operands. B is W's decoded rows (Fp4Weights): per K step of 64 the producer's first
-// thread loads BN rows x 32 bytes of codes by TMA (zero-filled past N and K), and warps 1-3 of the
-// producer warpgroup decode them in registers (fp4.cuh, exact) into the wgmma's B operand, BN rows of
-// 64 bfloat16 (K-major, the 128-byte swizzle: 16-byte chunk c of row n at chunk c ^ (n % 8)). A
+// thread loads BN rows x 32 bytes of codes by TMA (zero-filled past N and K) into the ring beside A's
+// box, and warps 1-3 of the producer warpgroup decode them in registers (fp4.cuh, exact) into one of
+// Cfg::OPERANDS buffers of the wgmma's B operand, BN rows of 64 bfloat16 (K-major, the 128-byte
+// swizzle: 16-byte chunk c of row n at chunk c ^ (n % 8)). A
 // converter thread takes half rows (32 elements, 16 bytes of codes: one e8m0 or two e4m3 scales),
 // half row q = thread + 96 i of the step; it reads their scale codes from global memory
 // Cfg::SCALES_AHEAD K steps ahead. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a half row lies inside K
@@ -22,9 +23,9 @@ template <class Cfg>
 struct Fp4Weights {
   static constexpr int BN = Cfg::BN;
   static constexpr bool NV = Cfg::NVFP4;
-  static constexpr int OPERAND_BYTES = BN * 128;  // BN rows of 64 bfloat16: whole swizzle periods
   static constexpr int LOADED_BYTES = BN * 32;    // BN rows of 64 codes
-  static constexpr int STAGE_BYTES = OPERAND_BYTES + LOADED_BYTES;
+  static constexpr int OPERAND_BYTES = BN * 128;  // BN rows of 64 bfloat16: whole swizzle periods
+  static constexpr int OPERANDS = Cfg::OPERANDS;
   static constexpr bool CONVERTS = true, EXACT_NAN = true;
   static constexpr int TRANS_B = 0;
   static constexpr int AHEAD = Cfg::SCALES_AHEAD;  // K steps whose scale codes are in flight
@@ -43,7 +44,7 @@ struct Fp4Weights {
 
   __device__ __forceinline__ static void load(unsigned char* b, const Params& w, int tile_n, int kt, u64* full,
                                               int) {
-    tma_load_2d(b + OPERAND_BYTES, w.codes_map, kt * 32, tile_n * BN, full);
+    tma_load_2d(b, w.codes_map, kt * 32, tile_n * BN, full);
   }
 
   __device__ __forceinline__ static Scales fetch(const Params& w, int tile_n, int kt, int thread) {
@@ -60,9 +61,8 @@ struct Fp4Weights {
     return s;
   }
 
-  __device__ __forceinline__ static void convert(unsigned char* b, const Params&, const Scales& s, int, int,
-                                                 int thread) {
-    const unsigned char* codes = b + OPERAND_BYTES;
+  __device__ __forceinline__ static void convert(const unsigned char* codes, unsigned char* b, const Params&,
+                                                 const Scales& s, int, int, int thread) {
 #pragma unroll
     for (int i = 0; i < PER_THREAD; ++i) {
       const int q = thread + i * persistent::CONVERTERS;

@@ -31,7 +31,7 @@ STRUCTURAL_KEYS = {
     "stream": ("rows", "warps", "warps_k", "tokens", "chunk", "stages", "blocks_per_sm", "second_factor"),
     "wgmma": (
         "BM", "BN", "stages", "schedule", "raster", "group", "epilogue", "producer_registers", "consumer_registers",
-        "scales_ahead",
+        "scales_ahead", "operands",
     ),
 }  # fmt: skip
 # wgmma's tiles of 128 and 256 tokens take M past 64

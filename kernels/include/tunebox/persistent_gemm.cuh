@@ -5,16 +5,20 @@
 //
 //   W::Params                 what W reads (tensor maps, pointers, sizes), built by the kernel's entry
 //   W::LOADED_BYTES           bytes of a ring buffer the TMA loads for B (after A's box)
-//   W::STAGE_BYTES            bytes of a ring buffer after A's box (what is loaded, and W's operand)
-//   W::CONVERTS               whether warps 1-3 of the producer warpgroup (CONVERTERS threads) write the
-//                             operand from the loaded bytes: W::convert(buffer, params, scales, tile
-//                             column, K step, thread) once the buffer is full, then an arrival on its
-//                             ready mbarrier (CONVERTERS arrivals), which the consumers wait for too;
+//   W::CONVERTS               whether warps 1-3 of the producer warpgroup (CONVERTERS threads) write B's
+//                             operand from the loaded bytes into a second ring of W::OPERANDS buffers
+//                             of W::OPERAND_BYTES: W::convert(loaded, operand, params, scales, tile
+//                             column, K step, thread) once the ring buffer is full and the operand
+//                             buffer drained (its consumers' arrivals after their wgmma of its last
+//                             use), then an arrival on the operand's ready mbarrier (CONVERTERS
+//                             arrivals), which the consumers wait for beside the full one; so the
+//                             TMA loads run STAGES steps ahead, the decoded operands OPERANDS;
 //                             scales = W::fetch(params, tile column, K step, thread) (a W::Scales),
 //                             called W::AHEAD K steps ahead so that its global loads overlap conversions
 //   W::load(buffer, params, tile column, K step, full mbarrier, cluster rank)
 //                             the TMA loads of B into a buffer (the producer's first thread)
-//   W::descriptor(buffer, kk) the wgmma descriptor of B's k16 slice kk, read with Wgmma<BN, W::TRANS_B>
+//   W::descriptor(b, kk)      the wgmma descriptor of B's k16 slice kk (b: the ring buffer's B part, or
+//                             the operand buffer), read with Wgmma<BN, W::TRANS_B>
 //   W::EXACT_NAN              bfloat16 outputs write NaN as 0x7FC0 (else the conversion's NaN)
 //
 // Persistent: gridDim.x blocks (the host launches min(tiles, SMs)) walk the BM x BN tiles of D,
@@ -244,24 +248,27 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   constexpr int ROWS = COOPERATIVE ? BM / 2 : BM;  // rows of a tile one consumer multiplies
   constexpr int MT = ROWS / 64;                    // its m64 wgmma tiles
   constexpr int A_BYTES = BM * BK * 2;
-  constexpr int STAGE = A_BYTES + W::STAGE_BYTES;  // multiple of 1024: buffers stay swizzle-aligned
-  constexpr int BARRIERS = W::CONVERTS ? 3 : 2;     // full, empty and (converted operands) ready
+  constexpr int STAGE = A_BYTES + W::LOADED_BYTES;  // multiple of 1024: buffers stay swizzle-aligned
+  constexpr int OPERANDS = W::OPERANDS;              // W::CONVERTS: buffers of B's operand, after the ring
   constexpr int EPI_COLS = 128 / sizeof(O);           // columns of an epilogue chunk
-  constexpr int RING_BYTES = STAGES * STAGE;
+  constexpr int RING_BYTES = STAGES * STAGE, OPERAND_BYTES = OPERANDS * W::OPERAND_BYTES;
   constexpr int EPI_TOTAL = TMA_EPILOGUE ? 2 * EPI_BUFFERS * EPI_BYTES : 0;
   static_assert(SPLITS == 1 || CS == 1, "split-K runs without clusters");
   static_assert(CM <= 2 && CN <= 2, "clusters of 1 or 2 tiles along M and N");
   static_assert(ROWS % 64 == 0 && MT >= 1 && MT <= 2 && BN % 64 == 0 && BN <= 256, "whole wgmma tiles");
   static_assert(STAGE % 1024 == 0, "every stage starts on the swizzle period");
-  static_assert(!W::CONVERTS || CS == 1, "converted operands take no clusters");
-  static_assert(RING_BYTES + EPI_TOTAL + BARRIERS * STAGES * 8 + 1024 <= Cfg::SHARED_BYTES,
-                "the ring, the epilogue buffers, the barriers and their alignment fit in shared memory");
+  static_assert(!W::CONVERTS || (CS == 1 && OPERANDS >= 2), "converted operands: no clusters, two buffers or more");
+  static_assert(W::OPERAND_BYTES % 1024 == 0, "operand buffers start on the swizzle period");
+  static_assert(RING_BYTES + OPERAND_BYTES + EPI_TOTAL + 2 * (STAGES + OPERANDS) * 8 + 1024 <= Cfg::SHARED_BYTES,
+                "the ring, the operands, the epilogue buffers, the barriers and their alignment fit in shared memory");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = align_shared<1024>(smem_raw);  // the 128-byte swizzle's period
-  unsigned char* epi = smem + RING_BYTES;
+  unsigned char* operands = smem + RING_BYTES;
+  unsigned char* epi = operands + OPERAND_BYTES;
   u64* full = reinterpret_cast<u64*>(epi + EPI_TOTAL);
   u64* empty = full + STAGES;
-  u64* ready = empty + STAGES;  // W::CONVERTS: the converted operand of a buffer is written
+  u64* ready = empty + STAGES;     // W::CONVERTS: an operand buffer is written (its converters' arrivals)
+  u64* drained = ready + OPERANDS;  // W::CONVERTS: an operand buffer is read (its consumers' arrivals)
 
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
@@ -269,7 +276,10 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
       mbarrier_init(&full[s], 1);
       // every consumer that reads the buffer, in every block of the cluster, releases it
       mbarrier_init(&empty[s], (COOPERATIVE ? 2 : 1) * CS);
-      if constexpr (W::CONVERTS) mbarrier_init(&ready[s], CONVERTERS);
+    }
+    for (int o = 0; o < OPERANDS; ++o) {
+      mbarrier_init(&ready[o], CONVERTERS);
+      mbarrier_init(&drained[o], COOPERATIVE ? 2 : 1);
     }
     if constexpr (CS > 1) fence_mbarrier_init_cluster();
   }
@@ -315,11 +325,14 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
     }
     if constexpr (W::CONVERTS) {
       if (tid < 32) return;
-      // Warps 1-3: B's operand in every buffer, K step by K step in the loader's order; each step's
-      // scales (W::fetch) are read W::AHEAD steps before it is converted, into a ring in registers.
+      // Warps 1-3: B's operand of every K step in the loader's order, from the ring's loaded bytes into
+      // the next operand buffer once its previous use is drained; each step's scales (W::fetch) are
+      // read W::AHEAD steps before it is converted, into a ring in registers.
       const int thread = tid - 32;
       StepWalk<Cfg> converting(units, k_steps, groups_m, groups_n, rank), fetching = converting;
       Ring<STAGES> ring;
+      Ring<OPERANDS> operand;
+      int written = 0;  // operand buffers used so far, up to OPERANDS: the first lap waits for none
       typename W::Scales ahead[W::AHEAD];
 #pragma unroll
       for (int d = 0; d < W::AHEAD; ++d, fetching.next())
@@ -332,10 +345,17 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
           if (fetching.valid()) ahead[d] = W::fetch(w, fetching.tile_n, fetching.kt, thread);
           fetching.next();
           mbarrier_wait(&full[ring.stage], ring.phase);
-          W::convert(smem + ring.stage * STAGE + A_BYTES, w, scales, converting.tile_n, converting.kt, thread);
+          if (written < OPERANDS) {
+            ++written;
+          } else {
+            mbarrier_wait(&drained[operand.stage], operand.phase ^ 1);
+          }
+          W::convert(smem + ring.stage * STAGE + A_BYTES, operands + operand.stage * W::OPERAND_BYTES, w, scales,
+                     converting.tile_n, converting.kt, thread);
           fence_proxy_async_shared();  // these writes, then the consumers' wgmma reads (async proxy)
-          mbarrier_arrive(&ready[ring.stage]);
+          mbarrier_arrive(&ready[operand.stage]);
           ring.advance();
+          operand.advance();
           converting.next();
         }
       }
@@ -351,6 +371,7 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   unsigned char* my_epi = epi + consumer * EPI_BUFFERS * EPI_BYTES;
   const bool paired = ldd % 2 == 0 && (u64)D % (2 * sizeof(O)) == 0;  // direct stores of two elements
   Ring<STAGES> ring;
+  Ring<OPERANDS ? OPERANDS : 1> operand;  // W::CONVERTS: B's operand buffer, one a K step as the ring
   u32 chunk = 0;  // epilogue chunks this consumer stored: chunk % EPI_BUFFERS is the next buffer
   float acc[MT][BN / 2];
 
@@ -359,7 +380,10 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   const int clusters = cluster_count<CS>();
   const int first = cluster_index<CS>() + (COOPERATIVE ? 0 : consumer * clusters);
   const int stride = (COOPERATIVE ? 1 : 2) * clusters;
-  if (!COOPERATIVE && consumer == 1) ring.skip(split_steps<SPLITS>(cluster_index<CS>(), k_steps).y);
+  if (!COOPERATIVE && consumer == 1) {
+    ring.skip(split_steps<SPLITS>(cluster_index<CS>(), k_steps).y);
+    if constexpr (W::CONVERTS) operand.skip(split_steps<SPLITS>(cluster_index<CS>(), k_steps).y);
+  }
   for (int unit = first; unit < units; unit += stride) {
     const int tile = unit / SPLITS;
     const int2 t = block_tile<Cfg>(tile, groups_m, groups_n, rank);
@@ -374,35 +398,48 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
       for (int e = 0; e < BN / 2; ++e) acc[i][e] = 0.f;
 
     int previous = 0;  // the buffer of the previous K step, released once its products are done
+    int previous_operand = 0;  // W::CONVERTS: its operand buffer
     for (int kt = 0; kt < k_count; ++kt, ring.advance()) {
       mbarrier_wait(&full[ring.stage], ring.phase);
-      if constexpr (W::CONVERTS) mbarrier_wait(&ready[ring.stage], ring.phase);
+      if constexpr (W::CONVERTS) mbarrier_wait(&ready[operand.stage], operand.phase);
       const unsigned char* stage = smem + ring.stage * STAGE;
+      const unsigned char* b = W::CONVERTS ? operands + operand.stage * W::OPERAND_BYTES : stage + A_BYTES;
 #pragma unroll
       for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < BK / 16; ++kk) {
-        const u64 b = W::descriptor(stage + A_BYTES, kk);
+        const u64 b_desc = W::descriptor(b, kk);
 #pragma unroll
         for (int i = 0; i < MT; ++i) {
           // A: 64 rows of 128 bytes (8-row groups 1024 bytes apart), 16 elements in from column kk * 16.
           const u64 a = wgmma_descriptor(stage + (a_row + i) * 64 * 128 + kk * 32, 16, 1024);
-          Wgmma<BN, W::TRANS_B>::run(acc[i], a, b);
+          Wgmma<BN, W::TRANS_B>::run(acc[i], a, b_desc);
         }
       }
       wgmma_commit();
       wgmma_wait<1>();  // this step's products may still run; the previous step's are done
-      if (tid == 0 && kt > 0) release_buffer<CS>(&empty[previous]);
+      if (tid == 0 && kt > 0) {
+        release_buffer<CS>(&empty[previous]);
+        if constexpr (W::CONVERTS) mbarrier_arrive(&drained[previous_operand]);
+      }
       previous = ring.stage;
+      if constexpr (W::CONVERTS) {
+        previous_operand = operand.stage;
+        operand.advance();
+      }
     }
     if (!COOPERATIVE && unit + clusters < units) {
       // The other consumer's next unit (this block's next) may start its mainloop.
       barrier_arrive(ORDER_BARRIER + (1 - consumer), 256);
       ring.skip(split_steps<SPLITS>(unit + clusters, k_steps).y);
+      if constexpr (W::CONVERTS) operand.skip(split_steps<SPLITS>(unit + clusters, k_steps).y);
     }
     wgmma_wait<0>();
-    if (tid == 0) release_buffer<CS>(&empty[previous]);  // the unit's last buffer
+    if (tid == 0) {  // the unit's last buffer
+      release_buffer<CS>(&empty[previous]);
+      if constexpr (W::CONVERTS) mbarrier_arrive(&drained[previous_operand]);
+    }
 #pragma unroll
     for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
 

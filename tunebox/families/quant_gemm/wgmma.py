@@ -30,7 +30,8 @@ OPERAND_ROW_BYTES = WG_BK * 2  # a row of the decoded operand: 64 bfloat16
 class WgmmaConfig(TemplateConfig):
     BM: int = choice(64, 128, 256, doc="tile rows (tokens): 128 or 256 (cooperative), 64 or 128 (pingpong)")
     BN: int = choice(64, 128, 192, 256, doc="tile columns (rows of W; the wgmma's N)")
-    stages: int = choice(2, 3, 4, 5, 6, doc="ring buffers of A, codes and decoded operand")
+    stages: int = choice(2, 3, 4, 6, 8, 12, doc="ring buffers of A's box and W's codes (TMA loads in flight)")
+    operands: int = choice(2, 3, 4, doc="buffers of the decoded operand (K steps decoded ahead of the wgmma)")
     schedule: str = choice("cooperative", "pingpong", doc="consumers share each tile, or take alternate tiles")
     raster: str = choice("m", "n", doc="tile order: strips of `group` tile rows ('m') or columns ('n')")
     group: int = choice(1, 2, 4, 8, 16, doc="tiles across a strip of the tile order (L2 reuse)")
@@ -41,12 +42,13 @@ class WgmmaConfig(TemplateConfig):
 
 
 def shared_bytes(config: WgmmaConfig) -> int:
-    """The ring (A's BM x 64 box, BN rows of decoded operand and of codes a buffer), the consumers'
-    epilogue buffers (TMA epilogue), three mbarriers a buffer, and 1024 bytes of alignment."""
+    """The ring (A's BM x 64 box and BN rows of codes a buffer), the operand buffers (BN rows of 64
+    bfloat16), the consumers' epilogue buffers (TMA epilogue), two mbarriers a buffer of either, and
+    1024 bytes of alignment."""
     c = config
     epilogue = 2 * EPI_BUFFERS * EPI_BUFFER_BYTES if c.epilogue == "tma" else 0
-    stage = c.BM * WG_BK * 2 + c.BN * (OPERAND_ROW_BYTES + CODE_BYTES)
-    return c.stages * stage + epilogue + 3 * c.stages * 8 + 1024
+    ring = c.stages * (c.BM * WG_BK * 2 + c.BN * CODE_BYTES)
+    return ring + c.operands * c.BN * OPERAND_ROW_BYTES + epilogue + 2 * (c.stages + c.operands) * 8 + 1024
 
 
 def tiles(p: QuantGemmProblem, config: WgmmaConfig) -> int:
@@ -83,7 +85,8 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
         return WgmmaConfig(
             BM=bm,
             BN=128,
-            stages=3 if bm == 256 else 4,
+            stages={64: 8, 128: 6, 256: 4}[bm],
+            operands=2,
             schedule="pingpong" if small else "cooperative",
             raster="m",
             group=8,
@@ -160,6 +163,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
                 "CLUSTER_N": 1,
                 "PRODUCER_REGISTERS": c.producer_registers,
                 "CONSUMER_REGISTERS": c.consumer_registers,
+                "OPERANDS": c.operands,
                 "SCALES_AHEAD": c.scales_ahead,
                 "SHARED_BYTES": shared_bytes(c),
             },
