@@ -8,10 +8,12 @@
 // swizzle: 16-byte chunk c of row n at chunk c ^ (n % 8)). A
 // converter thread takes half rows (32 elements, 16 bytes of codes: one e8m0 or two e4m3 scales),
 // half row q = thread + 96 i of the step; it reads their scale codes from global memory
-// Cfg::SCALES_AHEAD K steps ahead. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a half row lies inside K
+// Cfg::SCALES_AHEAD K steps ahead. The loader also prefetches the tile's rows of codes into L2 in runs
+// of 512 bytes, so that DRAM serves whole runs of a row rather than a step's 32 bytes. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a half row lies inside K
 // or wholly past it (the last step when K % 64 = 32), where its codes are TMA's zeros and its scale
 // codes 0: zeros. D is alpha * sums (alpha 1, or NVFP4's 2^7 times the tensor scale: fp4.cuh's
 // factors carry 2^119 for 2^126), rounded to bfloat16, NaN as 0x7FC0.
+#include "tunebox/bulk.cuh"
 #include "tunebox/fp4.cuh"
 #include "tunebox/persistent_gemm.cuh"
 
@@ -29,22 +31,32 @@ struct Fp4Weights {
   static constexpr bool CONVERTS = true, EXACT_NAN = true;
   static constexpr int TRANS_B = 0;
   static constexpr int AHEAD = Cfg::SCALES_AHEAD;  // K steps whose scale codes are in flight
+  static constexpr int RUN = 512;  // bytes of a row's codes prefetched into L2 at a time: 16 K steps
   static constexpr int HALVES = 2 * BN;  // half rows of a K step
   static constexpr int PER_THREAD = (HALVES + persistent::CONVERTERS - 1) / persistent::CONVERTERS;
 
   struct Params {  // sizes below 2^31 (TMA's coordinates), the scales' offsets below 2^32
     const TensorMap* codes_map;
+    const u8* __restrict__ codes;  // the tensor map's matrix: N rows of kb bytes
     const u8* __restrict__ scales;
-    int N, K, nb;
+    int N, K, nb, kb;
   };
   // A thread's scale codes of one K step: a half row's e8m0 code, or its two e4m3 codes (bits 0-7, 8-15).
   struct Scales {
     u32 code[PER_THREAD];
   };
 
+  // The step's codes by TMA; every RUN / 32 steps, the tile's rows' next two runs of codes prefetched into
+  // L2 (the step's own 32 bytes a row alone would leave each DRAM page after 32 bytes).
   __device__ __forceinline__ static void load(unsigned char* b, const Params& w, int tile_n, int kt, u64* full,
                                               int) {
     tma_load_2d(b, w.codes_map, kt * 32, tile_n * BN, full);
+    const int from = kt * 32;
+    if (from % RUN == 0) {
+      const u32 bytes = (u32)min(2 * RUN, w.kb - from);
+      const int rows = min(BN, w.N - tile_n * BN);
+      for (int r = 0; r < rows; ++r) bulk_prefetch_l2(w.codes + (size_t)(tile_n * BN + r) * w.kb + from, bytes);
+    }
   }
 
   __device__ __forceinline__ static Scales fetch(const Params& w, int tile_n, int kt, int thread) {
@@ -107,7 +119,7 @@ __device__ __forceinline__ float output_scale(const typename Cfg::Args& a) {
 
 template <class Cfg>
 __global__ void __launch_bounds__(384, 1) quant_gemm_wgmma(const __grid_constant__ typename Cfg::Args a) {
-  tb::persistent_gemm<Cfg, Fp4Weights<Cfg>>(a.a_map, {&a.codes_map, a.scales, (int)a.N, (int)a.K, (int)a.nb}, tb::d_map_of<Cfg>(a),
+  tb::persistent_gemm<Cfg, Fp4Weights<Cfg>>(a.a_map, {&a.codes_map, a.values, a.scales, (int)a.N, (int)a.K, (int)a.nb, (int)a.kb}, tb::d_map_of<Cfg>(a),
                                             a.d, tb::partials_of<Cfg>(a), tb::counters_of<Cfg>(a), a.M, a.N, a.K,
                                             a.N, output_scale<Cfg>(a));
 }

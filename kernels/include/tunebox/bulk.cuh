@@ -1,5 +1,5 @@
 // Hopper bulk copies in the tile library: contiguous global -> shared copies by the TMA unit, without a
-// tensor map (cp.async.bulk), completing on an mbarrier of tma.cuh. Kept out of tma.cuh so that the
+// tensor map (cp.async.bulk), completing on an mbarrier of tma.cuh, and bulk prefetches into L2. Kept out of tma.cuh so that the
 // families using only tensor maps keep their hashes.
 //
 // A copy moves a multiple of 16 bytes between 16-byte aligned addresses. Its bytes count towards the
@@ -18,6 +18,12 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, u32 bytes,
                    shared_address(dst)),
                "l"(src), "r"(bytes), "r"(shared_address(bar))
                : "memory");
+}
+
+// Start fetching `bytes` (a multiple of 16) of global memory from `src` (16-byte aligned) into L2, with no
+// destination and no completion: later loads of those bytes hit L2.
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, u32 bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "r"(bytes) : "memory");
 }
 
 }  // namespace tb

@@ -176,16 +176,19 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
         return LaunchGeometry((blocks, 1, 1), (THREADS, 1, 1), shared_bytes(config))
 
     def args(self, problem: QuantGemmProblem, config: WgmmaConfig) -> tuple[Arg, ...]:
-        """The members of ``Cfg::Args``: a_map, codes_map, d_map (epilogue 'tma'), scales, tensor_scale
-        (nvfp4), d, then M, N, K and nb (scale codes of a row of W)."""
+        """The members of ``Cfg::Args``: a_map, codes_map, d_map (epilogue 'tma'), values (the codes, for
+        their L2 prefetches), scales, tensor_scale (nvfp4), d, then M, N, K, nb (scale codes of a row of
+        W) and kb (bytes of a row of codes)."""
         p = problem
         nv = (BufferArg("tensor_scale", "const float"),) if p.nvfp4 else ()
+        sizes = (("M", p.M), ("N", p.N), ("K", p.K), ("nb", p.blocks_per_row), ("kb", p.row_bytes))
         return (
             *self.tensor_maps(p, config),
+            BufferArg("values", "const unsigned char"),
             BufferArg("scales", "const unsigned char"),
             *nv,
             BufferArg("d", "unsigned short"),
-            *(ScalarArg("i64", v, name) for name, v in (("M", p.M), ("N", p.N), ("K", p.K), ("nb", p.blocks_per_row))),
+            *(ScalarArg("i64", v, name) for name, v in sizes),
         )
 
     def tensor_maps(self, problem: QuantGemmProblem, config: WgmmaConfig) -> tuple[TensorMapArg, ...]:
