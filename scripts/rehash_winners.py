@@ -189,6 +189,18 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "operand_args and pad_arg, the same members in the same order",
     "f3a4f68": "tile_copy: narrow.py's render annotates its members' type (no value changes)",
     "557f55b": "tile_copy: narrow.py's geometry asserts against MAX_GRID_X (the same value, 2^31 - 1)",
+    "2e53bf7": "gemm: the persistent kernel's body moved to tunebox/persistent_gemm.cuh behind a weights policy, "
+    "Wgmma takes B's transpose flag, gemm/common.py's tma_rules typed by a protocol: instructions identical (48 "
+    "sampled variants of persistent, cluster, wgmma, padded; results/diagnostics/sass_gemm_persistent_header.json); "
+    "quant_gemm: template wgmma added (its own kernel, no stored winner uses it) and fp4.cuh's decode_word_in_order, "
+    "which no other kernel calls: decode, stream and tiled instructions identical (36 variants), quant's too (20; "
+    "results/diagnostics/sass_gemm_persistent_header.json)",
+    "bb60d25": "persistent_gemm.cuh: the converting policy's scales read ahead (code gemm's policy does not "
+    "instantiate); quant_gemm's wgmma kernel and module only",
+    "4adcec8": "persistent_gemm.cuh: converted operands in their own ring, every addition under W::CONVERTS or "
+    "sized by W::OPERANDS (0 for gemm): gemm's instructions identical (the same 48 variants); wgmma's module only",
+    "51b2e2a": "bulk.cuh's bulk_prefetch_l2, which only quant_gemm's wgmma kernel calls (decode, stream, tiled "
+    "instructions identical, 36 variants); the wgmma kernel and module",
 }
 
 
