@@ -123,6 +123,7 @@ RULE_PROBLEMS: dict[str, list[dict[str, object]]] = {
     ],
     "quant_gemm": [  # M = 2^23: grid_fits; N = 16: warps_along_n_busy; K = 64: splits_within_spans, bk_within_k
         {"M": 2**23, "N": 16, "K": 64, "format": "mxfp4"},
+        {"M": 1, "N": 2**31, "K": 64, "format": "mxfp4"},  # coordinates_32bit (wgmma)
     ],
     "ragged3d": [
         # max_len 8: bm_within_max_len; 6 heads: group_divides_heads; 12 x 2 bytes: head_stride_16_bytes
