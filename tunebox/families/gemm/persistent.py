@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 from ...dtypes import element_type
 from ...limits import CLUSTERS_AT_ONCE
@@ -50,6 +50,50 @@ def tile_coordinates(index: int, tiles_m: int, tiles_n: int, raster: str, group:
     return (along, across) if raster == "m" else (across, along)
 
 
+class WarpgroupLayout(Protocol):
+    """What warpgroup_rules reads of a configuration of the persistent kernel."""
+
+    @property
+    def BM(self) -> int: ...
+    @property
+    def BN(self) -> int: ...
+    @property
+    def schedule(self) -> str: ...
+    @property
+    def producer_registers(self) -> int: ...
+    @property
+    def consumer_registers(self) -> int: ...
+
+
+WARPGROUP_RULES = ("schedule_rows", "accumulators_fit", "register_budget")  # warpgroup_rules's
+
+
+def warpgroup_rules(rules: Rules, c: WarpgroupLayout) -> None:
+    """The rules ``schedule_rows``, ``accumulators_fit`` and ``register_budget`` of the persistent kernel's
+    warpgroups (templates persistent and cluster, and quant_gemm's wgmma)."""
+    if rules.require(
+        "schedule_rows",
+        c.BM in ROWS[c.schedule],
+        lambda: (
+            f"schedule {c.schedule!r} gives each consumer warpgroup 1 or 2 tiles of 64 rows: "
+            f"BM must be {' or '.join(map(str, ROWS[c.schedule]))} (BM={c.BM})"
+        ),
+    ):
+        accumulators = c.BM // (2 if c.schedule == "cooperative" else 1) * c.BN // 128
+        rules.require(
+            "accumulators_fit",
+            accumulators <= MAX_ACCUMULATORS,
+            f"{accumulators} float32 accumulators per consumer thread (at most {MAX_ACCUMULATORS}): lower BM or BN",
+        )
+    budget = THREADS * LAUNCH_REGISTERS
+    rules.require(
+        "register_budget",
+        128 * c.producer_registers + 256 * c.consumer_registers <= budget,
+        f"register budget: 128 x {c.producer_registers} (producer) + 256 x {c.consumer_registers} "
+        f"(consumers) exceed the block's {budget} (384 threads x {LAUNCH_REGISTERS})",
+    )
+
+
 @dataclass(frozen=True)
 class PersistentConfig(TemplateConfig):
     BM: int = choice(64, 128, 256, doc="tile rows: 128 or 256 (cooperative, both consumers), 64 or 128 (pingpong)")
@@ -73,9 +117,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
     config_type = PersistentConfig
     # common_rules's full_tiles applies to bounds='false' only, which this kernel has not
     rule_names: ClassVar[tuple[str, ...]] = (
-        "schedule_rows",
-        "accumulators_fit",
-        "register_budget",
+        *WARPGROUP_RULES,
         "rows_aligned",
         "tma_epilogue_chunks",
         "splits_within_k_steps",
@@ -122,27 +164,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
     def violations(self, problem: GemmProblem, config: PersistentConfig) -> list[str]:
         p, c = problem, config
         rules = Rules(self.name)
-        if rules.require(
-            "schedule_rows",
-            c.BM in ROWS[c.schedule],
-            lambda: (
-                f"schedule {c.schedule!r} gives each consumer warpgroup 1 or 2 tiles of 64 rows: "
-                f"BM must be {' or '.join(map(str, ROWS[c.schedule]))} (BM={c.BM})"
-            ),
-        ):
-            accumulators = c.BM // (2 if c.schedule == "cooperative" else 1) * c.BN // 128
-            rules.require(
-                "accumulators_fit",
-                accumulators <= MAX_ACCUMULATORS,
-                f"{accumulators} float32 accumulators per consumer thread (at most {MAX_ACCUMULATORS}): lower BM or BN",
-            )
-        budget = THREADS * LAUNCH_REGISTERS
-        rules.require(
-            "register_budget",
-            128 * c.producer_registers + 256 * c.consumer_registers <= budget,
-            f"register budget: 128 x {c.producer_registers} (producer) + 256 x {c.consumer_registers} "
-            f"(consumers) exceed the block's {budget} (384 threads x {LAUNCH_REGISTERS})",
-        )
+        warpgroup_rules(rules, c)
         rules.require(
             "rows_aligned",
             not p.unaligned(),

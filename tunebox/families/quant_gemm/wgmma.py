@@ -15,8 +15,8 @@ from ...rules import Rules, shared_memory_fits
 from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
-from ..gemm.common import MAX_ACCUMULATORS, TMA_RULES, tma_rules
-from ..gemm.persistent import EPI_BUFFER_BYTES, EPI_BUFFERS, LAUNCH_REGISTERS, ROWS, THREADS
+from ..gemm.common import TMA_RULES, tma_rules
+from ..gemm.persistent import EPI_BUFFER_BYTES, EPI_BUFFERS, THREADS, WARPGROUP_RULES, warpgroup_rules
 from ..gemm.tma_wgmma import WG_BK
 from .common import power_ceiling
 from .problem import QuantGemmProblem
@@ -64,9 +64,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
     config_type = WgmmaConfig
     rule_names: ClassVar[tuple[str, ...]] = (
         "k_whole_code_rows",
-        "schedule_rows",
-        "accumulators_fit",
-        "register_budget",
+        *WARPGROUP_RULES,
         "bm_within_m",
         "tma_epilogue_chunks",
         *TMA_RULES,
@@ -105,27 +103,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
             f"TMA loads rows of codes in whole 16-byte pieces: K must be a multiple of 32 (K={p.K}); use the "
             "tiled or decode template",
         )
-        if rules.require(
-            "schedule_rows",
-            c.BM in ROWS[c.schedule],
-            lambda: (
-                f"schedule {c.schedule!r} gives each consumer warpgroup 1 or 2 tiles of 64 rows: "
-                f"BM must be {' or '.join(map(str, ROWS[c.schedule]))} (BM={c.BM})"
-            ),
-        ):
-            accumulators = c.BM // (2 if c.schedule == "cooperative" else 1) * c.BN // 128
-            rules.require(
-                "accumulators_fit",
-                accumulators <= MAX_ACCUMULATORS,
-                f"{accumulators} float32 accumulators per consumer thread (at most {MAX_ACCUMULATORS}): lower BM or BN",
-            )
-        budget = THREADS * LAUNCH_REGISTERS
-        rules.require(
-            "register_budget",
-            128 * c.producer_registers + 256 * c.consumer_registers <= budget,
-            f"register budget: 128 x {c.producer_registers} (loader and decoders) + 256 x {c.consumer_registers} "
-            f"(consumers) exceed the block's {budget} (384 threads x {LAUNCH_REGISTERS})",
-        )
+        warpgroup_rules(rules, c)
         rules.require(
             "bm_within_m",
             max(64, power_ceiling(p.M)) >= c.BM,
