@@ -199,6 +199,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "instantiate); quant_gemm's wgmma kernel and module only",
     "4adcec8": "persistent_gemm.cuh: converted operands in their own ring, every addition under W::CONVERTS or "
     "sized by W::OPERANDS (0 for gemm): gemm's instructions identical (the same 48 variants); wgmma's module only",
+    "b2e3e25": "gemm/persistent.py's warpgroup rules moved into warpgroup_rules (the same rules, order and messages), "
+    "which quant_gemm's wgmma module calls",
     "51b2e2a": "bulk.cuh's bulk_prefetch_l2, which only quant_gemm's wgmma kernel calls (decode, stream, tiled "
     "instructions identical, 36 variants); the wgmma kernel and module",
 }
