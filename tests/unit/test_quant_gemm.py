@@ -16,7 +16,7 @@ from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import element_type
 from tunebox.errors import InvalidConfig, InvalidProblem
 from tunebox.families.quant.formats import E2M1, decode_table, scale_table, unpack_nibbles
-from tunebox.families.quant_gemm import FAMILY, DecodeConfig, StreamConfig, TiledConfig
+from tunebox.families.quant_gemm import FAMILY, DecodeConfig, StreamConfig, TiledConfig, WgmmaConfig
 from tunebox.records import Status
 
 F = FAMILY
@@ -169,6 +169,23 @@ def tiled(**fields):
     return F.template_config("tiled", TiledConfig(**{**base, **fields}))
 
 
+def wgmma(**fields):
+    base = {
+        "BM": 128,
+        "BN": 128,
+        "stages": 4,
+        "operands": 2,
+        "schedule": "cooperative",
+        "raster": "m",
+        "group": 8,
+        "epilogue": "tma",
+        "producer_registers": 88,
+        "consumer_registers": 208,
+        "scales_ahead": 4,
+    }
+    return F.template_config("wgmma", WgmmaConfig(**{**base, **fields}))
+
+
 BIG = problem(M=256, N=4096, K=4096)
 SMALL = problem(M=1, N=4096, K=4096)
 
@@ -205,6 +222,13 @@ SMALL = problem(M=1, N=4096, K=4096)
         (problem(M=64, N=4096, K=4096), tiled(BM=64), tiled(BM=128), "token tiles would idle"),
         (problem(M=64, N=4096, K=100), tiled(BK=128), tiled(BK=256), "K steps would be padding"),
         (BIG, tiled(stages=2), tiled(stages=1), "stages >= 2"),
+        (BIG, wgmma(BM=128), wgmma(BM=64), "BM must be 128 or 256"),
+        (BIG, wgmma(BM=64, schedule="pingpong"), wgmma(BM=256, schedule="pingpong"), "BM must be 64 or 128"),
+        (BIG, wgmma(BM=256, BN=128, stages=3), wgmma(BM=256, BN=256, stages=2), "accumulators"),
+        (BIG, wgmma(producer_registers=88, consumer_registers=208), wgmma(consumer_registers=224), "register budget"),
+        (problem(M=64, N=4096, K=4096), wgmma(BM=64, schedule="pingpong"), wgmma(BM=128), "token rows would idle"),
+        (problem(M=256, N=4100, K=4096), wgmma(epilogue="direct"), wgmma(epilogue="tma"), "multiple of 8"),
+        (BIG, wgmma(stages=6), wgmma(stages=12), "shared memory"),
         (BIG, tiled(BM=128, BN=128, BK=256, stages=2), tiled(BM=128, BN=128, BK=256, stages=4), "shared memory"),
         (
             problem(M=2**22, N=8, K=64),
@@ -224,6 +248,14 @@ def test_stream_needs_k_in_whole_pieces() -> None:
     with pytest.raises(InvalidConfig, match="whole 16-byte pieces"):
         F.check(problem(M=1, N=4096, K=4352), stream())
     assert F.templates["stream"].default(problem(M=1, N=4096, K=4352)) is None
+
+
+def test_wgmma_needs_k_in_multiples_of_32() -> None:
+    """TMA loads rows of codes (K / 2 bytes) in 16-byte pieces: K a multiple of 32; no default otherwise."""
+    assert F.violations(problem(M=256, N=4096, K=4128), wgmma()) == []
+    with pytest.raises(InvalidConfig, match="multiple of 32"):
+        F.check(problem(M=256, N=4096, K=4112), wgmma())
+    assert F.templates["wgmma"].default(problem(M=256, N=4096, K=4112)) is None
 
 
 PROBLEMS = [
