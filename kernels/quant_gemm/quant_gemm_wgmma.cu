@@ -5,14 +5,14 @@
 // thread loads BN rows x 32 bytes of codes by TMA (zero-filled past N and K) into the ring beside A's
 // box, and warps 1-3 of the producer warpgroup decode them in registers (fp4.cuh, exact) into one of
 // Cfg::OPERANDS buffers of the wgmma's B operand, BN rows of 64 bfloat16 (K-major, the 128-byte
-// swizzle: 16-byte chunk c of row n at chunk c ^ (n % 8)). A
-// converter thread takes half rows (32 elements, 16 bytes of codes: one e8m0 or two e4m3 scales),
-// half row q = thread + 96 i of the step; it reads their scale codes from global memory
-// Cfg::SCALES_AHEAD K steps ahead. The loader also prefetches the tile's rows of codes into L2 in runs
-// of 512 bytes, so that DRAM serves whole runs of a row rather than a step's 32 bytes. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a half row lies inside K
-// or wholly past it (the last step when K % 64 = 32), where its codes are TMA's zeros and its scale
-// codes 0: zeros. D is alpha * sums (alpha 1, or NVFP4's 2^7 times the tensor scale: fp4.cuh's
-// factors carry 2^119 for 2^126), rounded to bfloat16, NaN as 0x7FC0.
+// swizzle: 16-byte chunk c of row n at chunk c ^ (n % 8)). A decoder thread takes half rows (32
+// elements, 16 bytes of codes: one e8m0 or two e4m3 scales), half row q = thread + 96 i of the step,
+// and reads their scale codes from global memory Cfg::SCALES_AHEAD K steps ahead. The loader also
+// prefetches the tile's rows of codes into L2 in runs of 512 bytes, so that DRAM serves whole runs of a
+// row rather than a step's 32 bytes. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a
+// half row lies inside K or wholly past it (the last step when K % 64 = 32), where its codes are TMA's
+// zeros and its scale codes 0: zeros. D is alpha * sums (alpha 1, or NVFP4's 2^7 times the tensor
+// scale: fp4.cuh's factors carry 2^119 for 2^126), rounded to bfloat16, NaN as 0x7FC0.
 #include "tunebox/bulk.cuh"
 #include "tunebox/fp4.cuh"
 #include "tunebox/persistent_gemm.cuh"
@@ -46,8 +46,8 @@ struct Fp4Weights {
     u32 code[PER_THREAD];
   };
 
-  // The step's codes by TMA; every RUN / 32 steps, the tile's rows' next two runs of codes prefetched into
-  // L2 (the step's own 32 bytes a row alone would leave each DRAM page after 32 bytes).
+  // The step's codes by TMA; every RUN / 32 steps, the tile's rows' codes of this run and the next
+  // prefetched into L2 (the step's own 32 bytes a row alone would leave each DRAM page after 32 bytes).
   __device__ __forceinline__ static void load(unsigned char* b, const Params& w, int tile_n, int kt, u64* full,
                                               int) {
     tma_load_2d(b, w.codes_map, kt * 32, tile_n * BN, full);
@@ -119,7 +119,7 @@ __device__ __forceinline__ float output_scale(const typename Cfg::Args& a) {
 
 template <class Cfg>
 __global__ void __launch_bounds__(384, 1) quant_gemm_wgmma(const __grid_constant__ typename Cfg::Args a) {
-  tb::persistent_gemm<Cfg, Fp4Weights<Cfg>>(a.a_map, {&a.codes_map, a.values, a.scales, (int)a.N, (int)a.K, (int)a.nb, (int)a.kb}, tb::d_map_of<Cfg>(a),
-                                            a.d, tb::partials_of<Cfg>(a), tb::counters_of<Cfg>(a), a.M, a.N, a.K,
-                                            a.N, output_scale<Cfg>(a));
+  const typename Fp4Weights<Cfg>::Params w{&a.codes_map, a.values, a.scales, (int)a.N, (int)a.K, (int)a.nb, (int)a.kb};
+  tb::persistent_gemm<Cfg, Fp4Weights<Cfg>>(a.a_map, w, tb::d_map_of<Cfg>(a), a.d, tb::partials_of<Cfg>(a),
+                                            tb::counters_of<Cfg>(a), a.M, a.N, a.K, a.N, output_scale<Cfg>(a));
 }

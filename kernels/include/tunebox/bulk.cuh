@@ -1,6 +1,6 @@
 // Hopper bulk copies in the tile library: contiguous global -> shared copies by the TMA unit, without a
-// tensor map (cp.async.bulk), completing on an mbarrier of tma.cuh, and bulk prefetches into L2. Kept out of tma.cuh so that the
-// families using only tensor maps keep their hashes.
+// tensor map (cp.async.bulk), completing on an mbarrier of tma.cuh, and bulk prefetches into L2. Kept out
+// of tma.cuh so that the families using only tensor maps keep their hashes.
 //
 // A copy moves a multiple of 16 bytes between 16-byte aligned addresses. Its bytes count towards the
 // barrier's transaction: the thread that arms the barrier (`mbarrier_expect_tx`) names the total of its
