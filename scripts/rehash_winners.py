@@ -201,6 +201,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "sized by W::OPERANDS (0 for gemm): gemm's instructions identical (the same 48 variants); wgmma's module only",
     "b2e3e25": "gemm/persistent.py's warpgroup rules moved into warpgroup_rules (the same rules, order and messages), "
     "which quant_gemm's wgmma module calls",
+    "d3d99de": "quant_gemm: comments reflowed in quant_gemm_wgmma.cu and bulk.cuh, the wgmma entry's Params named: "
+    "instructions identical (48 variants, 12 of them wgmma's)",
     "51b2e2a": "bulk.cuh's bulk_prefetch_l2, which only quant_gemm's wgmma kernel calls (decode, stream, tiled "
     "instructions identical, 36 variants); the wgmma kernel and module",
 }
