@@ -1,8 +1,10 @@
 """Template ``wgmma`` (``quant_gemm_wgmma`` in kernels/quant_gemm/quant_gemm_wgmma.cu), Hopper (sm_90a): the
 gemm family's persistent, warp-specialized kernel (kernels/include/tunebox/persistent_gemm.cuh) with W's
-codes loaded by TMA and decoded by three producer warps into the wgmma's bfloat16 B operand in shared
-memory, K step by K step; A through TMA boxes as in gemm's ``persistent``. K must be a multiple of 32
-(rows of codes 16-byte aligned for TMA); no split-K, so the tiles alone fill the SMs."""
+codes loaded by TMA beside A's boxes (``stages`` ring buffers) and decoded by three producer warps into the
+wgmma's bfloat16 B operand in shared memory (``operands`` buffers), K step by K step, their scale codes
+read ``scales_ahead`` steps ahead and the codes prefetched into L2 in runs of 512 bytes. K must be a
+multiple of 32 (rows of codes 16-byte aligned for TMA); no split-K, so the tiles alone fill the SMs. The
+decoders bound it (results/diagnostics/wgmma_step_model.json)."""
 
 from __future__ import annotations
 
