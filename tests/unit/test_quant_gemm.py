@@ -145,45 +145,46 @@ def assert_rule(p, good, bad, fragment: str) -> None:
         F.check(p, bad)
 
 
-def decode(**fields):
-    base = {"rows": 16, "warps": 4, "warps_k": 1, "tokens": 8, "unroll": 2, "splits": 1, "second_factor": "branch"}
-    return F.template_config("decode", DecodeConfig(**{**base, **fields}))
+def maker(template: str, config_type, **base):
+    """A helper that builds ``template``'s configuration from ``base`` with some fields replaced."""
+
+    def make(**fields):
+        return F.template_config(template, config_type(**{**base, **fields}))
+
+    return make
 
 
-def stream(**fields):
-    base = {
-        "rows": 16,
-        "warps": 4,
-        "warps_k": 1,
-        "tokens": 8,
-        "chunk": 512,
-        "stages": 4,
-        "blocks_per_sm": 1,
-        "second_factor": "branch",
-    }
-    return F.template_config("stream", StreamConfig(**{**base, **fields}))
-
-
-def tiled(**fields):
-    base = {"BM": 64, "BN": 128, "BK": 128, "warps_m": 2, "warps_n": 2, "stages": 3}
-    return F.template_config("tiled", TiledConfig(**{**base, **fields}))
-
-
-def wgmma(**fields):
-    base = {
-        "BM": 128,
-        "BN": 128,
-        "stages": 4,
-        "operands": 2,
-        "schedule": "cooperative",
-        "raster": "m",
-        "group": 8,
-        "epilogue": "tma",
-        "producer_registers": 88,
-        "consumer_registers": 208,
-        "scales_ahead": 4,
-    }
-    return F.template_config("wgmma", WgmmaConfig(**{**base, **fields}))
+decode = maker(
+    "decode", DecodeConfig, rows=16, warps=4, warps_k=1, tokens=8, unroll=2, splits=1, second_factor="branch"
+)
+stream = maker(
+    "stream",
+    StreamConfig,
+    rows=16,
+    warps=4,
+    warps_k=1,
+    tokens=8,
+    chunk=512,
+    stages=4,
+    blocks_per_sm=1,
+    second_factor="branch",
+)
+tiled = maker("tiled", TiledConfig, BM=64, BN=128, BK=128, warps_m=2, warps_n=2, stages=3)
+wgmma = maker(
+    "wgmma",
+    WgmmaConfig,
+    BM=128,
+    BN=128,
+    stages=4,
+    operands=2,
+    schedule="cooperative",
+    raster="m",
+    group=8,
+    epilogue="tma",
+    producer_registers=88,
+    consumer_registers=208,
+    scales_ahead=4,
+)
 
 
 BIG = problem(M=256, N=4096, K=4096)
