@@ -73,8 +73,8 @@ struct Fp4Weights {
     return s;
   }
 
-  __device__ __forceinline__ static void convert(const unsigned char* codes, unsigned char* b, const Params&,
-                                                 const Scales& s, int, int, int thread) {
+  __device__ __forceinline__ static void convert(const unsigned char* codes, unsigned char* b, const Scales& s,
+                                                 int thread) {
 #pragma unroll
     for (int i = 0; i < PER_THREAD; ++i) {
       const int q = thread + i * persistent::CONVERTERS;

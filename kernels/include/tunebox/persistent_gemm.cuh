@@ -7,12 +7,12 @@
 //   W::LOADED_BYTES           bytes of a ring buffer the TMA loads for B (after A's box)
 //   W::CONVERTS               whether warps 1-3 of the producer warpgroup (CONVERTERS threads) write B's
 //                             operand from the loaded bytes into a second ring of W::OPERANDS buffers
-//                             of W::OPERAND_BYTES: W::convert(loaded, operand, params, scales, tile
-//                             column, K step, thread) once the ring buffer is full and the operand
-//                             buffer drained (its consumers' arrivals after their wgmma of its last
-//                             use), then an arrival on the operand's ready mbarrier (CONVERTERS
-//                             arrivals), which the consumers wait for beside the full one; so the
-//                             TMA loads run STAGES steps ahead, the decoded operands OPERANDS;
+//                             of W::OPERAND_BYTES: W::convert(loaded, operand, scales, thread) once the
+//                             ring buffer is full and the operand buffer drained (its consumers'
+//                             arrivals after their wgmma of its last use), then an arrival on the
+//                             operand's ready mbarrier (CONVERTERS arrivals), which the consumers wait
+//                             for beside the full one; so the TMA loads run STAGES steps ahead, the
+//                             decoded operands OPERANDS;
 //                             scales = W::fetch(params, tile column, K step, thread) (a W::Scales),
 //                             called W::AHEAD K steps ahead so that its global loads overlap conversions
 //   W::load(buffer, params, tile column, K step, full mbarrier, cluster rank)
@@ -350,8 +350,8 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
           } else {
             mbarrier_wait(&drained[operand.stage], operand.phase ^ 1);
           }
-          W::convert(smem + ring.stage * STAGE + A_BYTES, operands + operand.stage * W::OPERAND_BYTES, w, scales,
-                     converting.tile_n, converting.kt, thread);
+          W::convert(smem + ring.stage * STAGE + A_BYTES, operands + operand.stage * W::OPERAND_BYTES, scales,
+                     thread);
           fence_proxy_async_shared();  // these writes, then the consumers' wgmma reads (async proxy)
           mbarrier_arrive(&ready[operand.stage]);
           ring.advance();
