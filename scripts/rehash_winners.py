@@ -203,6 +203,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "which quant_gemm's wgmma module calls",
     "d3d99de": "quant_gemm: comments reflowed in quant_gemm_wgmma.cu and bulk.cuh, the wgmma entry's Params named: "
     "instructions identical (48 variants, 12 of them wgmma's)",
+    "705b7df": "persistent_gemm.cuh and the wgmma kernel: W::convert's unread parameters dropped: instructions "
+    "identical (48 quant_gemm variants, 16 gemm)",
     "51b2e2a": "bulk.cuh's bulk_prefetch_l2, which only quant_gemm's wgmma kernel calls (decode, stream, tiled "
     "instructions identical, 36 variants); the wgmma kernel and module",
 }
