@@ -16,7 +16,8 @@ struct BfloatWeights {
   static constexpr int BK = persistent::BK, BN = Cfg::BN, CM = Cfg::CLUSTER_M;
   static constexpr int B_BOX = BK * 64 * 2;  // one 64 x 64 box of B
   static constexpr int LOADED_BYTES = (BN / 64) * B_BOX, OPERANDS = 0, OPERAND_BYTES = 0;  // B read in place
-  static constexpr bool CONVERTS = false, EXACT_NAN = false;
+  static constexpr persistent::Conversion CONVERSION = persistent::Conversion::NONE;
+  static constexpr bool EXACT_NAN = false;
   static constexpr int TRANS_B = 1;
   struct Params {
     const TensorMap* b_map;

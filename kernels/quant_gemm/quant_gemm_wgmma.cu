@@ -3,11 +3,13 @@
 // matrix), by the persistent, warp-specialized kernel of tunebox/persistent_gemm.cuh with tensor cores
 // on bfloat16 operands. B is W's decoded rows (Fp4Weights): per K step of 64 the producer's first
 // thread loads BN rows x 32 bytes of codes by TMA (zero-filled past N and K) into the ring beside A's
-// box, and warps 1-3 of the producer warpgroup decode them in registers (fp4.cuh, exact) into one of
-// Cfg::OPERANDS buffers of the wgmma's B operand, BN rows of 64 bfloat16 (K-major, the 128-byte
-// swizzle: 16-byte chunk c of row n at chunk c ^ (n % 8)). A decoder thread takes half rows (32
-// elements, 16 bytes of codes: one e8m0 or two e4m3 scales), half row q = thread + 96 i of the step,
-// and reads their scale codes from global memory Cfg::SCALES_AHEAD K steps ahead. The loader also
+// box, and they are decoded in registers (fp4.cuh, exact) into one of Cfg::OPERANDS buffers of the
+// wgmma's B operand, BN rows of 64 bfloat16 (K-major, the 128-byte swizzle: 16-byte chunk c of row n
+// at chunk c ^ (n % 8)), by warps 1-3 of the producer warpgroup (96 threads), or with
+// Cfg::CONSUMERS_CONVERT by the two consumer warpgroups (256 threads) while their wgmma of the step
+// before runs. A decoder thread takes half rows (32 elements, 16 bytes of codes: one e8m0 or two e4m3
+// scales), half row q = thread + THREADS i of the step, and reads their scale codes from global memory
+// Cfg::SCALES_AHEAD K steps ahead. The loader also
 // prefetches the tile's rows of codes into L2 in runs of 512 bytes, so that DRAM serves whole runs of a
 // row rather than a step's 32 bytes. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a
 // half row lies inside K or wholly past it (the last step when K % 64 = 32), where its codes are TMA's
@@ -28,12 +30,13 @@ struct Fp4Weights {
   static constexpr int LOADED_BYTES = BN * 32;    // BN rows of 64 codes
   static constexpr int OPERAND_BYTES = BN * 128;  // BN rows of 64 bfloat16: whole swizzle periods
   static constexpr int OPERANDS = Cfg::OPERANDS;
-  static constexpr bool CONVERTS = true, EXACT_NAN = true;
+  static constexpr persistent::Conversion CONVERSION =
+      Cfg::CONSUMERS_CONVERT ? persistent::Conversion::BY_CONSUMERS : persistent::Conversion::BY_PRODUCER;
+  static constexpr bool EXACT_NAN = true;
   static constexpr int TRANS_B = 0;
   static constexpr int AHEAD = Cfg::SCALES_AHEAD;  // K steps whose scale codes are in flight
   static constexpr int RUN = 512;  // bytes of a row's codes prefetched into L2 at a time: 16 K steps
-  static constexpr int HALVES = 2 * BN;  // half rows of a K step
-  static constexpr int PER_THREAD = (HALVES + persistent::CONVERTERS - 1) / persistent::CONVERTERS;
+  static constexpr int HALVES = 2 * BN;  // half rows of a K step, shared by THREADS converting threads
 
   struct Params {  // sizes below 2^31 (TMA's coordinates), the scales' offsets below 2^32
     const TensorMap* codes_map;
@@ -42,7 +45,9 @@ struct Fp4Weights {
     int N, K, nb, kb;
   };
   // A thread's scale codes of one K step: a half row's e8m0 code, or its two e4m3 codes (bits 0-7, 8-15).
+  template <int THREADS>
   struct Scales {
+    static constexpr int PER_THREAD = (HALVES + THREADS - 1) / THREADS;
     u32 code[PER_THREAD];
   };
 
@@ -59,11 +64,12 @@ struct Fp4Weights {
     }
   }
 
-  __device__ __forceinline__ static Scales fetch(const Params& w, int tile_n, int kt, int thread) {
-    Scales s;
+  template <int THREADS>
+  __device__ __forceinline__ static Scales<THREADS> fetch(const Params& w, int tile_n, int kt, int thread) {
+    Scales<THREADS> s;
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; ++i) {
-      const int q = thread + i * persistent::CONVERTERS;
+    for (int i = 0; i < Scales<THREADS>::PER_THREAD; ++i) {
+      const int q = thread + i * THREADS;
       const int row = min(w.N - 1, tile_n * BN + q / 2);  // rows past N: computed, never stored
       const int k0 = kt * 64 + 32 * (q % 2);
       const u8* at = w.scales + ((u32)row * (u32)w.nb + (u32)(NV ? k0 / 16 : k0 / 32));
@@ -73,11 +79,12 @@ struct Fp4Weights {
     return s;
   }
 
-  __device__ __forceinline__ static void convert(const unsigned char* codes, unsigned char* b, const Scales& s,
-                                                 int thread) {
+  template <int THREADS>
+  __device__ __forceinline__ static void convert(const unsigned char* codes, unsigned char* b,
+                                                 const Scales<THREADS>& s, int thread) {
 #pragma unroll
-    for (int i = 0; i < PER_THREAD; ++i) {
-      const int q = thread + i * persistent::CONVERTERS;
+    for (int i = 0; i < Scales<THREADS>::PER_THREAD; ++i) {
+      const int q = thread + i * THREADS;
       if (q >= HALVES) break;
       const int n = q / 2, h = q % 2;
       const uint4 v = *reinterpret_cast<const uint4*>(codes + n * 32 + h * 16);

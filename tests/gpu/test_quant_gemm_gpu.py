@@ -31,7 +31,7 @@ STRUCTURAL_KEYS = {
     "stream": ("rows", "warps", "warps_k", "tokens", "chunk", "stages", "blocks_per_sm", "second_factor"),
     "wgmma": (
         "BM", "BN", "stages", "schedule", "raster", "group", "epilogue", "producer_registers", "consumer_registers",
-        "scales_ahead", "operands",
+        "scales_ahead", "operands", "converters",
     ),
 }  # fmt: skip
 # wgmma's tiles of 128 and 256 tokens take M past 64
@@ -43,15 +43,16 @@ def problem(**fields):
     return QG.parse_problem(fields)
 
 
-def spread(p, template: str, keys: tuple[str, ...] = ()):
-    """The template's default (where it has one), one seeded valid variant, and variants covering each
-    value of ``keys`` once."""
-    configs = [c for c in QG.space.restrict({"template": [template]}) if not QG.violations(p, c)]
+def spread(p, template: str, keys: tuple[str, ...] = (), only: dict | None = None):
+    """The template's default (where it has one, and ``only`` is not given), one seeded valid variant,
+    and variants covering each value of ``keys`` once; ``only`` restricts the space (values per field)."""
+    space = QG.space.restrict({"template": [template], **(only or {})})
+    configs = [c for c in space if not QG.violations(p, c)]
     random.Random(p.key() + template).shuffle(configs)
     chosen = {("any", 0): configs[0]}
     for key in keys:
         chosen.update({(key, c[key]): c for c in configs if (key, c[key]) not in chosen})
-    default = QG.templates[template].default(p)
+    default = QG.templates[template].default(p) if only is None else None
     first = [QG.template_config(template, default)] if default is not None else []
     return list({c.items: c for c in first + list(chosen.values())}.values())
 
@@ -81,6 +82,19 @@ def test_every_structural_value(runner, builder, m, fmt, template):
     n, k = STRUCTURAL_SHAPES[template]
     p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
     for config in spread(p, template, STRUCTURAL_KEYS[template]):
+        outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
+        assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
+
+
+@pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=str)
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+@pytest.mark.parametrize("m", [100, 256])  # cooperative tiles take M past 64
+def test_wgmma_consumers_decode_on_odd_shapes(runner, builder, m, fmt, shape):
+    """converters = consumers (the consumers decode each step while their wgmma of the step before
+    runs, in step through a named barrier): each tile width and operand ring depth once, edge scales."""
+    n, k = shape
+    p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
+    for config in spread(p, "wgmma", ("BN", "operands"), only={"converters": ["consumers"]}):
         outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
         assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
 

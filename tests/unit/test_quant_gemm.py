@@ -184,6 +184,7 @@ wgmma = maker(
     producer_registers=88,
     consumer_registers=208,
     scales_ahead=4,
+    converters="producer",
 )
 
 
@@ -230,6 +231,19 @@ SMALL = problem(M=1, N=4096, K=4096)
         (problem(M=64, N=4096, K=4096), wgmma(BM=64, schedule="pingpong"), wgmma(BM=128), "token rows would idle"),
         (problem(M=256, N=4100, K=4096), wgmma(epilogue="direct"), wgmma(epilogue="tma"), "multiple of 8"),
         (BIG, wgmma(stages=6), wgmma(stages=12), "shared memory"),
+        (BIG, wgmma(converters="consumers", operands=3), wgmma(converters="consumers"), "operands >= 3"),
+        (
+            BIG,
+            wgmma(converters="consumers", operands=3),
+            wgmma(converters="consumers", operands=3, schedule="pingpong"),
+            "schedule 'cooperative'",
+        ),
+        (
+            BIG,
+            wgmma(converters="consumers", operands=3, producer_registers=40, consumer_registers=232),
+            wgmma(producer_registers=40, consumer_registers=232),
+            "decoder warps need 56",
+        ),
         (BIG, tiled(BM=128, BN=128, BK=256, stages=2), tiled(BM=128, BN=128, BK=256, stages=4), "shared memory"),
         (
             problem(M=2**22, N=8, K=64),
@@ -315,3 +329,22 @@ def test_the_second_factor_forms_are_two_binaries_for_mxfp4_only(template) -> No
         p = problem(M=16, N=4096, K=4096, format=fmt)
         sources = {F.render(p, template(second_factor=form)).code for form in ("branch", "predicated")}
         assert len(sources) == (2 if distinct else 1), fmt
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+def test_wgmma_consumers_decode_without_spilling(tmp_path, fmt) -> None:
+    """converters = consumers: both consumer warpgroups decode beside their accumulators (128 a thread at
+    BM = 256, BN = 128) with no local memory, and the producer's decoder code is gone (no spills at 40
+    registers)."""
+    p = problem(M=256, N=14336, K=4096, format=fmt)
+    consumers = dict(converters="consumers", operands=4, producer_registers=40, consumer_registers=232)
+    configs = [wgmma(**consumers), wgmma(**consumers, BM=256, stages=3, epilogue="direct"), wgmma(**consumers | {"operands": 3}, BN=256, stages=3)]
+    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
+    try:
+        results = builder.build([F.render(p, c) for c in configs])
+    finally:
+        builder.close()
+    for config, result in zip(configs, results, strict=True):
+        assert F.violations(p, config) == []
+        assert result.status is Status.OK, (config.label(), result.log[-2000:])
+        assert result.spill_bytes == 0, (config.label(), result.registers)

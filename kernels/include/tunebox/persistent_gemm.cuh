@@ -5,16 +5,25 @@
 //
 //   W::Params                 what W reads (tensor maps, pointers, sizes), built by the kernel's entry
 //   W::LOADED_BYTES           bytes of a ring buffer the TMA loads for B (after A's box)
-//   W::CONVERTS               whether warps 1-3 of the producer warpgroup (CONVERTERS threads) write B's
-//                             operand from the loaded bytes into a second ring of W::OPERANDS buffers
-//                             of W::OPERAND_BYTES: W::convert(loaded, operand, scales, thread) once the
-//                             ring buffer is full and the operand buffer drained (its consumers'
-//                             arrivals after their wgmma of its last use), then an arrival on the
-//                             operand's ready mbarrier (CONVERTERS arrivals), which the consumers wait
-//                             for beside the full one; so the TMA loads run STAGES steps ahead, the
-//                             decoded operands OPERANDS;
-//                             scales = W::fetch(params, tile column, K step, thread) (a W::Scales),
-//                             called W::AHEAD K steps ahead so that its global loads overlap conversions
+//   W::CONVERSION             who writes B's operand from the loaded bytes (persistent::Conversion):
+//                             NONE: the wgmma reads the ring buffer's bytes as they are;
+//                             BY_PRODUCER: warps 1-3 of the producer warpgroup (CONVERTERS threads),
+//                             into a second ring of W::OPERANDS buffers of W::OPERAND_BYTES, with
+//                             W::convert<CONVERTERS>(loaded, operand, scales, thread) once the ring
+//                             buffer is full and the operand buffer drained (its consumers' arrivals
+//                             after their wgmma of its last use), then an arrival on the operand's
+//                             ready mbarrier (CONVERTERS arrivals), which the consumers wait for beside
+//                             the full one; so the TMA loads run STAGES steps ahead, the decoded
+//                             operands OPERANDS;
+//                             BY_CONSUMERS (cooperative, OPERANDS >= 3): the consumers' 256 threads
+//                             themselves, each K step's operand while their wgmma of the step before
+//                             runs (after their wait for the one before that), then a named barrier of
+//                             the 256 (CONVERT_BARRIER) instead of the ready and drained mbarriers: the
+//                             barrier of step k orders every write of step k + 1's buffer after both
+//                             consumers' wgmma of step k - 2, its last use when OPERANDS >= 3;
+//                             scales = W::fetch<THREADS>(params, tile column, K step, thread) (a
+//                             W::Scales<THREADS>), called W::AHEAD K steps ahead so that its global
+//                             loads overlap conversions
 //   W::load(buffer, params, tile column, K step, full mbarrier, cluster rank)
 //                             the TMA loads of B into a buffer (the producer's first thread)
 //   W::descriptor(b, kk)      the wgmma descriptor of B's k16 slice kk (b: the ring buffer's B part, or
@@ -79,7 +88,12 @@ constexpr int EPI_BYTES = EPI_ROWS * 128;  // an epilogue chunk: 64 rows of one 
 constexpr int EPI_BUFFERS = 2;      // epilogue chunk buffers per consumer
 constexpr int EPI_BARRIER = 1;      // named barrier of consumer c's epilogue: EPI_BARRIER + c
 constexpr int ORDER_BARRIER = 3;    // pingpong: consumer c waits for its mainloop turn on ORDER_BARRIER + c
-constexpr int CONVERTERS = 96;     // threads of the producer warpgroup's warps 1-3 (W::CONVERTS)
+constexpr int CONVERTERS = 96;     // threads of the producer warpgroup's warps 1-3 (Conversion::BY_PRODUCER)
+constexpr int CONSUMER_THREADS = 256;  // both consumer warpgroups (Conversion::BY_CONSUMERS)
+constexpr int CONVERT_BARRIER = 5;     // named barrier of the consumers' conversions (BY_CONSUMERS)
+
+// Who writes B's wgmma operand from a ring buffer's loaded bytes (W::CONVERSION, above).
+enum class Conversion { NONE, BY_PRODUCER, BY_CONSUMERS };
 
 // The K steps of work unit `unit`'s split: [first, first + count) of `k_steps`.
 template <int SPLITS>
@@ -181,6 +195,63 @@ struct StepWalk {
   }
 };
 
+// Conversion::BY_CONSUMERS: the consumer thread `thread` (of CONSUMER_THREADS) decodes its share of
+// each K step of the block's walk in turn into the next operand buffer (`next`, once a K step), its
+// scale codes read W::AHEAD steps ahead and shifted through registers.
+template <class Cfg, class W>
+struct ConsumerConversion {
+  using Scales = typename W::template Scales<CONSUMER_THREADS>;
+  static constexpr int STAGE = Cfg::BM * BK * 2 + W::LOADED_BYTES, A_BYTES = Cfg::BM * BK * 2;
+  StepWalk<Cfg> converting, fetching;
+  Ring<Cfg::STAGES> ring;
+  Ring<W::OPERANDS> operand;
+  Scales ahead[W::AHEAD];
+  int thread;
+  __device__ __forceinline__ ConsumerConversion(const typename W::Params& w, int units, int k_steps, int groups_m,
+                                                int groups_n, int thread_)
+      : converting(units, k_steps, groups_m, groups_n, 0), fetching(converting), thread(thread_) {
+#pragma unroll
+    for (int d = 0; d < W::AHEAD; ++d, fetching.next())
+      if (fetching.valid()) ahead[d] = W::template fetch<CONSUMER_THREADS>(w, fetching.tile_n, fetching.kt, thread);
+  }
+  // The walk's next K step into its operand buffer, once its ring buffer is full; then the consumers'
+  // barrier (every consumer calls this as often: they walk the same steps).
+  __device__ __forceinline__ void next(const typename W::Params& w, unsigned char* smem, unsigned char* operands,
+                                       u64* full) {
+    if (!converting.valid()) return;
+    const Scales scales = ahead[0];
+#pragma unroll
+    for (int d = 0; d + 1 < W::AHEAD; ++d) ahead[d] = ahead[d + 1];
+    if (fetching.valid()) ahead[W::AHEAD - 1] = W::template fetch<CONSUMER_THREADS>(w, fetching.tile_n, fetching.kt, thread);
+    fetching.next();
+    mbarrier_wait(&full[ring.stage], ring.phase);
+    W::template convert<CONSUMER_THREADS>(smem + ring.stage * STAGE + A_BYTES, operands + operand.stage * W::OPERAND_BYTES,
+                                          scales, thread);
+    fence_proxy_async_shared();  // these writes, then the wgmma's reads (async proxy)
+    barrier_sync(CONVERT_BARRIER, CONSUMER_THREADS);
+    ring.advance();
+    operand.advance();
+    converting.next();
+  }
+};
+
+// Conversion::NONE and BY_PRODUCER: the consumers convert nothing.
+struct NoConsumerConversion {
+  template <class... T>
+  __device__ __forceinline__ NoConsumerConversion(const T&...) {}
+  template <class... T>
+  __device__ __forceinline__ void next(const T&...) {}
+};
+
+template <bool B, class T, class F>
+struct Pick {
+  using type = T;
+};
+template <class T, class F>
+struct Pick<false, T, F> {
+  using type = F;
+};
+
 __device__ __forceinline__ float epilogue_value(float v, float alpha, bool relu) {
   v *= alpha;
   return relu && !(v > 0.f) ? 0.f : v;
@@ -249,7 +320,10 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   constexpr int MT = ROWS / 64;                    // its m64 wgmma tiles
   constexpr int A_BYTES = BM * BK * 2;
   constexpr int STAGE = A_BYTES + W::LOADED_BYTES;  // multiple of 1024: buffers stay swizzle-aligned
-  constexpr int OPERANDS = W::OPERANDS;              // W::CONVERTS: buffers of B's operand, after the ring
+  constexpr bool BY_PRODUCER = W::CONVERSION == Conversion::BY_PRODUCER;
+  constexpr bool BY_CONSUMERS = W::CONVERSION == Conversion::BY_CONSUMERS;
+  constexpr bool CONVERTS = BY_PRODUCER || BY_CONSUMERS;  // the wgmma reads B from operand buffers
+  constexpr int OPERANDS = W::OPERANDS;              // CONVERTS: buffers of B's operand, after the ring
   constexpr int EPI_COLS = 128 / sizeof(O);           // columns of an epilogue chunk
   constexpr int RING_BYTES = STAGES * STAGE, OPERAND_BYTES = OPERANDS * W::OPERAND_BYTES;
   constexpr int EPI_TOTAL = TMA_EPILOGUE ? 2 * EPI_BUFFERS * EPI_BYTES : 0;
@@ -257,7 +331,8 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   static_assert(CM <= 2 && CN <= 2, "clusters of 1 or 2 tiles along M and N");
   static_assert(ROWS % 64 == 0 && MT >= 1 && MT <= 2 && BN % 64 == 0 && BN <= 256, "whole wgmma tiles");
   static_assert(STAGE % 1024 == 0, "every stage starts on the swizzle period");
-  static_assert(!W::CONVERTS || (CS == 1 && OPERANDS >= 2), "converted operands: no clusters, two buffers or more");
+  static_assert(!CONVERTS || (CS == 1 && OPERANDS >= 2), "converted operands: no clusters, two buffers or more");
+  static_assert(!BY_CONSUMERS || (COOPERATIVE && OPERANDS >= 3), "consumers convert: cooperative, three buffers or more");
   static_assert(W::OPERAND_BYTES % 1024 == 0, "operand buffers start on the swizzle period");
   static_assert(RING_BYTES + OPERAND_BYTES + EPI_TOTAL + 2 * (STAGES + OPERANDS) * 8 + 1024 <= Cfg::SHARED_BYTES,
                 "the ring, the operands, the epilogue buffers, the barriers and their alignment fit in shared memory");
@@ -267,8 +342,8 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   unsigned char* epi = operands + OPERAND_BYTES;
   u64* full = reinterpret_cast<u64*>(epi + EPI_TOTAL);
   u64* empty = full + STAGES;
-  u64* ready = empty + STAGES;     // W::CONVERTS: an operand buffer is written (its converters' arrivals)
-  u64* drained = ready + OPERANDS;  // W::CONVERTS: an operand buffer is read (its consumers' arrivals)
+  u64* ready = empty + STAGES;     // BY_PRODUCER: an operand buffer is written (its converters' arrivals)
+  u64* drained = ready + OPERANDS;  // BY_PRODUCER: an operand buffer is read (its consumers' arrivals)
 
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
@@ -323,7 +398,7 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
         }
       }
     }
-    if constexpr (W::CONVERTS) {
+    if constexpr (BY_PRODUCER) {
       if (tid < 32) return;
       // Warps 1-3: B's operand of every K step in the loader's order, from the ring's loaded bytes into
       // the next operand buffer once its previous use is drained; each step's scales (W::fetch) are
@@ -333,16 +408,16 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
       Ring<STAGES> ring;
       Ring<OPERANDS> operand;
       int written = 0;  // operand buffers used so far, up to OPERANDS: the first lap waits for none
-      typename W::Scales ahead[W::AHEAD];
+      typename W::template Scales<CONVERTERS> ahead[W::AHEAD];
 #pragma unroll
       for (int d = 0; d < W::AHEAD; ++d, fetching.next())
-        if (fetching.valid()) ahead[d] = W::fetch(w, fetching.tile_n, fetching.kt, thread);
+        if (fetching.valid()) ahead[d] = W::template fetch<CONVERTERS>(w, fetching.tile_n, fetching.kt, thread);
       while (converting.valid()) {
 #pragma unroll
         for (int d = 0; d < W::AHEAD; ++d) {
           if (!converting.valid()) break;
-          const typename W::Scales scales = ahead[d];
-          if (fetching.valid()) ahead[d] = W::fetch(w, fetching.tile_n, fetching.kt, thread);
+          const typename W::template Scales<CONVERTERS> scales = ahead[d];
+          if (fetching.valid()) ahead[d] = W::template fetch<CONVERTERS>(w, fetching.tile_n, fetching.kt, thread);
           fetching.next();
           mbarrier_wait(&full[ring.stage], ring.phase);
           if (written < OPERANDS) {
@@ -350,8 +425,8 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
           } else {
             mbarrier_wait(&drained[operand.stage], operand.phase ^ 1);
           }
-          W::convert(smem + ring.stage * STAGE + A_BYTES, operands + operand.stage * W::OPERAND_BYTES, scales,
-                     thread);
+          W::template convert<CONVERTERS>(smem + ring.stage * STAGE + A_BYTES,
+                                          operands + operand.stage * W::OPERAND_BYTES, scales, thread);
           fence_proxy_async_shared();  // these writes, then the consumers' wgmma reads (async proxy)
           mbarrier_arrive(&ready[operand.stage]);
           ring.advance();
@@ -371,7 +446,11 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   unsigned char* my_epi = epi + consumer * EPI_BUFFERS * EPI_BYTES;
   const bool paired = ldd % 2 == 0 && (u64)D % (2 * sizeof(O)) == 0;  // direct stores of two elements
   Ring<STAGES> ring;
-  Ring<OPERANDS ? OPERANDS : 1> operand;  // W::CONVERTS: B's operand buffer, one a K step as the ring
+  Ring<OPERANDS ? OPERANDS : 1> operand;  // CONVERTS: B's operand buffer, one a K step as the ring
+  // BY_CONSUMERS: this thread's share of each K step's operand, one step ahead of the wgmma (the first here)
+  typename Pick<BY_CONSUMERS, ConsumerConversion<Cfg, W>, NoConsumerConversion>::type conversion(
+      w, units, k_steps, groups_m, groups_n, consumer * 128 + tid);
+  conversion.next(w, smem, operands, full);
   u32 chunk = 0;  // epilogue chunks this consumer stored: chunk % EPI_BUFFERS is the next buffer
   float acc[MT][BN / 2];
 
@@ -382,7 +461,7 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   const int stride = (COOPERATIVE ? 1 : 2) * clusters;
   if (!COOPERATIVE && consumer == 1) {
     ring.skip(split_steps<SPLITS>(cluster_index<CS>(), k_steps).y);
-    if constexpr (W::CONVERTS) operand.skip(split_steps<SPLITS>(cluster_index<CS>(), k_steps).y);
+    if constexpr (CONVERTS) operand.skip(split_steps<SPLITS>(cluster_index<CS>(), k_steps).y);
   }
   for (int unit = first; unit < units; unit += stride) {
     const int tile = unit / SPLITS;
@@ -398,12 +477,12 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
       for (int e = 0; e < BN / 2; ++e) acc[i][e] = 0.f;
 
     int previous = 0;  // the buffer of the previous K step, released once its products are done
-    int previous_operand = 0;  // W::CONVERTS: its operand buffer
+    int previous_operand = 0;  // BY_PRODUCER: its operand buffer
     for (int kt = 0; kt < k_count; ++kt, ring.advance()) {
       mbarrier_wait(&full[ring.stage], ring.phase);
-      if constexpr (W::CONVERTS) mbarrier_wait(&ready[operand.stage], operand.phase);
+      if constexpr (BY_PRODUCER) mbarrier_wait(&ready[operand.stage], operand.phase);
       const unsigned char* stage = smem + ring.stage * STAGE;
-      const unsigned char* b = W::CONVERTS ? operands + operand.stage * W::OPERAND_BYTES : stage + A_BYTES;
+      const unsigned char* b = CONVERTS ? operands + operand.stage * W::OPERAND_BYTES : stage + A_BYTES;
 #pragma unroll
       for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);
       wgmma_fence();
@@ -421,10 +500,11 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
       wgmma_wait<1>();  // this step's products may still run; the previous step's are done
       if (tid == 0 && kt > 0) {
         release_buffer<CS>(&empty[previous]);
-        if constexpr (W::CONVERTS) mbarrier_arrive(&drained[previous_operand]);
+        if constexpr (BY_PRODUCER) mbarrier_arrive(&drained[previous_operand]);
       }
+      conversion.next(w, smem, operands, full);  // the next K step's operand, while this step's wgmma runs
       previous = ring.stage;
-      if constexpr (W::CONVERTS) {
+      if constexpr (CONVERTS) {
         previous_operand = operand.stage;
         operand.advance();
       }
@@ -433,12 +513,12 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
       // The other consumer's next unit (this block's next) may start its mainloop.
       barrier_arrive(ORDER_BARRIER + (1 - consumer), 256);
       ring.skip(split_steps<SPLITS>(unit + clusters, k_steps).y);
-      if constexpr (W::CONVERTS) operand.skip(split_steps<SPLITS>(unit + clusters, k_steps).y);
+      if constexpr (CONVERTS) operand.skip(split_steps<SPLITS>(unit + clusters, k_steps).y);
     }
     wgmma_wait<0>();
     if (tid == 0) {  // the unit's last buffer
       release_buffer<CS>(&empty[previous]);
-      if constexpr (W::CONVERTS) mbarrier_arrive(&drained[previous_operand]);
+      if constexpr (BY_PRODUCER) mbarrier_arrive(&drained[previous_operand]);
     }
 #pragma unroll
     for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);

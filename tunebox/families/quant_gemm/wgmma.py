@@ -1,10 +1,11 @@
 """Template ``wgmma`` (``quant_gemm_wgmma`` in kernels/quant_gemm/quant_gemm_wgmma.cu), Hopper (sm_90a): the
 gemm family's persistent, warp-specialized kernel (kernels/include/tunebox/persistent_gemm.cuh) with W's
-codes loaded by TMA beside A's boxes (``stages`` ring buffers) and decoded by three producer warps into the
-wgmma's bfloat16 B operand in shared memory (``operands`` buffers), K step by K step, their scale codes
-read ``scales_ahead`` steps ahead and the codes prefetched into L2 in runs of 512 bytes. K must be a
-multiple of 32 (rows of codes 16-byte aligned for TMA); no split-K, so the tiles alone fill the SMs. The
-decoders bound it (results/diagnostics/wgmma_step_model.json)."""
+codes loaded by TMA beside A's boxes (``stages`` ring buffers) and decoded into the wgmma's bfloat16 B
+operand in shared memory (``operands`` buffers), K step by K step, by three producer warps or by both
+consumer warpgroups (``converters``), their scale codes read ``scales_ahead`` steps ahead and the codes
+prefetched into L2 in runs of 512 bytes. K must be a multiple of 32 (rows of codes 16-byte aligned for
+TMA); no split-K, so the tiles alone fill the SMs. Three producer decoders bound it
+(results/diagnostics/wgmma_step_model.json)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ from .problem import QuantGemmProblem
 KERNEL = "quant_gemm/quant_gemm_wgmma.cu"
 CODE_BYTES = WG_BK // 2  # a row's codes of one K step
 OPERAND_ROW_BYTES = WG_BK * 2  # a row of the decoded operand: 64 bfloat16
+DECODER_REGISTERS = 56  # the fewest a producer decoder thread runs in (below: spills)
 
 
 @dataclass(frozen=True)
@@ -38,9 +40,16 @@ class WgmmaConfig(TemplateConfig):
     raster: str = choice("m", "n", doc="tile order: strips of `group` tile rows ('m') or columns ('n')")
     group: int = choice(1, 2, 4, 8, 16, doc="tiles across a strip of the tile order (L2 reuse)")
     epilogue: str = choice("tma", "direct", doc="D through shared memory and TMA stores, or stored from registers")
-    producer_registers: int = choice(56, 72, 88, doc="registers per thread of the loader and decoder warps")
-    consumer_registers: int = choice(200, 208, 216, 224, doc="registers per thread of the consumers (setmaxnreg)")
+    producer_registers: int = choice(
+        40, 56, 72, 88, doc="registers per thread of the loader (and, converters 'producer', decoder) warps"
+    )
+    consumer_registers: int = choice(200, 208, 216, 224, 232, doc="registers per thread of the consumers (setmaxnreg)")
     scales_ahead: int = choice(2, 4, 8, doc="K steps ahead that the decoders read their scale codes")
+    converters: str = choice(
+        "producer",
+        "consumers",
+        doc="who decodes: three producer warps, or both consumer warpgroups while their wgmma of the step before runs",
+    )
 
 
 def shared_bytes(config: WgmmaConfig) -> int:
@@ -68,6 +77,8 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
         "k_whole_code_rows",
         *WARPGROUP_RULES,
         "bm_within_m",
+        "consumers_convert",
+        "decoder_registers",
         "tma_epilogue_chunks",
         *TMA_RULES,
         "shared_memory_fits",
@@ -94,6 +105,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
             producer_registers=88,
             consumer_registers=208,
             scales_ahead=4,
+            converters="producer",
         )
 
     def violations(self, problem: QuantGemmProblem, config: WgmmaConfig) -> list[str]:
@@ -111,6 +123,20 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
             max(64, power_ceiling(p.M)) >= c.BM,
             f"BM={c.BM} is past M={p.M} rounded up to a power of two: token rows would idle",
         )
+        if c.converters == "consumers":
+            rules.require(
+                "consumers_convert",
+                c.schedule == "cooperative" and c.operands >= 3,
+                f"converters 'consumers' decode in step with each other's wgmma: schedule 'cooperative' and "
+                f"operands >= 3 (schedule {c.schedule!r}, operands={c.operands}); or converters 'producer'",
+            )
+        else:
+            rules.require(
+                "decoder_registers",
+                c.producer_registers >= DECODER_REGISTERS,
+                f"the producer's decoder warps need {DECODER_REGISTERS} registers or more "
+                f"(producer_registers={c.producer_registers}); or converters 'consumers'",
+            )
         if c.epilogue == "tma":
             rules.require(
                 "tma_epilogue_chunks",
@@ -145,6 +171,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
                 "CONSUMER_REGISTERS": c.consumer_registers,
                 "OPERANDS": c.operands,
                 "SCALES_AHEAD": c.scales_ahead,
+                "CONSUMERS_CONVERT": c.converters == "consumers",
                 "SHARED_BYTES": shared_bytes(c),
             },
             arch_suffix="a",
