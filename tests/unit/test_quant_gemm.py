@@ -231,16 +231,22 @@ SMALL = problem(M=1, N=4096, K=4096)
         (problem(M=64, N=4096, K=4096), wgmma(BM=64, schedule="pingpong"), wgmma(BM=128), "token rows would idle"),
         (problem(M=256, N=4100, K=4096), wgmma(epilogue="direct"), wgmma(epilogue="tma"), "multiple of 8"),
         (BIG, wgmma(stages=6), wgmma(stages=12), "shared memory"),
-        (BIG, wgmma(converters="consumers", operands=3), wgmma(converters="consumers"), "operands >= 3"),
+        (BIG, wgmma(converters="consumers", operands=4), wgmma(converters="consumers", operands=3), "operands >= 4"),
         (
             BIG,
-            wgmma(converters="consumers", operands=3),
-            wgmma(converters="consumers", operands=3, schedule="pingpong"),
+            wgmma(converters="consumers", operands=4, stages=3),
+            wgmma(converters="consumers", operands=4, stages=2),
+            "stages >= 3",
+        ),
+        (
+            BIG,
+            wgmma(converters="consumers", operands=4),
+            wgmma(converters="consumers", operands=4, schedule="pingpong"),
             "schedule 'cooperative'",
         ),
         (
             BIG,
-            wgmma(converters="consumers", operands=3, producer_registers=40, consumer_registers=232),
+            wgmma(converters="consumers", operands=4, producer_registers=40, consumer_registers=232),
             wgmma(producer_registers=40, consumer_registers=232),
             "decoder warps need 56",
         ),
@@ -338,7 +344,7 @@ def test_wgmma_consumers_decode_without_spilling(tmp_path, fmt) -> None:
     registers)."""
     p = problem(M=256, N=14336, K=4096, format=fmt)
     consumers = dict(converters="consumers", operands=4, producer_registers=40, consumer_registers=232)
-    configs = [wgmma(**consumers), wgmma(**consumers, BM=256, stages=3, epilogue="direct"), wgmma(**consumers | {"operands": 3}, BN=256, stages=3)]
+    configs = [wgmma(**consumers), wgmma(**consumers, BM=256, stages=3, epilogue="direct"), wgmma(**consumers, BN=256, stages=3, epilogue="direct")]
     builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
     try:
         results = builder.build([F.render(p, c) for c in configs])

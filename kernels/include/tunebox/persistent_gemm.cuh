@@ -15,12 +15,14 @@
 //                             ready mbarrier (CONVERTERS arrivals), which the consumers wait for beside
 //                             the full one; so the TMA loads run STAGES steps ahead, the decoded
 //                             operands OPERANDS;
-//                             BY_CONSUMERS (cooperative, OPERANDS >= 3): the consumers' 256 threads
-//                             themselves, each K step's operand while their wgmma of the step before
-//                             runs (after their wait for the one before that), then a named barrier of
-//                             the 256 (CONVERT_BARRIER) instead of the ready and drained mbarriers: the
-//                             barrier of step k orders every write of step k + 1's buffer after both
-//                             consumers' wgmma of step k - 2, its last use when OPERANDS >= 3;
+//                             BY_CONSUMERS (cooperative, OPERANDS >= 4, STAGES >= 3): the consumers'
+//                             256 threads themselves, step k + 1's operand right after issuing their
+//                             wgmma of step k (so two wgmmas, k - 1's and k's, run while they decode),
+//                             then a named barrier of the 256 (CONVERT_BARRIER) instead of the ready
+//                             and drained mbarriers. The barrier of step k - 1 orders every write of
+//                             step k + 1's buffer after both consumers' wgmma of step k - 3, its last
+//                             use when OPERANDS >= 4; the ring buffer of step k + 1 was released by
+//                             their wait for step k + 1 - STAGES, done before step k when STAGES >= 3;
 //                             scales = W::fetch<THREADS>(params, tile column, K step, thread) (a
 //                             W::Scales<THREADS>), called W::AHEAD K steps ahead so that its global
 //                             loads overlap conversions
@@ -332,7 +334,8 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   static_assert(ROWS % 64 == 0 && MT >= 1 && MT <= 2 && BN % 64 == 0 && BN <= 256, "whole wgmma tiles");
   static_assert(STAGE % 1024 == 0, "every stage starts on the swizzle period");
   static_assert(!CONVERTS || (CS == 1 && OPERANDS >= 2), "converted operands: no clusters, two buffers or more");
-  static_assert(!BY_CONSUMERS || (COOPERATIVE && OPERANDS >= 3), "consumers convert: cooperative, three buffers or more");
+  static_assert(!BY_CONSUMERS || (COOPERATIVE && OPERANDS >= 4 && STAGES >= 3),
+                "consumers convert: cooperative, four operand buffers, three ring buffers or more");
   static_assert(W::OPERAND_BYTES % 1024 == 0, "operand buffers start on the swizzle period");
   static_assert(RING_BYTES + OPERAND_BYTES + EPI_TOTAL + 2 * (STAGES + OPERANDS) * 8 + 1024 <= Cfg::SHARED_BYTES,
                 "the ring, the operands, the epilogue buffers, the barriers and their alignment fit in shared memory");
@@ -497,12 +500,12 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
         }
       }
       wgmma_commit();
+      conversion.next(w, smem, operands, full);  // the next K step's operand, while this step's wgmma runs
       wgmma_wait<1>();  // this step's products may still run; the previous step's are done
       if (tid == 0 && kt > 0) {
         release_buffer<CS>(&empty[previous]);
         if constexpr (BY_PRODUCER) mbarrier_arrive(&drained[previous_operand]);
       }
-      conversion.next(w, smem, operands, full);  // the next K step's operand, while this step's wgmma runs
       previous = ring.stage;
       if constexpr (CONVERTS) {
         previous_operand = operand.stage;

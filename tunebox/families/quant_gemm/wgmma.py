@@ -48,7 +48,7 @@ class WgmmaConfig(TemplateConfig):
     converters: str = choice(
         "producer",
         "consumers",
-        doc="who decodes: three producer warps, or both consumer warpgroups while their wgmma of the step before runs",
+        doc="who decodes: three producer warps, or both consumer warpgroups while their wgmmas of two steps run",
     )
 
 
@@ -126,9 +126,10 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
         if c.converters == "consumers":
             rules.require(
                 "consumers_convert",
-                c.schedule == "cooperative" and c.operands >= 3,
-                f"converters 'consumers' decode in step with each other's wgmma: schedule 'cooperative' and "
-                f"operands >= 3 (schedule {c.schedule!r}, operands={c.operands}); or converters 'producer'",
+                c.schedule == "cooperative" and c.operands >= 4 and c.stages >= 3,
+                f"converters 'consumers' decode a step ahead of their wgmma, in step with each other: schedule "
+                f"'cooperative', operands >= 4 and stages >= 3 (schedule {c.schedule!r}, operands={c.operands}, "
+                f"stages={c.stages}); or converters 'producer'",
             )
         else:
             rules.require(
