@@ -207,6 +207,12 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "identical (48 quant_gemm variants, 16 gemm)",
     "51b2e2a": "bulk.cuh's bulk_prefetch_l2, which only quant_gemm's wgmma kernel calls (decode, stream, tiled "
     "instructions identical, 36 variants); the wgmma kernel and module",
+    "6088e55": "persistent_gemm.cuh's W::CONVERTS became W::CONVERSION and the consumers' conversion was added, "
+    "wgmma's new field converters (recordings and winners migrated with 'producer', the form they ran): "
+    "instructions identical (gemm 24 sampled variants, quant_gemm 32, wgmma's 8 among them, "
+    "diagnostics/sass_wgmma_consumers.json); the new rules refuse only configurations with the new values",
+    "9f35695": "the consumers' conversion moved before their wait (converters = consumers only, which no stored "
+    "winner uses); its rule: the same identity check ran on this tree",
 }
 
 
