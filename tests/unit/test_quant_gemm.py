@@ -344,7 +344,11 @@ def test_wgmma_consumers_decode_without_spilling(tmp_path, fmt) -> None:
     registers)."""
     p = problem(M=256, N=14336, K=4096, format=fmt)
     consumers = dict(converters="consumers", operands=4, producer_registers=40, consumer_registers=232)
-    configs = [wgmma(**consumers), wgmma(**consumers, BM=256, stages=3, epilogue="direct"), wgmma(**consumers, BN=256, stages=3, epilogue="direct")]
+    configs = [
+        wgmma(**consumers),
+        wgmma(**consumers, BM=256, stages=3, epilogue="direct"),
+        wgmma(**consumers, BN=256, stages=3, epilogue="direct"),
+    ]
     builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
     try:
         results = builder.build([F.render(p, c) for c in configs])
