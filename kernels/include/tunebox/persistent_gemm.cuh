@@ -199,11 +199,11 @@ struct StepWalk {
 
 // Conversion::BY_CONSUMERS: the consumer thread `thread` (of CONSUMER_THREADS) decodes its share of
 // each K step of the block's walk in turn into the next operand buffer (`next`, once a K step), its
-// scale codes read W::AHEAD steps ahead and shifted through registers.
-template <class Cfg, class W>
+// scale codes read W::AHEAD steps ahead and shifted through registers. STAGE and A_BYTES: the ring
+// buffers' layout (persistent_gemm's).
+template <class Cfg, class W, int STAGE, int A_BYTES>
 struct ConsumerConversion {
   using Scales = typename W::template Scales<CONSUMER_THREADS>;
-  static constexpr int STAGE = Cfg::BM * BK * 2 + W::LOADED_BYTES, A_BYTES = Cfg::BM * BK * 2;
   StepWalk<Cfg> converting, fetching;
   Ring<Cfg::STAGES> ring;
   Ring<W::OPERANDS> operand;
@@ -224,11 +224,12 @@ struct ConsumerConversion {
     const Scales scales = ahead[0];
 #pragma unroll
     for (int d = 0; d + 1 < W::AHEAD; ++d) ahead[d] = ahead[d + 1];
-    if (fetching.valid()) ahead[W::AHEAD - 1] = W::template fetch<CONSUMER_THREADS>(w, fetching.tile_n, fetching.kt, thread);
+    if (fetching.valid())
+      ahead[W::AHEAD - 1] = W::template fetch<CONSUMER_THREADS>(w, fetching.tile_n, fetching.kt, thread);
     fetching.next();
     mbarrier_wait(&full[ring.stage], ring.phase);
-    W::template convert<CONSUMER_THREADS>(smem + ring.stage * STAGE + A_BYTES, operands + operand.stage * W::OPERAND_BYTES,
-                                          scales, thread);
+    W::template convert<CONSUMER_THREADS>(smem + ring.stage * STAGE + A_BYTES,
+                                          operands + operand.stage * W::OPERAND_BYTES, scales, thread);
     fence_proxy_async_shared();  // these writes, then the wgmma's reads (async proxy)
     barrier_sync(CONVERT_BARRIER, CONSUMER_THREADS);
     ring.advance();
@@ -451,7 +452,7 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   Ring<STAGES> ring;
   Ring<OPERANDS ? OPERANDS : 1> operand;  // CONVERTS: B's operand buffer, one a K step as the ring
   // BY_CONSUMERS: this thread's share of each K step's operand, one step ahead of the wgmma (the first here)
-  typename Pick<BY_CONSUMERS, ConsumerConversion<Cfg, W>, NoConsumerConversion>::type conversion(
+  typename Pick<BY_CONSUMERS, ConsumerConversion<Cfg, W, STAGE, A_BYTES>, NoConsumerConversion>::type conversion(
       w, units, k_steps, groups_m, groups_n, consumer * 128 + tid);
   conversion.next(w, smem, operands, full);
   u32 chunk = 0;  // epilogue chunks this consumer stored: chunk % EPI_BUFFERS is the next buffer
