@@ -213,6 +213,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "diagnostics/sass_wgmma_consumers.json); the new rules refuse only configurations with the new values",
     "9f35695": "the consumers' conversion moved before their wait (converters = consumers only, which no stored "
     "winner uses); its rule: the same identity check ran on this tree",
+    "9d7fa54": "ConsumerConversion takes STAGE and A_BYTES as template arguments: instructions identical (gemm 24, "
+    "quant_gemm 32 sampled variants, and 10 consumers-mode wgmma variants of diagnostics/wgmma_s28b/c)",
 }
 
 
