@@ -30,8 +30,9 @@ class SearchSettings:
     seconds: float = 3600.0  # wall-clock budget of the whole sweep
     seed: int = 0
     finalists: int = 3  # top variants re-timed interleaved before a winner is declared
-    # a variant whose three probe samples are all slower than this multiple of the problem's best median
-    # so far keeps them as its measurement, untimed further (0: every variant timed in full)
+    # a variant whose verification launch and probe sample are both slower than this multiple of the
+    # problem's best median so far keeps them as its measurement, untimed further (0: every variant timed
+    # in full)
     cutoff: float = 1.5
 
 

@@ -26,8 +26,8 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Evaluation:
     """One variant to verify and then screen-time: ``build`` is None on replay, which compiles nothing
-    and answers as recorded; with ``cutoff_ms``, a variant whose probe samples are all slower keeps
-    them (``EvaluateJob``)."""
+    and answers as recorded; with ``cutoff_ms``, a variant slower on its verification launch and its
+    probe keeps those samples (``EvaluateJob``)."""
 
     family: Family[Any]
     problem: Problem

@@ -68,8 +68,8 @@ class PrepareJob:
 @dataclass(frozen=True)
 class EvaluateJob:
     """Verify one variant against the reference, then time it (if ``time`` is set). With
-    ``cutoff_ms``, a ``PROBE`` first: a variant whose fastest probe sample is slower (ms) keeps the
-    probe as its measurement."""
+    ``cutoff_ms``, a ``PROBE`` first: a variant whose verification launch and probe sample are both
+    slower (ms) keeps those two samples as its measurement."""
 
     family: str
     problem: dict[str, Any]

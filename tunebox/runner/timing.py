@@ -9,9 +9,9 @@ it is). Warm-up launches (``warmup``) are never timed.
 A sweep's screening has a cut-off (a multiple of the problem's best median so far). The variant's
 verification launch is then timed as a sample is (flushed, behind the timing gate): at or under the
 cut-off, the variant is timed in full; over ``FIRST_LAUNCH_CUT`` times the cut-off, that one sample is
-its measurement; between, a ``PROBE`` (three flushed samples) follows, and a variant whose fastest
-probe sample is slower than the cut-off keeps those three samples as its measurement. A cut variant
-is not timed further.
+its measurement; between, a ``PROBE`` (one more flushed sample) follows, and a variant whose probe
+sample is slower than the cut-off too keeps both samples as its measurement. A cut variant is not
+timed further.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ class BenchConfig:
     warmup: int = 1
 
     def __post_init__(self) -> None:
-        if self.min_samples < 3 or self.max_samples < self.min_samples:
-            raise ValueError("need 3 <= min_samples <= max_samples (a median of fewer is one sample)")
+        if self.min_samples < 1 or self.max_samples < self.min_samples:
+            raise ValueError("need 1 <= min_samples <= max_samples")
 
     def done(self, samples_ms: list[float], elapsed_s: float) -> bool:
         """Whether to stop after a round that brought the samples to ``samples_ms``."""
@@ -47,9 +47,12 @@ class BenchConfig:
 SCREEN = BenchConfig()
 """Every variant: quick, at least 10 flushed samples."""
 
-PROBE = BenchConfig(min_samples=3, max_samples=3, warmup=0)
-"""A screened variant's next three samples when its verification launch was over the cut-off but within
-``FIRST_LAUNCH_CUT`` times it (the verification launch before them is the warm-up)."""
+PROBE = BenchConfig(min_samples=1, max_samples=1, warmup=0)
+"""A screened variant's next sample when its verification launch was over the cut-off but within
+``FIRST_LAUNCH_CUT`` times it (the verification launch before it is the warm-up): two flushed launches
+both over the cut-off cut a variant. One sample, not three: on the H200 the probes of slow variants were
+most of a sweep's timing (results/README.md, thirteenth session), and a variant within the cut-off runs
+over it twice in a row only under a disturbance the full timing would not survive either."""
 
 FIRST_LAUNCH_CUT = 2.0
 """A screened variant whose verification launch took more than this multiple of the cut-off is cut on

@@ -201,10 +201,9 @@ def _probe(
     (samples,), clocks = _timed(session, [launch], PROBE)
     if min(samples) > cutoff_ms:
         note = (
-            f"cut off after {len(samples)} samples (fastest {min(samples):.4g} ms > {cutoff_ms:.4g} ms; "
-            f"verification launch {first_ms:.4g} ms)"
+            f"cut off on its probe ({min(samples):.4g} ms > {cutoff_ms:.4g} ms; verification launch {first_ms:.4g} ms)"
         )
-        return _Probe(True, samples, clocks, note)
+        return _Probe(True, (first_ms, *samples), clocks, note)
     return _Probe(note=f"probed: verification launch {first_ms:.4g} ms > cut-off {cutoff_ms:.4g} ms")
 
 

@@ -29,10 +29,12 @@ def test_final_rule_needs_low_noise_and_gpu_time():
     assert FINAL.done([1.0] * 50, elapsed_s=0.1)  # 50 ms of kernel time at zero noise
 
 
-def test_fewer_than_three_samples_is_refused():
+def test_a_measurement_of_no_samples_is_refused():
     with pytest.raises(ValueError):
-        BenchConfig(min_samples=2)
-    assert PROBE.done([1.0, 9.0, 1.0], elapsed_s=0.0)  # three samples, however noisy
+        BenchConfig(min_samples=0)
+    with pytest.raises(ValueError):
+        BenchConfig(min_samples=5, max_samples=4)
+    assert PROBE.done([9.0], elapsed_s=0.0)  # the probe is one sample, however it reads
 
 
 @pytest.mark.parametrize(
