@@ -185,6 +185,11 @@ class NvrtcBuilder:
         paths = self._paths(self.cache_key(source))
         return paths is not None and paths[1].exists()
 
+    def load(self, source: KernelSource) -> BuildResult | None:
+        """``source``'s CUBIN from the disk cache, read in the caller's thread (no compile queued behind
+        the pool's); None where the cache lacks it or holds it damaged."""
+        return self._load(self.cache_key(source), source)
+
     def submit(self, source: KernelSource) -> Future[BuildResult]:
         return self._pool.submit(self.build_one, source)
 

@@ -235,7 +235,11 @@ class Sweep:
                 and evaluated + len(queued) < budget  # never past the budget: spare asks wait, then are cancelled
                 and sum(q.kind is Kind.DEVICE for q in queued) < self.settings.device_queue
             ):
-                entry = self._compiled(compiling, wait=not queued)  # with work queued: its answers first
+                entry = compiling.take_done()
+                if entry is None and len(queued) < self.settings.built_below:  # the device runs dry: a built one
+                    entry = self._ask_built(strategy, problem, compiling, inflight)
+                if entry is None:
+                    entry = self._compiled(compiling, wait=not queued)  # with work queued: its answers first
                 if entry is None:
                     break
                 ask, config = entry.item
@@ -309,6 +313,29 @@ class Sweep:
             submitted = self.builder.submit(source)
         # a Future[BuildResult] never yields anything but a BuildResult (``Future`` is invariant)
         return cast("Future[BuildResult | None]", submitted)
+
+    def _ask_built(
+        self,
+        strategy: Strategy,
+        problem: Problem,
+        compiling: CompileQueue[tuple[Ask, Config]],
+        inflight: set[str],
+    ) -> Compiling[tuple[Ask, Config]] | None:
+        """The strategy's pick among the configurations built before the search began
+        (``Strategy.ask_built``), its CUBIN read from the cache here, in the loop's thread; None when
+        it has none left, or when the cache lost that one (then it joins ``compiling`` as asks do)."""
+        ask = strategy.ask_built()
+        if ask is None:
+            return None
+        config = self.spec.space.validate(ask.values)
+        inflight.add(canonical_json(config.as_dict()))
+        loaded = self.builder.load(self.family.render(problem, config))
+        if loaded is None:
+            compiling.add((ask, config), self._build(problem, config))
+            return None
+        build: Future[BuildResult | None] = Future()
+        build.set_result(loaded)
+        return Compiling((ask, config), build)
 
     def _compiled(self, compiling: CompileQueue[T], wait: bool) -> Compiling[T] | None:
         """The next variant whose compile is done (``CompileQueue.take_done``); when none is, with

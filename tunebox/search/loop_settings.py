@@ -22,6 +22,10 @@ class LoopSettings:
     # the loop's own stalls (a batch of asks, a compile not yet done; with 2 the H200 was busy 29% of a
     # warm throughput_default sweep; 8 is not yet measured there)
     device_queue: int = 8
+    # with fewer evaluations than this queued and no compile done, the strategy is asked for a
+    # configuration it knew built (``Strategy.ask_built``) rather than the device waiting for compiles
+    # (a warm throughput_default run on the H200 waited 2.2-2.6 s of its 8.9-9.6 s)
+    built_below: int = 2
     # asks beyond a problem's trial budget, compiled at its end so that its last evaluations take the
     # first compiles to finish, not the slowest of the last batch (a warm throughput_default run's last
     # answer came 1.3-2.5 s after the one before it, the device idle); never evaluated, cancelled when the

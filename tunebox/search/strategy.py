@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import random
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -47,6 +47,11 @@ class Strategy(Protocol):
     def ask(self) -> Ask | None:
         """The next configuration to evaluate; None when the strategy has no more."""
 
+    def ask_built(self) -> Ask | None:
+        """The next configuration among those whose CUBIN the compile cache held when the search began,
+        by the strategy's own rule; None when it keeps no such set or none is left. The loop asks it
+        only when the device would otherwise wait for compiles."""
+
     def tell(self, ask: Ask, record: EvalRecord) -> None: ...
 
 
@@ -60,9 +65,15 @@ class TimedStrategy:
         self._strategy.seed(config)
 
     def ask(self) -> Ask | None:
+        return self._timed(self._strategy.ask)
+
+    def ask_built(self) -> Ask | None:
+        return self._timed(self._strategy.ask_built)
+
+    def _timed(self, asking: Callable[[], Ask | None]) -> Ask | None:
         start = time.perf_counter()
         try:
-            return self._strategy.ask()
+            return asking()
         finally:
             self._breakdown["search"] += time.perf_counter() - start
 
@@ -91,6 +102,9 @@ class ExhaustiveStrategy:
                 self._given.add(config)
                 return Ask(None, config.as_dict())
         return None
+
+    def ask_built(self) -> Ask | None:
+        return None  # an enumeration's order is the point: it keeps none aside
 
     def tell(self, ask: Ask, record: EvalRecord) -> None:
         pass
@@ -245,6 +259,9 @@ class TpeStrategy:
         trial, values = self._sample()
         self._given.add(canonical_json(values))
         return Ask(trial, values)
+
+    def ask_built(self) -> Ask | None:
+        return None  # TPE samples its own trials; it keeps no set of built configurations
 
     def tell(self, ask: Ask, record: EvalRecord) -> None:
         assert ask.trial is not None

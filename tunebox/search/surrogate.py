@@ -294,7 +294,11 @@ class SurrogateStrategy:
         self.configs = list(dict.fromkeys(valid))
         self.options = options
         self._index = {canonical_json(c.as_dict()): i for i, c in enumerate(self.configs)}
-        self._cost = self._costs(built)
+        self._built = sorted({i for c in built if (i := self._index.get(canonical_json(c.as_dict()))) is not None})
+        self._cost = np.ones(len(self.configs))
+        if self._built:  # a cold cache, a replay: proposals as without costs
+            self._cost[:] = options.build_cost
+            self._cost[self._built] = 1.0
         self._x = features(space, self.configs, options.ratios)
         self._columns = _Columns(self._x)
         self._rng = np.random.default_rng(seed)
@@ -314,16 +318,6 @@ class SurrogateStrategy:
                 self._given.add(i)
                 self._times[i] = _log_time(record)
 
-    def _costs(self, built: Iterable[Config]) -> np.ndarray:
-        """What each configuration's expected improvement is divided by: 1 where its CUBIN is built,
-        else ``build_cost``; 1 everywhere when none is (a cold cache, a replay: proposals as without costs)."""
-        known = {i for c in built if (i := self._index.get(canonical_json(c.as_dict()))) is not None}
-        cost = np.ones(len(self.configs))
-        if known:
-            cost[:] = self.options.build_cost
-            cost[sorted(known)] = 1.0
-        return cost
-
     def seed(self, config: Config) -> None:
         """Propose ``config`` before any other not yet proposed (after earlier seeds); ignored
         when it is not valid or was proposed already."""
@@ -336,7 +330,15 @@ class SurrogateStrategy:
             i = self._queue.pop(0)
             if i not in self._given:
                 return self._give(i)
-        left = np.array([i for i in range(len(self.configs)) if i not in self._given], dtype=int)
+        return self._pick(range(len(self.configs)))
+
+    def ask_built(self) -> Ask | None:
+        """Among the configurations built when the strategy began, the one ``ask``'s rule would pick
+        (seeds aside): every cost there is 1."""
+        return self._pick(self._built)
+
+    def _pick(self, among: Iterable[int]) -> Ask | None:
+        left = np.array([i for i in among if i not in self._given], dtype=int)
         if not len(left):
             return None
         finite = {i: t for i, t in self._times.items() if math.isfinite(t)}

@@ -696,8 +696,10 @@ def test_cache_hit_returns_identical_cubin(tmp_path: Path) -> None:
     source = _small_source()
     first = NvrtcBuilder("sm_90", cache_dir=tmp_path, workers=1)
     try:
+        assert first.load(source) is None  # the cache lacks it: load never compiles
         a = first.build_one(source)
         b = first.build_one(source)
+        loaded = first.load(source)
     finally:
         first.close()
     second = NvrtcBuilder("sm_90", cache_dir=tmp_path, workers=1)
@@ -706,8 +708,8 @@ def test_cache_hit_returns_identical_cubin(tmp_path: Path) -> None:
     finally:
         second.close()
     assert a.status is Status.OK and not a.cache_hit
-    for hit in (b, c):
-        assert hit.cache_hit and hit.status is Status.OK
+    for hit in (b, c, loaded):
+        assert hit is not None and hit.cache_hit and hit.status is Status.OK
         assert hit.cubin == a.cubin and hit.binary_hash == a.binary_hash
         assert (hit.lowered_name, hit.registers, hit.spill_bytes, hit.log) == (
             a.lowered_name,
@@ -742,6 +744,7 @@ def test_damaged_cache_entry_is_rebuilt(tmp_path: Path, damage: str) -> None:
             meta.write_text("[1, 2]")
         else:  # the checksum matches but the other fields are gone
             meta.write_text(json.dumps({"sha256": hashlib.sha256(data).hexdigest()}))
+        assert b.load(source) is None  # damaged: not loaded
         again = b.build_one(source)
         assert again.status is Status.OK
         assert not again.cache_hit

@@ -127,6 +127,39 @@ def test_a_warm_cache_is_measured_before_more_is_compiled() -> None:
         assert modest.index(best) < strict.index(best), seed
 
 
+def test_asked_for_a_built_configuration_it_gives_only_built_ones_each_once() -> None:
+    """``ask_built`` draws from what was built when the strategy began, by the model once it has two
+    answers; ``ask`` never proposes what it gave; without a built set it has nothing."""
+    built = [c for c in VALID if c[TEMPLATE] == "ring"]
+    strategy = SurrogateStrategy(SPACE, VALID, seed=2, built=built)
+    given: list[dict] = []
+    while (ask := strategy.ask_built()) is not None:
+        assert ask.values[TEMPLATE] == "ring" and ask.values not in given
+        given.append(ask.values)
+        strategy.tell(ask, record(ask.values))
+        if len(given) % 3 == 0:  # plain asks between: neither kind proposes what the other gave
+            plain = strategy.ask()
+            assert plain is not None and plain.values not in given
+            given.append(plain.values)
+            strategy.tell(plain, record(plain.values))
+    assert sorted(keys([c.as_dict() for c in built])) == sorted(keys([v for v in given if v[TEMPLATE] == "ring"]))
+    assert SurrogateStrategy(SPACE, VALID, seed=2).ask_built() is None
+
+
+def test_asked_for_a_built_configuration_the_model_picks_the_promising_one() -> None:
+    """Told the slow vector corner and the fast ring one, the model's built pick is near the fast one."""
+    built = [c for c in VALID if c[TEMPLATE] == "ring"]
+    strategy = SurrogateStrategy(SPACE, VALID, seed=1, built=built)
+    for values in ({TEMPLATE: "vector", "BM": 1, "BN": 16, "vec": 2}, {TEMPLATE: "ring", "BM": 8, "stages": 4}):
+        config = Config(tuple(sorted(values.items())))
+        strategy.seed(config)
+        ask = strategy.ask()
+        assert ask is not None and ask.values == config.as_dict()
+        strategy.tell(ask, record(ask.values))
+    ask = strategy.ask_built()
+    assert ask is not None and ask.values[TEMPLATE] == "ring" and cost(ask.values) <= 2.0
+
+
 def test_the_modelled_answers_ranks_or_log_times_failures_past_the_slowest() -> None:
     """Ranks: the normal scores of the order (equal times share one, the scale of the times plays no
     part); log: the log-times; a failure one spread past the slowest success either way."""

@@ -385,3 +385,68 @@ def test_a_problem_ends_on_the_first_compiles_to_finish_not_a_slow_last_one(tmp_
         assert builder.slow.cancelled() and builder.slow_source not in backend.sources
     else:
         assert backend.sources[-1] == builder.slow_source
+
+
+class HeldCompilesBuilder(CacheAwareBuilder):
+    """The 8-byte variants are in its cache (``load`` reads them); every other compile finishes only
+    once ``release`` is set (or after 5 s, so that no run can hang on it)."""
+
+    def __init__(self, release: threading.Event) -> None:
+        super().__init__()
+        self.release = release
+
+    def load(self, source) -> BuildResult | None:
+        return StubBuilder.submit(self, source).result() if "int VEC = 2;" in source.code else None
+
+    def submit(self, source) -> Future[BuildResult]:
+        result, held = super().submit(source).result(), Future()
+        threading.Thread(target=lambda: (self.release.wait(5.0), held.set_result(result)), daemon=True).start()
+        return held
+
+
+def test_the_device_runs_built_variants_while_the_asked_ones_compile(tmp_path, monkeypatch):
+    """The strategy's asks are all uncompiled and their compiles held until the device has had three
+    evaluations: the loop runs the strategy's built picks meanwhile (before: it waited for the compiles)."""
+    from tunebox.search import loop
+
+    class PlainUnbuilt:  # plain asks: the 4-byte variants; built asks: the cache's 8-byte ones
+        def __init__(self, space, valid, seed, history=(), seeds=(), built=()) -> None:
+            self.plain = [c for c in valid if c["vec_bytes"] == 4]
+            self.built = list(built)
+
+        def seed(self, config) -> None:
+            pass
+
+        def ask(self):
+            return loop.Ask(None, self.plain.pop(0).as_dict()) if self.plain else None
+
+        def ask_built(self):
+            return loop.Ask(None, self.built.pop(0).as_dict()) if self.built else None
+
+        def tell(self, ask, record) -> None:
+            pass
+
+    monkeypatch.setattr(loop, "SurrogateStrategy", PlainUnbuilt)
+    release = threading.Event()
+
+    class Releasing(QueueBackend):
+        def submit(self, evaluation) -> None:
+            super().submit(evaluation)
+            if len(self.submitted) == 3:
+                release.set()
+
+    sweep_file = (
+        SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 8')
+        .replace("BM = [8]", "BM = [1, 2, 4, 8]")
+        .replace("vec_bytes = [4, 8, 16]", "vec_bytes = [4, 8]")
+    )
+    (tmp_path / "queue.toml").write_text(sweep_file)
+    backend = Releasing()
+    run = Sweep(
+        load_sweep(tmp_path / "queue.toml"), backend, HeldCompilesBuilder(release), tmp_path / "o", tmp_path / "w"
+    )
+    result = run.run()
+    firsts = [s.code for s in backend.sources[:3]]
+    assert all("int VEC = 2;" in code for code in firsts)  # built, run while the others compiled
+    assert result.evaluated == len(set(backend.submitted)) == 8
+    assert run.breakdown.get("compile_wait", 0.0) < 2.0
