@@ -147,8 +147,7 @@ class NvrtcBuilder:
     ):
         self.arch = arch
         self.cache_dir = cache_dir
-        self.workers = workers or os.cpu_count() or 2  # compiles at once
-        self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="nvrtc")
+        self._pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2, thread_name_prefix="nvrtc")
         self._isolated = IsolatedCompiler(timeout_s) if timeout_s is not None else None
 
     def options(self, source: KernelSource) -> list[str]:

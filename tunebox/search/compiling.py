@@ -46,10 +46,6 @@ class CompileQueue(Generic[T]):
                 return entry
         return None
 
-    def running(self) -> int:
-        """The entries whose compile is not done (running, or queued in the pool)."""
-        return sum(e.future is not None and not e.future.done() for e in self._entries)
-
     def wait_any(self) -> None:
         """Blocks until one of the running compiles is done."""
         running = [e.future for e in self._entries if e.future is not None]

@@ -205,7 +205,6 @@ class Sweep:
         inflight: set[str] = set()
         binaries: dict[Identity, EvalRecord] = {}
         failures: deque[Status] = deque(maxlen=self.settings.breaker)
-        ahead: dict[str, Future[BuildResult | None]] = {}  # compiles of what the strategy may ask next, by key
         spare = 0 if self.backend.replayed else self.settings.spare_asks
         while True:
             accepting = time.perf_counter() < self.deadline
@@ -229,9 +228,7 @@ class Sweep:
                     compiling.add((ask, config), None)
                     continue
                 inflight.add(key)
-                compiling.add((ask, config), ahead.pop(key, None) or self._build(problem, config))
-            if accepting:
-                self._compile_ahead(strategy, problem, compiling, ahead, inflight)
+                compiling.add((ask, config), self._build(problem, config))
             while (
                 accepting
                 and compiling
@@ -268,8 +265,6 @@ class Sweep:
             self._notify(named.name, record)
             self._report(named.name, evaluated, best, record)
             self._check_breaker(failures, record)
-        for future in ahead.values():  # never asked: those not started are dropped
-            future.cancel()
         for entry in compiling.drain():  # the deadline reached with compiles in flight, or spare asks left
             if entry.future is not None:
                 entry.future.cancel()
@@ -318,31 +313,6 @@ class Sweep:
             submitted = self.builder.submit(source)
         # a Future[BuildResult] never yields anything but a BuildResult (``Future`` is invariant)
         return cast("Future[BuildResult | None]", submitted)
-
-    def _compile_ahead(
-        self,
-        strategy: Strategy,
-        problem: Problem,
-        compiling: CompileQueue[tuple[Ask, Config]],
-        ahead: dict[str, Future[BuildResult | None]],
-        inflight: set[str],
-    ) -> None:
-        """Gives the compile pool's idle workers what a learning strategy is likely to ask next
-        (``Strategy.peek``), kept in ``ahead`` by configuration: asked a little ahead of its answers
-        (``LoopSettings.ahead``), it would leave the pool idle while it waits for them. An ask of one
-        takes its compile from ``ahead``; the others' CUBINs land in the cache."""
-        if self.backend.replayed or not strategy.learns:
-            return
-        idle = self.builder.workers - compiling.running() - sum(not future.done() for future in ahead.values())
-        if idle <= 0:
-            return
-        for config in strategy.peek(idle + len(ahead)):
-            key = canonical_json(config.as_dict())
-            if key not in ahead and key not in inflight:
-                ahead[key] = self._build(problem, config)
-                idle -= 1
-                if not idle:
-                    return
 
     def _ask_built(
         self,

@@ -56,10 +56,6 @@ class Strategy(Protocol):
         by the strategy's own rule; None when it keeps no such set or none is left. The loop asks it
         only when the device would otherwise wait for compiles."""
 
-    def peek(self, count: int) -> list[Config]:
-        """Up to ``count`` configurations it is likely to ask next, nothing given: what the loop
-        compiles ahead while it asks a learning strategy only a little ahead (none: no guess)."""
-
     def tell(self, ask: Ask, record: EvalRecord) -> None: ...
 
 
@@ -78,13 +74,6 @@ class TimedStrategy:
 
     def ask_built(self) -> Ask | None:
         return self._timed(self._strategy.ask_built)
-
-    def peek(self, count: int) -> list[Config]:
-        start = time.perf_counter()
-        try:
-            return self._strategy.peek(count)
-        finally:
-            self._breakdown["search"] += time.perf_counter() - start
 
     def _timed(self, asking: Callable[[], Ask | None]) -> Ask | None:
         start = time.perf_counter()
@@ -123,9 +112,6 @@ class ExhaustiveStrategy:
 
     def ask_built(self) -> Ask | None:
         return None  # an enumeration's order is the point: it keeps none aside
-
-    def peek(self, count: int) -> list[Config]:
-        return []  # learns nothing: the loop asks it the whole depth ahead
 
     def tell(self, ask: Ask, record: EvalRecord) -> None:
         pass
@@ -285,9 +271,6 @@ class TpeStrategy:
 
     def ask_built(self) -> Ask | None:
         return None  # TPE samples its own trials; it keeps no set of built configurations
-
-    def peek(self, count: int) -> list[Config]:
-        return []  # its next trials are drawn when asked
 
     def tell(self, ask: Ask, record: EvalRecord) -> None:
         assert ask.trial is not None

@@ -339,30 +339,6 @@ class SurrogateStrategy:
         (seeds aside): every cost there is 1."""
         return self._pick(self._built)
 
-    def peek(self, count: int) -> list[Config]:
-        """Up to ``count`` configurations ``ask`` is likely to propose next: the seeds queued, then the
-        model's batch (as asks before the next answer spread; ties taken in order, not drawn), the
-        model fitted to the answers so far as the next ask would fit it; none of the model's before it
-        proposes. Nothing is given: a sweep compiles these ahead of its asks."""
-        ahead = [i for i in dict.fromkeys(self._queue) if i not in self._given][:count]
-        finite = sum(math.isfinite(t) for t in self._times.values())
-        if len(ahead) >= count or len(self._given) < self.options.initial or finite < 2:
-            return [self.configs[i] for i in ahead]
-        self._fit()
-        assert self._scores is not None and self._posterior is not None  # set with the fit
-        scores = self._scores / self._cost
-        taken = np.zeros(len(self.configs), dtype=bool)
-        taken[sorted(self._given | set(ahead))] = True
-        while len(ahead) < count:
-            open_scores = np.where(taken, -1.0, scores)
-            pick = int(np.argmax(open_scores))
-            if open_scores[pick] <= 0:
-                break
-            ahead.append(pick)
-            taken[pick] = True
-            scores = _penalised(scores, self._columns.column(pick, self._posterior.scale))
-        return [self.configs[i] for i in ahead]
-
     def _pick(self, among: Iterable[int]) -> Ask | None:
         left = np.array([i for i in among if i not in self._given], dtype=int)
         if not len(left):
@@ -391,19 +367,10 @@ class SurrogateStrategy:
         return self._tie(left, gaps)
 
     def _model_pick(self, left: np.ndarray) -> int:
-        self._fit()
-        assert self._scores is not None and self._posterior is not None  # set with the fit
-        pick = self._tie(left, self._scores[left] / self._cost[left])
-        self._scores = _penalised(self._scores, self._columns.column(pick, self._posterior.scale))
-        return pick
-
-    def _fit(self) -> None:
-        """The model and every configuration's expected improvement (``_scores``) fitted to the answers
-        told so far, unless they are already (asks between two answers share one fit)."""
         told = list(self._times)  # in the order answered: the posterior grows by appending
         y = modelled_answers(np.array([self._times[i] for i in told]), self.options.answers)
         known = np.asarray(told).tobytes() + y.tobytes()
-        if self._known != known:
+        if self._known != known:  # asks between two answers share one fit
             self._known = known
             mean, std = float(y.mean()), float(y.std()) or 1.0
             z = (y - mean) / std
@@ -419,6 +386,10 @@ class SurrogateStrategy:
                 self._posterior, self._grid_at = _Posterior(self._columns, told, scale, noise, chol), len(told)
             assert self._posterior is not None
             self._scores = self._posterior.expected_improvement(z, float(z.min()), self.options.xi)  # the best success
+        assert self._scores is not None and self._posterior is not None  # set with the fit
+        pick = self._tie(left, self._scores[left] / self._cost[left])
+        self._scores = _penalised(self._scores, self._columns.column(pick, self._posterior.scale))
+        return pick
 
     def _extended(self, posterior: _Posterior, told: list[int]) -> bool:
         """Whether ``posterior`` now covers ``told``, the answers it knew being a prefix of them (each

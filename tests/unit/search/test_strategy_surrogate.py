@@ -160,20 +160,6 @@ def test_asked_for_a_built_configuration_the_model_picks_the_promising_one() -> 
     assert ask is not None and ask.values[TEMPLATE] == "ring" and cost(ask.values) <= 2.0
 
 
-def test_peek_foretells_the_next_asks_and_changes_nothing() -> None:
-    """Seeds first; once the model proposes, the next asks before an answer are the peeked batch;
-    peeking gives nothing away (the same proposals with and without it)."""
-    strategy = SurrogateStrategy(SPACE, VALID, seed=4, seeds=[VALID[3]])
-    assert strategy.peek(3) == [VALID[3]]  # no model yet: only the seed
-    drain(strategy, limit=6)
-    foretold = strategy.peek(4)
-    asked = [strategy.ask() for _ in range(4)]
-    assert [a.values for a in asked if a is not None] == [c.as_dict() for c in foretold]
-    plain = SurrogateStrategy(SPACE, VALID, seed=4, seeds=[VALID[3]])
-    drain(plain, limit=6)
-    assert [a.values for a in (plain.ask() for _ in range(4)) if a is not None] == [c.as_dict() for c in foretold]
-
-
 def test_the_modelled_answers_ranks_or_log_times_failures_past_the_slowest() -> None:
     """Ranks: the normal scores of the order (equal times share one, the scale of the times plays no
     part); log: the log-times; a failure one spread past the slowest success either way."""

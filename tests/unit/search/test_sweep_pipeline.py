@@ -48,8 +48,6 @@ class StubBuilder:
     """Compiles nothing: vec_bytes 16 fails to compile; the others get one shared binary, or with
     ``distinct`` one binary each."""
 
-    workers = 4
-
     def __init__(self, distinct: bool = False) -> None:
         self.distinct = distinct
 
@@ -430,9 +428,6 @@ def test_the_device_runs_built_variants_while_the_asked_ones_compile(tmp_path, m
         def ask_built(self):
             return loop.Ask(None, self.built.pop(0).as_dict()) if self.built else None
 
-        def peek(self, count):
-            return []
-
         def tell(self, ask, record) -> None:
             pass
 
@@ -468,35 +463,3 @@ def test_how_far_ahead_the_loop_asks():
     settings = LoopSettings()
     assert [settings.ahead(n) for n in (0, 3, 4, 8, 92, 400)] == [(1, 0), (1, 0), (2, 1), (3, 2), (24, 16), (24, 16)]
     assert settings.ahead(0, learns=False) == (24, 16)
-
-
-class CountingBuilder(StubBuilder):
-    """Each variant its own binary; counts the compiles submitted, by source."""
-
-    def __init__(self) -> None:
-        super().__init__(distinct=True)
-        self.compiled: list[str] = []
-
-    def submit(self, source) -> Future[BuildResult]:
-        self.compiled.append(source.code)
-        return super().submit(source)
-
-
-def test_the_pool_compiles_what_a_learning_strategy_may_ask_next_once(tmp_path):
-    """Asked a little ahead of its answers, the surrogate leaves compile workers idle: the loop gives
-    them its likely next asks (peek); an ask of one takes that compile: no source compiles twice."""
-    sweep_file = (
-        SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 30')
-        .replace("BM = [8]", "BM = [1, 2, 4, 8, 16, 32, 64]")
-        .replace("BN = [128]", "BN = [64, 128, 256, 512]")
-        .replace("vec_bytes = [4, 8, 16]", "vec_bytes = [4, 8]")
-    )
-    (tmp_path / "queue.toml").write_text(sweep_file)
-    builder, backend = CountingBuilder(), QueueBackend()
-    result = Sweep(load_sweep(tmp_path / "queue.toml"), backend, builder, tmp_path / "o", tmp_path / "w").run()
-    assert result.evaluated == 30
-    # none twice but the finalist, built again for its re-timing (from the cache, in a real sweep)
-    assert len(builder.compiled) - len(set(builder.compiled)) == 1
-    assert len(builder.compiled) > 30 + 8  # compiled ahead, beyond the asks and the spare asks
-    evaluated = {s.code for s in backend.sources}
-    assert evaluated <= set(builder.compiled)
