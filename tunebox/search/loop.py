@@ -208,7 +208,7 @@ class Sweep:
         spare = 0 if self.backend.replayed else self.settings.spare_asks
         while True:
             accepting = time.perf_counter() < self.deadline
-            depth, refill_at = self.settings.ahead(evaluated, strategy.learns)
+            depth, refill_at = self.settings.ahead(evaluated)
             refill = len(compiling) + len(queued) <= refill_at  # in flight: compiling or on the device
             while (
                 accepting

@@ -13,13 +13,11 @@ class LoopSettings:
     # the pipeline is topped up to pipeline_depth once it fell to this many: a batch of asks, which a
     # model-based strategy answers from one fit (its cost spread over the batch)
     refill_at: int = 16
-    # a problem's first asks run only ``ramp`` ahead, and one more for every ``ramp_every`` answers, up
-    # to pipeline_depth: early proposals wait for the first answers, where the evaluations to a target
-    # are decided (the surrogate asked as the loop asks it, on replay, 17 problems, 12 seeds: 0.49 of
-    # random search's evaluations to target with 1 and 4; 0.53 with 2 and 4; 0.65 with 2 and 1, the
-    # settings until 2026-12-04; 0.47 asked one at a time. Chosen on those same recordings.)
-    ramp: int = 1
-    ramp_every: int = 4
+    # a problem's first asks run only this many plus its answers so far ahead, up to pipeline_depth:
+    # early proposals wait for the first answers (the surrogate asked as the loop asks it, on replay:
+    # 0.55 of random search's evaluations to target, as at depth 16 topped up at 8; 0.61 there without
+    # the ramp; 0.40 asked one at a time)
+    ramp: int = 2
     # evaluations queued on the device: one running, the rest waiting, so the device can stay busy through
     # the loop's own stalls (a batch of asks, a compile not yet done; with 2 the H200 was busy 29% of a
     # warm throughput_default sweep; 8 is not yet measured there)
@@ -36,10 +34,8 @@ class LoopSettings:
     breaker: int = 12  # this many consecutive failures of one status stop the sweep
     compile_timeout_s: float = 120.0  # a compile running longer is killed (status timeout)
 
-    def ahead(self, answered: int, learns: bool = True) -> tuple[int, int]:
+    def ahead(self, answered: int) -> tuple[int, int]:
         """(asks allowed in flight, the count at or below which the queue is topped up) once a
-        problem has ``answered`` answers; for a strategy that ``learns`` nothing from them, the whole
-        depth from the start."""
-        ramped = self.ramp + answered // self.ramp_every if learns else self.pipeline_depth
-        depth = min(self.pipeline_depth, ramped)
+        problem has ``answered`` answers."""
+        depth = min(self.pipeline_depth, self.ramp + answered)
         return depth, min(self.refill_at, depth - 1)

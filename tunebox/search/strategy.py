@@ -41,10 +41,6 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 
 class Strategy(Protocol):
-    learns: bool
-    """Whether its proposals depend on the answers it is told: the loop asks a learning strategy only
-    a little ahead of its answers at first (``LoopSettings.ahead``)."""
-
     def seed(self, config: Config) -> None:
         """Try a known valid configuration (the family default, a past winner) first."""
 
@@ -64,7 +60,6 @@ class TimedStrategy:
 
     def __init__(self, strategy: Strategy, breakdown: dict[str, float]) -> None:
         self._strategy, self._breakdown = strategy, breakdown
-        self.learns = strategy.learns
 
     def seed(self, config: Config) -> None:
         self._strategy.seed(config)
@@ -92,8 +87,6 @@ class TimedStrategy:
 
 class ExhaustiveStrategy:
     """Every given configuration once, seeded ones first."""
-
-    learns = False
 
     def __init__(self, configs: Iterable[Config]) -> None:
         self._queue = list(configs)
@@ -211,8 +204,6 @@ class TpeStrategy:
     asked again; after ``patience`` such repeats in a row an unexplored configuration is drawn at
     random, so every ask gives a new configuration until none is left. Evaluations that failed are
     told as pruned: TPE counts them among the worst."""
-
-    learns = True
 
     def __init__(
         self,

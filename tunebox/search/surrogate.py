@@ -281,8 +281,6 @@ class SurrogateStrategy:
     cache; with any, the model proposes by expected improvement per cost (``SurrogateOptions.build_cost``),
     so a re-run on a warm cache measures what it has built before compiling more."""
 
-    learns = True
-
     def __init__(
         self,
         space: TemplateSpaces,

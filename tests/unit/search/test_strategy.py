@@ -86,8 +86,6 @@ def test_unrelated_parameters_never_combine() -> None:
 
 def test_a_timed_strategy_adds_its_asks_and_tells_to_the_search_stage() -> None:
     class Slow:
-        learns = True
-
         def seed(self, config):
             pass
 

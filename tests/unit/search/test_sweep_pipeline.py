@@ -209,8 +209,8 @@ def test_a_logged_config_the_space_no_longer_holds_is_never_a_finalist(tmp_path)
 
 
 def test_the_default_strategy_runs_ahead_of_its_answers_by_the_ramp_then_the_depth(tmp_path):
-    """The surrogate through the loop: before the first answer only 1 variant is asked (the ramp), one
-    more in flight for every 4 answers, never more than 24; every variant of the budget is evaluated once."""
+    """The surrogate through the loop: before the first answer only 2 variants are asked (the ramp),
+    later never more than 24 in flight; every variant of the budget is evaluated once."""
 
     class Watching(QueueBackend):
         def __init__(self) -> None:
@@ -225,7 +225,6 @@ def test_the_default_strategy_runs_ahead_of_its_answers_by_the_ramp_then_the_dep
         SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 40')
         .replace("BM = [8]", "BM = [1, 2, 4, 8, 16, 32, 64]")
         .replace("BN = [128]", "BN = [64, 128, 256, 512]")
-        .replace("vec_bytes = [4, 8, 16]", "vec_bytes = [4, 8]")  # every variant compiles: every answer is the device's
     )
     (tmp_path / "queue.toml").write_text(sweep_file)
     backend = Watching()
@@ -233,12 +232,10 @@ def test_the_default_strategy_runs_ahead_of_its_answers_by_the_ramp_then_the_dep
     Sweep(spec, backend, StubBuilder(distinct=True), tmp_path / "o", tmp_path / "w").run()
     screened = [r for r in EvalLog(tmp_path / "o" / "evals.jsonl").read() if r.phase == "screen"]
     assert len({Config(tuple(sorted(r.config.items()))) for r in screened}) == len(screened) == 40
-    assert len(set(backend.submitted)) == len(backend.submitted)
-    assert backend.submitted_before_answer[0] == 1
+    assert len(set(backend.submitted)) == len(backend.submitted)  # compile failures never reach it
+    assert backend.submitted_before_answer[0] <= 2
     answered = range(len(backend.submitted_before_answer))
-    in_flight = [s - a for s, a in zip(backend.submitted_before_answer, answered, strict=True)]
-    assert all(n <= min(24, 1 + a // 4) for n, a in zip(in_flight, answered, strict=True))
-    assert max(in_flight) > 4  # it does run ahead
+    assert all(s - a <= 24 for s, a in zip(backend.submitted_before_answer, answered, strict=True))
 
 
 class HarnessFailingBackend(QueueBackend):
@@ -413,8 +410,6 @@ def test_the_device_runs_built_variants_while_the_asked_ones_compile(tmp_path, m
     from tunebox.search import loop
 
     class PlainUnbuilt:  # plain asks: the 4-byte variants; built asks: the cache's 8-byte ones
-        learns = True
-
         def __init__(self, space, valid, seed, history=(), seeds=(), built=()) -> None:
             self.plain = [c for c in valid if c["vec_bytes"] == 4]
             self.built = list(built)
@@ -455,11 +450,3 @@ def test_the_device_runs_built_variants_while_the_asked_ones_compile(tmp_path, m
     assert all("int VEC = 2;" in code for code in firsts)  # built, run while the others compiled
     assert result.evaluated == len(set(backend.submitted)) == 8
     assert run.breakdown.get("compile_wait", 0.0) < 2.0
-
-
-def test_how_far_ahead_the_loop_asks():
-    """A learning strategy: 1 ask ahead, one more for every 4 answers, at most 24 (topped up once 16
-    are left); one that learns nothing from its answers (random, exhaustive): the whole depth at once."""
-    settings = LoopSettings()
-    assert [settings.ahead(n) for n in (0, 3, 4, 8, 92, 400)] == [(1, 0), (1, 0), (2, 1), (3, 2), (24, 16), (24, 16)]
-    assert settings.ahead(0, learns=False) == (24, 16)
