@@ -4,6 +4,7 @@ and compile failures never reach the device; the surrogate hears what the compil
 
 from __future__ import annotations
 
+import re
 import threading
 from collections import deque
 from concurrent.futures import Future
@@ -42,6 +43,15 @@ dtype = "float32"
 src = [1000, 1000]
 dst = [1000, 1000]
 """
+
+
+def searched(strategy: str, trials: int, **lists: str) -> str:
+    """SWEEP searched by ``strategy`` for ``trials`` variants, with ``lists`` (a parameter's name: its
+    values as TOML, e.g. ``BM="[1, 2]"``) in place of its own."""
+    text = SWEEP.replace('strategy = "exhaustive"', f'strategy = "{strategy}"\ntrials = {trials}')
+    for name, values in lists.items():
+        text = re.sub(rf"^{name} = .*$", f"{name} = {values}", text, flags=re.MULTILINE)
+    return text
 
 
 class StubBuilder:
@@ -221,11 +231,7 @@ def test_the_default_strategy_runs_ahead_of_its_answers_by_the_ramp_then_the_dep
             self.submitted_before_answer.append(len(self.submitted))
             return super().next_outcome()
 
-    sweep_file = (
-        SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 40')
-        .replace("BM = [8]", "BM = [1, 2, 4, 8, 16, 32, 64]")
-        .replace("BN = [128]", "BN = [64, 128, 256, 512]")
-    )
+    sweep_file = searched("surrogate", 40, BM="[1, 2, 4, 8, 16, 32, 64]", BN="[64, 128, 256, 512]")
     (tmp_path / "queue.toml").write_text(sweep_file)
     backend = Watching()
     spec = load_sweep(tmp_path / "queue.toml")
@@ -308,7 +314,7 @@ def test_the_surrogate_is_told_what_the_compile_cache_holds(tmp_path, monkeypatc
         return real(*args, built=built, **kwargs)
 
     monkeypatch.setattr(loop, "SurrogateStrategy", spy)
-    (tmp_path / "queue.toml").write_text(SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 6'))
+    (tmp_path / "queue.toml").write_text(searched("surrogate", 6))
     builder = CacheAwareBuilder()
     Sweep(load_sweep(tmp_path / "queue.toml"), QueueBackend(), builder, tmp_path / "o", tmp_path / "w").run()
     assert len(builder.asked) == 6  # every valid configuration, once, as the problem starts
@@ -322,7 +328,7 @@ class EmptyCacheBuilder(CacheAwareBuilder):
 
 def test_a_cold_cache_is_not_asked_about_each_configuration(tmp_path):
     """With nothing in the compile cache the loop renders no source to ask it (a cold sweep's start)."""
-    (tmp_path / "queue.toml").write_text(SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 6'))
+    (tmp_path / "queue.toml").write_text(searched("surrogate", 6))
     builder = EmptyCacheBuilder()
     result = Sweep(load_sweep(tmp_path / "queue.toml"), QueueBackend(), builder, tmp_path / "o", tmp_path / "w").run()
     assert builder.asked == [] and result.evaluated > 0
@@ -359,13 +365,8 @@ def test_a_problem_ends_on_the_first_compiles_to_finish_not_a_slow_last_one(tmp_
     """The last of a budget's asks compiles slowly: with spare asks the budget's last evaluations are
     the spare variants that compiled, and the slow compile is cancelled, never waited for; without
     them the loop waits for it (it finishes once the device has had the other nine)."""
-    sweep_file = (
-        SWEEP.replace('strategy = "exhaustive"', 'strategy = "random"\ntrials = 10')
-        .replace("BM = [8]", "BM = [1, 2, 4, 8, 16, 32, 64]")
-        .replace("BN = [128]", "BN = [64, 128, 256, 512]")
-        .replace("vec_bytes = [4, 8, 16]", "vec_bytes = [4, 8]")  # every variant compiles
-    )
-    (tmp_path / "queue.toml").write_text(sweep_file)
+    every_compiles = {"BM": "[1, 2, 4, 8, 16, 32, 64]", "BN": "[64, 128, 256, 512]", "vec_bytes": "[4, 8]"}
+    (tmp_path / "queue.toml").write_text(searched("random", 10, **every_compiles))
     finish = threading.Event()
 
     class Finishing(QueueBackend):  # lets the slow compile finish once nine variants reached the device
@@ -435,12 +436,7 @@ def test_the_device_runs_built_variants_while_the_asked_ones_compile(tmp_path, m
             if len(self.submitted) == 3:
                 release.set()
 
-    sweep_file = (
-        SWEEP.replace('strategy = "exhaustive"', 'strategy = "surrogate"\ntrials = 8')
-        .replace("BM = [8]", "BM = [1, 2, 4, 8]")
-        .replace("vec_bytes = [4, 8, 16]", "vec_bytes = [4, 8]")
-    )
-    (tmp_path / "queue.toml").write_text(sweep_file)
+    (tmp_path / "queue.toml").write_text(searched("surrogate", 8, BM="[1, 2, 4, 8]", vec_bytes="[4, 8]"))
     backend = Releasing()
     run = Sweep(
         load_sweep(tmp_path / "queue.toml"), backend, HeldCompilesBuilder(release), tmp_path / "o", tmp_path / "w"
