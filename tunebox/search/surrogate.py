@@ -295,8 +295,8 @@ class SurrogateStrategy:
         self.options = options
         self._index = {canonical_json(c.as_dict()): i for i, c in enumerate(self.configs)}
         self._built = sorted({i for c in built if (i := self._index.get(canonical_json(c.as_dict()))) is not None})
-        self._cost = np.ones(len(self.configs))
-        if self._built:  # a cold cache, a replay: proposals as without costs
+        self._cost = np.ones(len(self.configs))  # none built (a cold cache, a replay): as without costs
+        if self._built:
             self._cost[:] = options.build_cost
             self._cost[self._built] = 1.0
         self._x = features(space, self.configs, options.ratios)
