@@ -20,7 +20,8 @@ class LoopSettings:
     ramp: int = 2
     # evaluations queued on the device: one running, the rest waiting, so the device can stay busy through
     # the loop's own stalls (a batch of asks, a compile not yet done; with 2 the H200 was busy 29% of a
-    # warm throughput_default sweep; 8 is not yet measured there)
+    # warm throughput_default sweep; with 8, and built configurations run while compiles are pending,
+    # 95% once the pipeline is full: results/benchmarks/throughput.json, 2026-12-04)
     device_queue: int = 8
     # with fewer evaluations than this queued and no compile done, the strategy is asked for a
     # configuration it knew built (``Strategy.ask_built``) rather than the device waiting for compiles
