@@ -99,7 +99,7 @@ def test_rule_whole_words() -> None:
 
 def test_rule_slots_per_thread() -> None:
     p = problem("float16", {"src": [4096, 4096], "dst": [4096, 4096]})
-    # 64 rows x 64 vectors over 256 threads: 16 a thread; the 527 staged rows' 9 windows: 19; 32 rows: 11
+    # 64 rows x 64 vectors over 256 threads: 16 a thread; the 527 staged rows' 10 windows: 21; 32 rows: 13
     assert_rule(p, windowed(BM=32, BN=512, threads=256), windowed(BM=64, BN=512, threads=256), "slots per thread")
 
 
@@ -109,15 +109,15 @@ def test_renders_its_kernel_with_the_pitch() -> None:
     source = TC.render(p, cfg)
     assert source.name_expression == "tile_copy_windowed<Cfg>"
     assert source.code.startswith(kernel_source("tile_copy/tile_copy_windowed.cu"))
-    # a window of 64 + 8 elements (144 bytes: 36 words), one word more when padded (37: odd)
-    assert pitch(p, cfg) == 148 and pitch(p, windowed(BM=64, BN=64, threads=256)) == 144
-    # a stage: the 64 + 15 source rows a tile reads, rounded up to 16 bytes (11,692 -> 11,696)
-    for member in ("BM = 64;", "BN = 64;", "THREADS = 256;", "VEC = 8;", "TPB = 1;", "PITCH = 148;", "STAGES = 1;"):
+    # a window of 64 + 16 elements (160 bytes: 40 words), one word more when padded (41: odd)
+    assert pitch(p, cfg) == 164 and pitch(p, windowed(BM=64, BN=64, threads=256)) == 160
+    # a stage: the 64 + 15 source rows a tile reads, rounded up to 16 bytes (12,956 -> 12,960)
+    for member in ("BM = 64;", "BN = 64;", "THREADS = 256;", "VEC = 8;", "TPB = 1;", "PITCH = 164;", "STAGES = 1;"):
         assert f"static constexpr int {member}" in source.code
-    assert "static constexpr int STAGE_BYTES = 11696;" in source.code
-    assert TC.geometry(p, cfg).shared_bytes == 11696
+    assert "static constexpr int STAGE_BYTES = 12960;" in source.code
+    assert TC.geometry(p, cfg).shared_bytes == 12960
     ring = windowed(BM=64, BN=64, threads=256, tiles_per_block=4, stages=3)
-    assert TC.geometry(p, ring).shared_bytes == 3 * (64 + 15) * 144
+    assert TC.geometry(p, ring).shared_bytes == 3 * (64 + 15) * 160
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,19 +148,19 @@ def emulate(p: TileCopyProblem, cfg: Config, src: np.ndarray) -> tuple[np.ndarra
         last = (oy + j_end - 1) * ns + c0
         interior = (
             c0 >= 0 and c0 + rows <= ns and oy + j_first >= 0 and oy + j_end <= ms
-            and last - last % vec + bm + vec <= ms * ns
+            and last - last % SECTOR + bm + SECTOR <= ms * ns
         )  # fmt: skip
         interiors += interior
         stage = np.full((bn + SECTOR - 1, row_elements), 0xBEEF, dtype=flat.dtype)  # rows never read
-        s0 = ((oy + jb) * ns + c0) % vec if interior else 0
-        step = ns % vec if interior else 0
+        s0 = ((oy + jb) * ns + c0) % SECTOR if interior else 0
+        step = ns % SECTOR if interior else 0
         for q in range(bn + SECTOR - 1):
             if interior:
                 if not 0 <= jb + q < nd:
                     continue
-                start = (oy + jb + q) * ns + c0 - (s0 + q * step) % vec
-                assert start % vec == 0 and start >= 0 and start + (bm // vec + 1) * vec <= ms * ns, (tile, q)
-                stage[q, : bm + vec] = flat[start : start + bm + vec]
+                start = (oy + jb + q) * ns + c0 - (s0 + q * step) % SECTOR
+                assert start % SECTOR == 0 and start >= 0 and start + bm + SECTOR <= ms * ns, (tile, q)
+                stage[q, : bm + SECTOR] = flat[start : start + bm + SECTOR]
             else:
                 for c in range(bm):
                     r, col = oy + jb + q, c0 + c
@@ -175,7 +175,7 @@ def emulate(p: TileCopyProblem, cfg: Config, src: np.ndarray) -> tuple[np.ndarra
             assert ((i0 + i) * nd + j) % vec == 0
             for e in range(vec):
                 q = SECTOR - 1 - lead + k * vec + e
-                s = (s0 + q * step) % vec
+                s = (s0 + q * step) % SECTOR
                 assert 0 <= q < bn + SECTOR - 1 and 0 <= i + s < row_elements, (tile, i, k, e)
                 if 0 <= j + e < nd:
                     at = (i0 + i) * nd + j + e

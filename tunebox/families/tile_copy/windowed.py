@@ -5,7 +5,7 @@ Destination tiles are sector-aligned: along each destination row a tile starts u
 columns before its nominal column, where the row's flat offset is a multiple of 32 bytes, so each
 sector of dst is written whole by one block (on odd rows a sector written in two parts by two blocks
 costs the memory a read). Each source row the tile needs is staged as it lies in memory, its aligned
-window of ``BM + VEC`` elements in aligned vectors; each destination vector then reads its elements
+sector-aligned window of ``BM + SECTOR`` elements in aligned vectors; each destination vector then reads its elements
 from the stage, one 2-byte shared load each at the row's own offset into its window, and is stored in
 one aligned access. Where ``paired`` shifts every misaligned vector into place in registers (dozens of
 instructions an element on odd rows), this reads each element where it lies. Tiles that read padding
@@ -50,10 +50,9 @@ class WindowedConfig(TileConfig):
 
 
 def pitch_bytes(problem: TileCopyProblem, config: WindowedConfig) -> int:
-    """Bytes per staged row: the window of BM + VEC elements (a whole number of vectors), one word
-    more when padded."""
-    vec = vector_elements(problem, config)
-    return ELEMENT * (config.BM + vec) + (WORD if config.staging == "padded" else 0)
+    """Bytes per staged row: the sector-aligned window of BM + SECTOR elements (whole sectors), one
+    word more when padded."""
+    return ELEMENT * (config.BM + SECTOR) + (WORD if config.staging == "padded" else 0)
 
 
 def stage_bytes(problem: TileCopyProblem, config: WindowedConfig) -> int:
@@ -111,7 +110,7 @@ class WindowedTemplate(TileTemplate[WindowedConfig]):
         )
         vec = vector_elements(problem, config)
         rows = config.BN + SECTOR - 1  # the source rows a tile stages
-        loads = -(-rows * (config.BM // vec + 1) // config.threads)
+        loads = -(-rows * ((config.BM + SECTOR) // vec) // config.threads)
         stores = -(-config.BM * config.BN // vec // config.threads)
         elements = -(-rows * config.BM // config.threads)
         pipeline_rule(rules, config.stages, config.tiles_per_block)
