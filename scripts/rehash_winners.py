@@ -215,6 +215,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "winner uses); its rule: the same identity check ran on this tree",
     "9d7fa54": "ConsumerConversion takes STAGE and A_BYTES as template arguments: instructions identical (gemm 24, "
     "quant_gemm 32 sampled variants, and 10 consumers-mode wgmma variants of diagnostics/wgmma_s28b/c)",
+    "c1b8ca2": "tile_copy: template windowed only (its kernel and module: sector-aligned windows); its four stored "
+    "winners were dropped after the carry and re-recorded (spaces/tile_copy_windowed.toml)",
 }
 
 
