@@ -61,14 +61,16 @@ class RaceBudget:
     admitted runners will still take (``reserve``, estimated). ``race`` reserves the library call's
     timing first, as it is timed whatever. The first kernel that verifies is admitted whatever the
     budget, so that a race keeps a kernel where one verifies; after it, a candidate starts only while
-    some budget is left (``starts``) and is timed only if its timing fits what is left after its check
-    (``admit``)."""
+    what is left covers the costliest candidate so far, its compile, check and timing (``starts``; a
+    start on any budget left let the last check pass a 0.5 s budget by 53 ms on the H200: results/README.md,
+    thirtieth session), and is timed only if its timing fits what is left after its check (``admit``)."""
 
     seconds: float
     started: float
     clock: Callable[[], float] = time.perf_counter
     reserved: float = 0.0
     kernels: int = 0  # kernels admitted to the timing
+    costliest: float = 0.0  # s: the most a candidate's compile, check and timing took so far (``spent``)
 
     def left(self) -> float:
         return self.seconds - (self.clock() - self.started) - self.reserved
@@ -78,7 +80,11 @@ class RaceBudget:
 
     def starts(self) -> bool:
         """Whether the next candidate is compiled and checked."""
-        return not self.kernels or self.left() > 0
+        return not self.kernels or self.left() > self.costliest
+
+    def spent(self, seconds: float) -> None:
+        """A candidate's compile and check took ``seconds`` (plus its timing's estimate, if it verified)."""
+        self.costliest = max(self.costliest, seconds)
 
     def admit(self, timing_s: float) -> bool:
         """Whether a verified kernel whose timing takes ``timing_s`` is timed (then reserved)."""
@@ -181,6 +187,7 @@ def race(
             if not budget.starts():
                 entrants.append(Entrant(label, config.as_dict(), past))
                 continue
+            begun = time.perf_counter()
             for t in scratch.values():
                 _poison(torch, t)
             try:
@@ -188,12 +195,16 @@ def race(
                 run = steps_launcher(core_stream, [(k, g, pack(a, pointers)) for k, g, a in launches])
                 first_s = _wall(torch, run)
             except Exception as exc:  # a candidate that cannot run is left out, with the reason
+                budget.spent(time.perf_counter() - begun)
                 entrants.append(Entrant(label, config.as_dict(), f"failed: {type(exc).__name__}: {exc}"))
                 continue
             checked = verdict()
             if checked == "ok":
                 timing = timing_seconds(_warm_wall(torch, run, first_s), sample_s, samples)
+                budget.spent(time.perf_counter() - begun + timing)
                 checked = "ok" if budget.admit(timing) else f"{past} (checked, not timed)"
+            else:
+                budget.spent(time.perf_counter() - begun)
             entrants.append(Entrant(label, config.as_dict(), checked))
             runs[label] = run
         # the library call is timed whatever its verdict: it is what the caller would run otherwise

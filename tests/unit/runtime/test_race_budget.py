@@ -21,7 +21,9 @@ def test_reserved_timing_and_passed_time_share_the_budget():
     clock.now += 0.2  # the reference and a first candidate's compile and check
     assert budget.admit(0.15) and abs(budget.left() - 0.05) < 1e-9
     assert budget.starts() and not budget.admit(0.06) and budget.admit(0.04)
-    clock.now += 0.02
+    clock.now += 0.005
+    assert budget.starts()  # 5 ms left, no candidate's cost known
+    budget.spent(0.03)  # the next one's compile and check
     assert not budget.starts() and budget.kernels == 2
 
 
@@ -39,18 +41,35 @@ def test_the_first_kernel_that_verifies_is_timed_whatever_the_budget():
 
 def test_a_race_admits_candidates_until_the_budget_is_spoken_for():
     """The loop ``race`` runs: each candidate costs its compile and check, then its timing is reserved
-    if it fits; the race's total (passed plus reserved) never passes the budget by more than the last
-    candidate's check."""
+    if it fits; a candidate starts only while what is left covers the costliest one so far, so candidates
+    of like cost never take the race's total (passed plus reserved) past the budget."""
+    for check_s in (0.03, 0.053, 0.11):
+        clock = Clock(100.0)
+        budget = RaceBudget(0.5, clock(), clock)
+        budget.reserve(timing_seconds(0.001, 0.0001, 5))
+        timing = timing_seconds(0.004, 0.0001, 5)
+        for _ in range(100):
+            if not budget.starts():
+                break
+            clock.now += check_s  # compile (a warm cache) and check
+            budget.spent(check_s + timing)
+            budget.admit(timing)
+        total = (clock.now - budget.started) + budget.reserved
+        assert 3 <= budget.kernels < 100 and total <= 0.5, (check_s, total)
+
+
+def test_a_costlier_candidate_than_any_before_passes_the_budget_by_its_excess_only():
+    """What a candidate will cost is known only from those before it: one twice as costly as the rest,
+    started with just enough left for them, passes the budget by the difference."""
     clock = Clock(100.0)
     budget = RaceBudget(0.5, clock(), clock)
-    budget.reserve(timing_seconds(0.001, 0.0001, 5))
-    for _ in range(100):
-        if not budget.starts():
-            break
-        clock.now += 0.03  # compile (a warm cache) and check
-        budget.admit(timing_seconds(0.004, 0.0001, 5))
-    total = (clock.now - budget.started) + budget.reserved
-    assert 5 <= budget.kernels < 100 and total <= 0.5 + 0.03
+    budget.admit(0.0)  # a first kernel
+    budget.spent(0.05)
+    clock.now += 0.44  # 0.06 left
+    assert budget.starts()
+    clock.now += 0.1
+    budget.spent(0.1)
+    assert not budget.starts() and clock.now - budget.started <= 0.5 + (0.1 - 0.05) + 1e-9
 
 
 def test_the_library_is_timed_again_after_the_kernels_and_keeps_its_steadier_block():
