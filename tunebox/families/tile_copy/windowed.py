@@ -4,10 +4,11 @@
 Destination tiles are sector-aligned: along each destination row a tile starts up to ``SECTOR - 1``
 columns before its nominal column, where the row's flat offset is a multiple of 32 bytes, so each
 sector of dst is written whole by one block (on odd rows a sector written in two parts by two blocks
-costs the memory a read). Each source row the tile needs is staged as it lies in memory, its aligned
-sector-aligned window of ``BM + SECTOR`` elements in aligned vectors; each destination vector then reads its elements
-from the stage, one 2-byte shared load each at the row's own offset into its window, and is stored in
-one aligned access. Where ``paired`` shifts every misaligned vector into place in registers (dozens of
+costs the memory a read). Each source row the tile needs is staged as it lies in memory, its
+sector-aligned window of ``BM + SECTOR`` elements in aligned vectors (windows starting mid-sector cost
+L2 1.4 times the read sectors: results/README.md, thirtieth session); each destination vector then reads its elements from the stage,
+one 2-byte shared load each at the row's own offset into its window, and is stored in one aligned
+access. Where ``paired`` shifts every misaligned vector into place in registers (dozens of
 instructions an element on odd rows), this reads each element where it lies. Tiles that read padding
 stage element by element; no bounds mode. ``staging``: the staged row's pitch, ``plain`` (the window)
 or ``padded`` (one word more: an odd number of words, so a warp's two vectors of a destination row
