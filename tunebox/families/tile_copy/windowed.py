@@ -5,16 +5,16 @@ Destination tiles are sector-aligned: along each destination row a tile starts u
 columns before its nominal column, where the row's flat offset is a multiple of 32 bytes, so each
 sector of dst is written whole by one block (on odd rows a sector written in two parts by two blocks
 costs the memory a read). Each source row the tile needs is staged as it lies in memory, its
-sector-aligned window of ``BM + SECTOR`` elements in aligned vectors (windows starting mid-sector cost
-L2 1.4 times the read sectors: results/README.md, thirtieth session); each destination vector then reads its elements from the stage,
-one 2-byte shared load each at the row's own offset into its window, and is stored in one aligned
-access. Where ``paired`` shifts every misaligned vector into place in registers (dozens of
-instructions an element on odd rows), this reads each element where it lies. Tiles that read padding
-stage element by element; no bounds mode. ``staging``: the staged row's pitch, ``plain`` (the window)
-or ``padded`` (one word more: an odd number of words, so a warp's two vectors of a destination row
-read other banks). ``stages``: a block's tiles go through a ring of that many stages, the windows of
-the next ``stages - 1`` tiles in flight by cp.async while one is stored (plain pitch: cp.async moves
-aligned 16-byte vectors)."""
+sector-aligned window of ``BM + SECTOR`` elements in aligned vectors (windows starting mid-sector
+cost L2 1.4 times the read sectors: results/README.md, thirtieth session); each destination vector
+then reads its elements from the stage, one 2-byte shared load each at the row's own offset into its
+window, and is stored in one aligned access. Where ``paired`` shifts every misaligned vector into
+place in registers (dozens of instructions an element on odd rows), this reads each element where it
+lies. Tiles that read padding stage element by element; no bounds mode. ``staging``: the staged
+row's pitch, ``plain`` (the window) or ``padded`` (one word more: an odd number of words, so a
+warp's two vectors of a destination row read other banks). ``stages``: a block's tiles go through a
+ring of that many stages, the windows of the next ``stages - 1`` tiles in flight by cp.async while
+one is stored (plain pitch: cp.async moves aligned 16-byte vectors)."""
 
 from __future__ import annotations
 
