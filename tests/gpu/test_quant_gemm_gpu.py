@@ -24,6 +24,7 @@ TOKENS = [1, 3, 16, 64, 256]
 SHAPES = [(4099, 4111), (33, 300), (7, 100)]  # (N, K): odd N; K % 32, K % 128 != 0; K below one span
 STREAM_SHAPES = [(4099, 2560), (33, 512), (7, 1024)]  # odd N, fewer rows than a warp's; K of 1 to 5 chunks
 WGMMA_SHAPES = [(4099, 4128), (33, 320), (7, 96)]  # odd N; K % 64 = 32 (a half K step past K); one step and a half
+SPLIT_SHAPES = [(4104, 4128), (40, 320), (8, 160)]  # split-K's TMA epilogue: N % 8 = 0; K % 64 = 32; 3 steps
 STRUCTURAL_SHAPES = {"decode": (4099, 4111), "tiled": (4099, 4111), "stream": (4099, 2560), "wgmma": (4104, 4128)}
 STRUCTURAL_KEYS = {
     "decode": ("splits", "warps_k", "unroll", "rows", "tokens", "second_factor"),
@@ -31,7 +32,7 @@ STRUCTURAL_KEYS = {
     "stream": ("rows", "warps", "warps_k", "tokens", "chunk", "stages", "blocks_per_sm", "second_factor"),
     "wgmma": (
         "BM", "BN", "stages", "schedule", "raster", "group", "epilogue", "producer_registers", "consumer_registers",
-        "scales_ahead", "operands", "converters",
+        "scales_ahead", "operands", "converters", "splits",
     ),
 }  # fmt: skip
 # wgmma's tiles of 128 and 256 tokens take M past 64
@@ -43,18 +44,25 @@ def problem(**fields):
     return QG.parse_problem(fields)
 
 
-def spread(p, template: str, keys: tuple[str, ...] = (), only: dict | None = None):
+def spread(p, template: str, keys: tuple[str, ...] = (), only: dict | None = None, draws: int = 5_000):
     """The template's default (where it has one, and ``only`` is not given), one seeded valid variant,
-    and variants covering each value of ``keys`` once; ``only`` restricts the space (values per field)."""
-    space = QG.space.restrict({"template": [template], **(only or {})})
-    configs = [c for c in space if not QG.violations(p, c)]
-    random.Random(p.key() + template).shuffle(configs)
-    chosen = {("any", 0): configs[0]}
-    for key in keys:
-        chosen.update({(key, c[key]): c for c in configs if (key, c[key]) not in chosen})
+    and variants covering each value of ``keys`` once (where one is valid); ``only`` restricts the space
+    (values per field). Variants are drawn at random from the (restricted) space: wgmma's holds millions."""
+    space = QG.space.restrict({"template": [template], **(only or {})}).template(template)
+    rng = random.Random(p.key() + template)
+
+    def draw(fixed: dict):
+        for _ in range(draws):
+            values = {q.name: fixed.get(q.name, rng.choice(q.choices)) for q in space.params}
+            config = QG.space.validate({"template": template, **values})
+            if not QG.violations(p, config):
+                return config
+        return None
+
+    chosen = [draw({})] + [draw({key: value}) for key in keys for value in space[key].choices]
     default = QG.templates[template].default(p) if only is None else None
     first = [QG.template_config(template, default)] if default is not None else []
-    return list({c.items: c for c in first + list(chosen.values())}.values())
+    return list({c.items: c for c in first + [c for c in chosen if c is not None]}.values())
 
 
 @pytest.mark.parametrize(
@@ -97,6 +105,21 @@ def test_wgmma_consumers_decode_on_odd_shapes(runner, builder, m, fmt, shape):
     for config in spread(p, "wgmma", ("BN", "operands"), only={"converters": ["consumers"]}):
         outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
         assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
+
+
+@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=str)
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+@pytest.mark.parametrize("m", [3, 100, 256])
+def test_wgmma_split_k_on_odd_shapes(runner, builder, m, fmt, shape):
+    """splits > 1 (each tile's K steps over several units, summed through workspace by the last to
+    arrive): each split count and both converters, edge scales, evaluated twice (the arrival counters
+    must be left zero for the next launch)."""
+    n, k = shape
+    p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
+    for config in spread(p, "wgmma", ("splits", "converters"), only={"splits": [2, 4, 8]}):
+        for _ in range(2):
+            outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
+            assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
 
 
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])

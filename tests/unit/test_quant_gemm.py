@@ -67,6 +67,8 @@ def test_buffers_work_and_distance() -> None:
         "scales": ((5, 3), "uint8", "input"),
         "tensor_scale": ((1,), "float32", "input"),
         "d": ((3, 5), "bfloat16", "output"),
+        "partials": ((8, 3, 5), "float32", "workspace"),  # template wgmma's split-K
+        "counters": ((8,), "uint8", "workspace"),
     }
     assert "tensor_scale" not in {b.name for b in F.buffers(problem(M=3, N=5, K=37))}
     work = F.work(nv)
@@ -78,7 +80,8 @@ def test_buffers_work_and_distance() -> None:
 
 
 def arrays(p) -> dict[str, SimpleNamespace]:
-    return {b.name: SimpleNamespace(shape=b.shape, dtype=b.dtype) for b in F.buffers(p)}
+    """The caller's arrays of ``p`` (workspace is tunebox's own)."""
+    return {b.name: SimpleNamespace(shape=b.shape, dtype=b.dtype) for b in F.buffers(p) if b.role != "workspace"}
 
 
 def test_caller_arrays_describe_the_problem() -> None:
@@ -185,6 +188,7 @@ wgmma = maker(
     consumer_registers=208,
     scales_ahead=4,
     converters="producer",
+    splits=1,
 )
 
 
@@ -250,6 +254,9 @@ SMALL = problem(M=1, N=4096, K=4096)
             wgmma(producer_registers=40, consumer_registers=232),
             "decoder warps need 56",
         ),
+        (BIG, wgmma(splits=4), wgmma(splits=4, epilogue="direct"), "split-K takes epilogue 'tma'"),
+        (problem(M=256, N=4096, K=128), wgmma(splits=2), wgmma(splits=4), "as many K steps"),
+        (problem(M=256, N=16384, K=4096), wgmma(splits=2), wgmma(splits=4), "exceed the workspace"),
         (BIG, tiled(BM=128, BN=128, BK=256, stages=2), tiled(BM=128, BN=128, BK=256, stages=4), "shared memory"),
         (
             problem(M=2**22, N=8, K=64),
@@ -307,8 +314,22 @@ def cases() -> list:
             default = template.default(p)
             if default is not None:
                 found.append((p, F.template_config(name, default)))
-            valid = [c for c in F.space.restrict({"template": [name]}) if not F.violations(p, c)]
-            found += [(p, c) for c in random.Random(f"{p.key()}{name}").sample(valid, min(3, len(valid)))]
+            found += [(p, c) for c in sampled_valid(p, name, 3)]
+    return found
+
+
+def sampled_valid(p, template: str, count: int, draws: int = 20_000) -> list:
+    """Up to ``count`` distinct valid configurations of ``template`` for ``p``, drawn uniformly from
+    its space (seeded by the problem and template; the spaces hold millions, too many to filter)."""
+    rng = random.Random(f"{p.key()}{template}")
+    params = F.space.template(template).params
+    found: list = []
+    for _ in range(draws):
+        c = F.space.validate({"template": template, **{q.name: rng.choice(q.choices) for q in params}})
+        if c not in found and not F.violations(p, c):
+            found.append(c)
+            if len(found) == count:
+                break
     return found
 
 
@@ -337,6 +358,21 @@ def test_the_second_factor_forms_are_two_binaries_for_mxfp4_only(template) -> No
         assert len(sources) == (2 if distinct else 1), fmt
 
 
+def test_wgmma_split_k_takes_units_and_workspace() -> None:
+    """splits > 1: the grid covers tiles x splits units (one block an SM at most), the kernel takes the
+    workspace's partials and counters, and the problem's workspace holds as many slots as fit."""
+    p = problem(M=256, N=4096, K=4096)
+    one, four = wgmma(BM=256), wgmma(BM=256, splits=4)
+    assert F.geometry(p, one).grid == (32, 1, 1) and F.geometry(p, four).grid == (128, 1, 1)
+    assert F.geometry(p, wgmma(BM=256, splits=8)).grid == (132, 1, 1)
+    names = [a.name for a in F.args(p, four)]
+    assert names[names.index("d") + 1 : names.index("d") + 3] == ["partials", "counters"]
+    assert "partials" not in [a.name for a in F.args(p, one)]
+    assert "static constexpr int SPLITS = 4;" in F.render(p, four).code
+    slots = {b.name: b.shape for b in F.buffers(problem(M=256, N=14336, K=4096))}
+    assert slots["partials"] == (2, 256, 14336)
+
+
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
 def test_wgmma_consumers_decode_without_spilling(tmp_path, fmt) -> None:
     """converters = consumers: both consumer warpgroups decode beside their accumulators (128 a thread at
@@ -348,6 +384,8 @@ def test_wgmma_consumers_decode_without_spilling(tmp_path, fmt) -> None:
         wgmma(**consumers),
         wgmma(**consumers, BM=256, stages=3, epilogue="direct"),
         wgmma(**consumers, BN=256, stages=3, epilogue="direct"),
+        # split-K at BM = 128 (at 256 its epilogue spills 16-32 bytes: the slots' sums, after the main loop)
+        wgmma(**consumers, stages=4, splits=2),
     ]
     builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
     try:

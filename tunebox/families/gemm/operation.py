@@ -17,14 +17,12 @@ from ..base import Baseline, BufferSpec, Problem, Tolerance, Work
 from ..contract import Operation
 from ..indexed import MAX_ELEMENTS, positive, reject_unknown
 from .products import product_tolerance, shape_distance
+from .split_k import split_buffers, split_slots
 
 OUT_DTYPES = ("bfloat16", "float32")
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)  # alpha is applied in float32
-MAX_SPLITS = 8  # split-K's most work units per tile (template persistent)
-SPLIT_WORKSPACE_BYTES = 32 * 2**20  # split-K's float32 partial sums of D take at most this
-COUNTER_TILE = 64  # the smallest tile side: split-K's arrival counters cover the most tiles there is
 
 
 @dataclass(frozen=True)
@@ -67,9 +65,9 @@ class GemmProblem(Problem):
 
     def split_slots(self) -> int:
         """How many float32 partial sums of D (M x N each) split-K's workspace holds: the most K splits
-        a tile may take (at most MAX_SPLITS; 0 for unaligned rows, which the persistent template
+        a tile may take (split_k.split_slots; 0 for unaligned rows, which the persistent template
         cannot read)."""
-        return 0 if self.unaligned() else min(MAX_SPLITS, SPLIT_WORKSPACE_BYTES // (4 * self.M * self.N))
+        return 0 if self.unaligned() else split_slots(self.M, self.N)
 
 
 def round8(n: int) -> int:
@@ -142,19 +140,12 @@ class GemmOperation(Operation[GemmProblem]):
             BufferSpec(f"{name}_padded", (rows, round8(cols)), "bfloat16", "workspace")
             for name, rows, cols, _ in p.unaligned()
         )
-        slots = p.split_slots()
-        tiles = math.ceil(p.M / COUNTER_TILE) * math.ceil(p.N / COUNTER_TILE)
-        split_k = (
-            BufferSpec("partials", (slots, p.M, p.N), "float32", "workspace"),
-            # a 32-bit counter per tile half (its bytes: workspace types are element types or bytes)
-            BufferSpec("counters", (2 * tiles * 4,), "uint8", "workspace", zeroed=True),
-        )
         return (
             BufferSpec("A", (p.M, p.lda), "bfloat16", "input"),
             BufferSpec("B", (p.K, p.ldb), "bfloat16", "input"),
             BufferSpec("D", (p.M, p.ldd), p.out_dtype, "output"),
             *padded,
-            *(split_k if slots > 1 else ()),
+            *split_buffers(p.M, p.N, p.split_slots()),
         )
 
     def make_inputs(self, problem: GemmProblem, rng: np.random.Generator) -> dict[str, np.ndarray]:

@@ -25,7 +25,8 @@ from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .common import MAX_ACCUMULATORS, TMA_RULES, common_rules, output_ctype, output_members, tma_rules
-from .operation import SPLIT_WORKSPACE_BYTES, GemmProblem
+from .operation import GemmProblem
+from .split_k import SPLIT_RULES, split_args, split_rules
 from .tma_wgmma import WG_BK
 
 THREADS = 384  # a producer and two consumer warpgroups
@@ -120,9 +121,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         *WARPGROUP_RULES,
         "rows_aligned",
         "tma_epilogue_chunks",
-        "splits_within_k_steps",
-        "splits_within_workspace",
-        "split_tma_epilogue",
+        *SPLIT_RULES,
         *TMA_RULES,
         "shared_memory_fits",
     )
@@ -177,26 +176,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
                 f"epilogue 'tma' needs D's rows and N in whole 16-byte chunks (ldd={p.ldd}, N={p.N}; a TMA "
                 "store writes whole chunks past N, over D's padding): use epilogue 'direct'",
             )
-        if c.splits > 1:
-            rules.require(
-                "split_tma_epilogue",
-                c.epilogue == "tma",
-                "split-K takes epilogue 'tma' (beside the direct one, its sums spilled registers): use splits = 1",
-            )
-            steps = math.ceil(p.K / WG_BK)
-            rules.require(
-                "splits_within_k_steps",
-                c.splits <= steps,
-                f"{c.splits} K splits need as many K steps of {WG_BK} (K={p.K} has {steps})",
-            )
-            rules.require(
-                "splits_within_workspace",
-                c.splits <= p.split_slots(),
-                lambda: (
-                    f"split-K's partial sums: {c.splits} x M x N floats exceed the workspace's "
-                    f"{p.split_slots()} slots ({SPLIT_WORKSPACE_BYTES >> 20} MiB; rows 16-byte aligned): fewer splits"
-                ),
-            )
+        split_rules(rules, c.splits, c.epilogue == "tma", math.ceil(p.K / WG_BK), p.split_slots())
         self.cluster_rules(rules, p, c)
         tma_rules(rules, p, lambda: self.tensor_maps(p, c))
         common_rules(rules, p, c.BM, c.BN, "true", self.shared_bytes(c))
@@ -247,11 +227,10 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         """The members of ``Cfg::Args``: a_map, b_map, d_map (epilogue 'tma'), D, partials and counters
         (split-K), M, N, K, ldd, alpha."""
         p = problem
-        split_k = (BufferArg("partials", "float"), BufferArg("counters", "unsigned int")) if config.splits > 1 else ()
         return (
             *self.tensor_maps(p, config),
             BufferArg("D", output_ctype(p)),
-            *split_k,
+            *split_args(config.splits),
             *(ScalarArg("i64", getattr(p, name), name) for name in ("M", "N", "K", "ldd")),
             ScalarArg("f32", p.alpha, "alpha"),
         )

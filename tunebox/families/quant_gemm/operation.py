@@ -19,6 +19,7 @@ from ...errors import InvalidProblem
 from ..base import Baseline, BufferSpec, Tolerance, Work
 from ..contract import Operation
 from ..gemm.products import product_tolerance, shape_distance
+from ..gemm.split_k import split_buffers, split_slots
 from ..indexed import matrix_shape
 from ..quant import reference as quant_reference
 from .baselines import torch_baselines
@@ -56,7 +57,7 @@ class QuantGemmOperation(Operation[QuantGemmProblem]):
 
     def buffers(self, problem: QuantGemmProblem) -> tuple[BufferSpec, ...]:
         """Inputs a (M, K) bfloat16, values (N, kb) and scales (N, nb) bytes, NVFP4's tensor_scale (1,)
-        float32; output d (M, N) bfloat16."""
+        float32; output d (M, N) bfloat16; the workspace of template wgmma's split-K."""
         p = problem
         specs = [
             BufferSpec("a", (p.M, p.K), "bfloat16", "input"),
@@ -65,7 +66,11 @@ class QuantGemmOperation(Operation[QuantGemmProblem]):
         ]
         if p.nvfp4:
             specs.append(BufferSpec("tensor_scale", (1,), "float32", "input"))
-        return (*specs, BufferSpec("d", (p.M, p.N), "bfloat16", "output"))
+        return (
+            *specs,
+            BufferSpec("d", (p.M, p.N), "bfloat16", "output"),
+            *split_buffers(p.M, p.N, split_slots(p.M, p.N)),
+        )
 
     def make_inputs(self, problem: QuantGemmProblem, rng: np.random.Generator) -> dict[str, np.ndarray]:
         return make_inputs(problem, rng)
@@ -112,7 +117,7 @@ class QuantGemmOperation(Operation[QuantGemmProblem]):
         n = matrix_shape(NAME, "values", arrays["values"])[0]
         p = self.parse({"M": m, "N": n, "K": k, **options})
         for spec in self.buffers(p):
-            if tuple(arrays[spec.name].shape) != spec.shape:
+            if spec.role != "workspace" and tuple(arrays[spec.name].shape) != spec.shape:
                 raise InvalidProblem(
                     f"{NAME}: array {spec.name} has shape {list(arrays[spec.name].shape)}; a of shape "
                     f"{[m, k]} and {n} rows of values need {list(spec.shape)}"

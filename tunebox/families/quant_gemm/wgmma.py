@@ -4,8 +4,8 @@ codes loaded by TMA beside A's boxes (``stages`` ring buffers) and decoded into 
 operand in shared memory (``operands`` buffers), K step by K step, by three producer warps or by both
 consumer warpgroups (``converters``), their scale codes read ``scales_ahead`` steps ahead and the codes
 prefetched into L2 in runs of 512 bytes. K must be a multiple of 32 (rows of codes 16-byte aligned for
-TMA); no split-K, so the tiles alone fill the SMs. Three producer decoders bound it
-(results/diagnostics/wgmma_step_model.json)."""
+TMA). With ``splits`` > 1 each tile's K steps are cut over that many work units (split-K, gemm's
+split_k.py), for shapes with fewer tiles than SMs."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarA
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..gemm.common import TMA_RULES, tma_rules
 from ..gemm.persistent import EPI_BUFFER_BYTES, EPI_BUFFERS, THREADS, WARPGROUP_RULES, warpgroup_rules
+from ..gemm.split_k import SPLIT_RULES, split_args, split_rules, split_slots
 from ..gemm.tma_wgmma import WG_BK
 from .common import power_ceiling
 from .problem import QuantGemmProblem
@@ -50,6 +51,7 @@ class WgmmaConfig(TemplateConfig):
         "consumers",
         doc="who decodes: three producer warps, or both consumer warpgroups while their wgmmas of two steps run",
     )
+    splits: int = choice(1, 2, 4, 8, doc="work units per tile along K (split-K), summed through workspace in order")
 
 
 def shared_bytes(config: WgmmaConfig) -> int:
@@ -80,6 +82,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
         "consumers_convert",
         "decoder_registers",
         "tma_epilogue_chunks",
+        *SPLIT_RULES,
         *TMA_RULES,
         "shared_memory_fits",
     )
@@ -106,6 +109,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
             consumer_registers=208,
             scales_ahead=4,
             converters="producer",
+            splits=1,
         )
 
     def violations(self, problem: QuantGemmProblem, config: WgmmaConfig) -> list[str]:
@@ -145,6 +149,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
                 f"epilogue 'tma' writes whole 16-byte chunks of D's rows: N must be a multiple of 8 (N={p.N}); "
                 "use epilogue 'direct'",
             )
+        split_rules(rules, c.splits, c.epilogue == "tma", math.ceil(p.K / WG_BK), split_slots(p.M, p.N))
         tma_rules(rules, p, lambda: self.tensor_maps(p, c))
         shared_memory_fits(rules, shared_bytes(c), ": fewer stages or a smaller tile")
         return rules.broken
@@ -165,7 +170,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
                 "RASTER_M": c.raster == "m",
                 "GROUP": c.group,
                 "TMA_EPILOGUE": c.epilogue == "tma",
-                "SPLITS": 1,
+                "SPLITS": c.splits,
                 "CLUSTER_M": 1,
                 "CLUSTER_N": 1,
                 "PRODUCER_REGISTERS": c.producer_registers,
@@ -179,14 +184,14 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
         )
 
     def geometry(self, problem: QuantGemmProblem, config: WgmmaConfig) -> LaunchGeometry:
-        """One block per SM at most."""
-        blocks = min(tiles(problem, config), SM_COUNT)
+        """One block per SM at most: a work unit is a tile and one of its K splits."""
+        blocks = min(tiles(problem, config) * config.splits, SM_COUNT)
         return LaunchGeometry((blocks, 1, 1), (THREADS, 1, 1), shared_bytes(config))
 
     def args(self, problem: QuantGemmProblem, config: WgmmaConfig) -> tuple[Arg, ...]:
         """The members of ``Cfg::Args``: a_map, codes_map, d_map (epilogue 'tma'), values (the codes, for
-        their L2 prefetches), scales, tensor_scale (nvfp4), d, then M, N, K, nb (scale codes of a row of
-        W) and kb (bytes of a row of codes)."""
+        their L2 prefetches), scales, tensor_scale (nvfp4), d, partials and counters (split-K), then M, N,
+        K, nb (scale codes of a row of W) and kb (bytes of a row of codes)."""
         p = problem
         nv = (BufferArg("tensor_scale", "const float"),) if p.nvfp4 else ()
         sizes = (("M", p.M), ("N", p.N), ("K", p.K), ("nb", p.blocks_per_row), ("kb", p.row_bytes))
@@ -196,6 +201,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
             BufferArg("scales", "const unsigned char"),
             *nv,
             BufferArg("d", "unsigned short"),
+            *split_args(config.splits),
             *(ScalarArg("i64", v, name) for name, v in sizes),
         )
 
