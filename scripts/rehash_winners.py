@@ -215,6 +215,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "winner uses); its rule: the same identity check ran on this tree",
     "9d7fa54": "ConsumerConversion takes STAGE and A_BYTES as template arguments: instructions identical (gemm 24, "
     "quant_gemm 32 sampled variants, and 10 consumers-mode wgmma variants of diagnostics/wgmma_s28b/c)",
+    "1e25046": "gemm: split-K's rules, slots and workspace moved to gemm/split_k.py (the same outcomes; one "
+    "message reworded); quant_gemm: wgmma gains splits and the workspace it reads: every stored gemm and quant_gemm "
+    "winner (splits = 1 added by migrate_recording.py) renders the same source, geometry and arguments (49 of 49)",
     "c1b8ca2": "tile_copy: template windowed only (its kernel and module: sector-aligned windows); its four stored "
     "winners were dropped after the carry and re-recorded (spaces/tile_copy_windowed.toml)",
 }
