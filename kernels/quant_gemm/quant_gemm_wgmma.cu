@@ -1,20 +1,20 @@
 // Family quant_gemm, template wgmma (sm_90a): D = A @ Wdq^T as in quant_gemm.cu (A M x K and D M x N
-// bfloat16 bits, W's codes, scales and NVFP4's tensor scale as the quant family stores an N x K
-// matrix), by the persistent, warp-specialized kernel of tunebox/persistent_gemm.cuh with tensor cores
-// on bfloat16 operands. B is W's decoded rows (Fp4Weights): per K step of 64 the producer's first
-// thread loads BN rows x 32 bytes of codes by TMA (zero-filled past N and K) into the ring beside A's
-// box, and they are decoded in registers (fp4.cuh, exact) into one of Cfg::OPERANDS buffers of the
-// wgmma's B operand, BN rows of 64 bfloat16 (K-major, the 128-byte swizzle: 16-byte chunk c of row n
-// at chunk c ^ (n % 8)), by warps 1-3 of the producer warpgroup (96 threads), or with
-// Cfg::CONSUMERS_CONVERT by the two consumer warpgroups (256 threads) while their wgmma of the step
-// before runs. A decoder thread takes half rows (32 elements, 16 bytes of codes: one e8m0 or two e4m3
-// scales), half row q = thread + THREADS i of the step, and reads their scale codes from global memory
-// Cfg::SCALES_AHEAD K steps ahead. The loader also
-// prefetches the tile's rows of codes into L2 in runs of 512 bytes, so that DRAM serves whole runs of a
-// row rather than a step's 32 bytes. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a
-// half row lies inside K or wholly past it (the last step when K % 64 = 32), where its codes are TMA's
-// zeros and its scale codes 0: zeros. D is alpha * sums (alpha 1, or NVFP4's 2^7 times the tensor
-// scale: fp4.cuh's factors carry 2^119 for 2^126), rounded to bfloat16, NaN as 0x7FC0.
+// bfloat16 bits, W's codes, scales and NVFP4's tensor scale as the quant family stores an N x K matrix), by
+// the persistent, warp-specialized kernel of tunebox/persistent_gemm.cuh with tensor cores on bfloat16
+// operands. B is W's decoded rows (Fp4Weights): per K step of 64 the producer's first thread loads BN rows
+// x 32 bytes of codes by TMA (zero-filled past N and K) into the ring beside A's box, and they are decoded
+// in registers (fp4.cuh, exact) into one of Cfg::OPERANDS buffers of the wgmma's B operand, BN rows of 64
+// bfloat16 (K-major, the 128-byte swizzle: 16-byte chunk c of row n at chunk c ^ (n % 8)), by warps 1-3 of
+// the producer warpgroup (96 threads), with Cfg::CONSUMERS_CONVERT by the two consumer warpgroups (256
+// threads) while their wgmma of the step before runs, or with Cfg::DECODERS_CONVERT by a warpgroup of their
+// own (128 threads; the block's Cfg::THREADS 512, else 384). A decoder thread takes half rows (32 elements,
+// 16 bytes of codes: one e8m0 or two e4m3 scales), half row q = thread + THREADS i of the step, and reads
+// their scale codes from global memory Cfg::SCALES_AHEAD K steps ahead. The loader also prefetches the
+// tile's rows of codes into L2 in runs of 512 bytes, so that DRAM serves whole runs of a row rather than a
+// step's 32 bytes. K is a multiple of 32 (rows of codes 16-byte aligned for TMA), so a half row lies inside
+// K or wholly past it (the last step when K % 64 = 32), where its codes are TMA's zeros and its scale codes
+// 0: zeros. D is alpha * sums (alpha 1, or NVFP4's 2^7 times the tensor scale: fp4.cuh's factors carry
+// 2^119 for 2^126), rounded to bfloat16, NaN as 0x7FC0.
 #include "tunebox/bulk.cuh"
 #include "tunebox/fp4.cuh"
 #include "tunebox/persistent_gemm.cuh"
@@ -30,8 +30,9 @@ struct Fp4Weights {
   static constexpr int LOADED_BYTES = BN * 32;    // BN rows of 64 codes
   static constexpr int OPERAND_BYTES = BN * 128;  // BN rows of 64 bfloat16: whole swizzle periods
   static constexpr int OPERANDS = Cfg::OPERANDS;
-  static constexpr persistent::Conversion CONVERSION =
-      Cfg::CONSUMERS_CONVERT ? persistent::Conversion::BY_CONSUMERS : persistent::Conversion::BY_PRODUCER;
+  static constexpr persistent::Conversion CONVERSION = Cfg::CONSUMERS_CONVERT ? persistent::Conversion::BY_CONSUMERS
+                                                       : Cfg::DECODERS_CONVERT ? persistent::Conversion::BY_DECODERS
+                                                                               : persistent::Conversion::BY_PRODUCER;
   static constexpr bool EXACT_NAN = true;
   static constexpr int TRANS_B = 0;
   static constexpr int AHEAD = Cfg::SCALES_AHEAD;  // K steps whose scale codes are in flight
@@ -125,7 +126,7 @@ __device__ __forceinline__ float output_scale(const typename Cfg::Args& a) {
 }  // namespace
 
 template <class Cfg>
-__global__ void __launch_bounds__(384, 1) quant_gemm_wgmma(const __grid_constant__ typename Cfg::Args a) {
+__global__ void __launch_bounds__(Cfg::THREADS, 1) quant_gemm_wgmma(const __grid_constant__ typename Cfg::Args a) {
   const typename Fp4Weights<Cfg>::Params w{&a.codes_map, a.values, a.scales, (int)a.N, (int)a.K, (int)a.nb, (int)a.kb};
   tb::persistent_gemm<Cfg, Fp4Weights<Cfg>>(a.a_map, w, tb::d_map_of<Cfg>(a), a.d, tb::partials_of<Cfg>(a),
                                             tb::counters_of<Cfg>(a), a.M, a.N, a.K, a.N, output_scale<Cfg>(a));

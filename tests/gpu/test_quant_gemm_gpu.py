@@ -1,11 +1,11 @@
-"""quant_gemm on the GPU, verified by the worker against the reference within the family's tolerance
-(NaN and infinity only bit for bit): every template at M = 1, 3, 16, 64, 256 on odd shapes (odd N; for
-decode and tiled K not a multiple of the block nor of 128, K below one span; for stream, which takes K
-in whole pieces of 512, one chunk, several and a partial last one; for wgmma, which takes K in multiples
-of 32, a last K step half past K) in both formats, at its default and
-a seeded variant, every structural value of each template's parameters once on one odd shape, on
-inputs with planted NaN, zero, subnormal, infinite and large (two-factor) scale blocks; the sweep's
-shapes at the family default and at stream's; sabotaged reductions and stream's scale mapping are
+"""quant_gemm on the GPU, verified by the worker against the reference within the family's tolerance (NaN
+and infinity only bit for bit): every template at M = 1, 3, 16, 64, 256 on odd shapes (odd N; for decode
+and tiled K not a multiple of the block nor of 128, K below one span; for stream, which takes K in whole
+pieces of 512, one chunk, several and a partial last one; for wgmma, which takes K in multiples of 32, a
+last K step half past K) in both formats, at its default and a seeded variant (wgmma's three converters
+and its split-K on their own), every structural value of each template's parameters once on one odd
+shape, on inputs with planted NaN, zero, subnormal, infinite and large (two-factor) scale blocks; the
+sweep's shapes at the family default and at stream's; sabotaged reductions and stream's scale mapping are
 caught; the torch baselines match the reference and are timed."""
 
 from __future__ import annotations
@@ -103,6 +103,19 @@ def test_wgmma_consumers_decode_on_odd_shapes(runner, builder, m, fmt, shape):
     n, k = shape
     p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
     for config in spread(p, "wgmma", ("BN", "operands"), only={"converters": ["consumers"]}):
+        outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
+        assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
+
+
+@pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=str)
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+@pytest.mark.parametrize("m", [3, 100, 256])
+def test_wgmma_decoders_on_odd_shapes(runner, builder, m, fmt, shape):
+    """converters = decoders (a fourth warpgroup decodes each step into the operand ring, signalled by
+    the ready and drained mbarriers): each tile width, operand ring depth and schedule once, edge scales."""
+    n, k = shape
+    p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
+    for config in spread(p, "wgmma", ("BN", "operands", "schedule"), only={"converters": ["decoders"]}):
         outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
         assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
 

@@ -255,6 +255,18 @@ SMALL = problem(M=1, N=4096, K=4096)
             "decoder warps need 56",
         ),
         (BIG, wgmma(splits=4), wgmma(splits=4, epilogue="direct"), "split-K takes epilogue 'tma'"),
+        (
+            BIG,
+            wgmma(converters="decoders", producer_registers=40, consumer_registers=192),
+            wgmma(converters="decoders", producer_registers=40, consumer_registers=224),
+            "leave them 24",
+        ),
+        (
+            BIG,
+            wgmma(converters="decoders", producer_registers=40, consumer_registers=192, BN=192),
+            wgmma(converters="decoders", producer_registers=40, consumer_registers=192, BN=256, stages=3),
+            "BN <= 192",
+        ),
         (problem(M=256, N=4096, K=128), wgmma(splits=2), wgmma(splits=4), "as many K steps"),
         (problem(M=256, N=16384, K=4096), wgmma(splits=2), wgmma(splits=4), "exceed the workspace"),
         (BIG, tiled(BM=128, BN=128, BK=256, stages=2), tiled(BM=128, BN=128, BK=256, stages=4), "shared memory"),
@@ -371,6 +383,35 @@ def test_wgmma_split_k_takes_units_and_workspace() -> None:
     assert "static constexpr int SPLITS = 4;" in F.render(p, four).code
     slots = {b.name: b.shape for b in F.buffers(problem(M=256, N=14336, K=4096))}
     assert slots["partials"] == (2, 256, 14336)
+
+
+def test_wgmma_decoders_take_a_warpgroup_and_the_registers_left() -> None:
+    """converters = decoders: 512 threads, and the decoders' setmaxnreg is what the producer and the two
+    consumers leave of the register file (in steps of 8)."""
+    p = problem(M=256, N=14336, K=4096)
+    config = wgmma(converters="decoders", producer_registers=40, consumer_registers=192)
+    assert F.geometry(p, config).block == (512, 1, 1) and F.geometry(p, wgmma()).block == (384, 1, 1)
+    code = F.render(p, config).code
+    assert "static constexpr int DECODER_REGISTERS = 88;" in code and "static constexpr int THREADS = 512;" in code
+    assert "DECODER_REGISTERS" not in F.render(p, wgmma()).code
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+def test_wgmma_decoders_compile_without_spilling(tmp_path, fmt) -> None:
+    """converters = decoders: the block compiled for 128 registers a thread; the consumers' tiles of 128
+    accumulators and the decoders' 88 registers spill nothing."""
+    p = problem(M=256, N=14336, K=4096, format=fmt)
+    decoders = dict(converters="decoders", operands=4, producer_registers=40, consumer_registers=192)
+    configs = [wgmma(**decoders, BM=256, stages=3), wgmma(**decoders, BM=128, BN=192, stages=3)]
+    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
+    try:
+        results = builder.build([F.render(p, c) for c in configs])
+    finally:
+        builder.close()
+    for config, result in zip(configs, results, strict=True):
+        assert F.violations(p, config) == []
+        assert result.status is Status.OK, (config.label(), result.log[-2000:])
+        assert result.spill_bytes == 0, (config.label(), result.registers)
 
 
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])

@@ -15,6 +15,10 @@
 //                             ready mbarrier (CONVERTERS arrivals), which the consumers wait for beside
 //                             the full one; so the TMA loads run STAGES steps ahead, the decoded
 //                             operands OPERANDS;
+//                             BY_DECODERS: the same, by a fourth warpgroup of its own (DECODERS
+//                             threads, Cfg::DECODER_REGISTERS each; the block has 512 threads), so
+//                             that decoding neither waits on the consumers' wgmma issue nor holds
+//                             the loader's few registers;
 //                             BY_CONSUMERS (cooperative, OPERANDS >= 4, STAGES >= 3): the consumers'
 //                             256 threads themselves, step k + 1's operand right after issuing their
 //                             wgmma of step k (so two wgmmas, k - 1's and k's, run while they decode),
@@ -31,6 +35,8 @@
 //   W::descriptor(b, kk)      the wgmma descriptor of B's k16 slice kk (b: the ring buffer's B part, or
 //                             the operand buffer), read with Wgmma<BN, W::TRANS_B>
 //   W::EXACT_NAN              bfloat16 outputs write NaN as 0x7FC0 (else the conversion's NaN)
+//
+// Warpgroups: 0 the producer, 1 and 2 the consumers, 3 the decoders (Conversion::BY_DECODERS only).
 //
 // Persistent: gridDim.x blocks (the host launches min(tiles, SMs)) walk the BM x BN tiles of D,
 // block b taking the tiles b, b + gridDim.x, ... of a static order (`tile_coordinates`: strips of
@@ -91,11 +97,13 @@ constexpr int EPI_BUFFERS = 2;      // epilogue chunk buffers per consumer
 constexpr int EPI_BARRIER = 1;      // named barrier of consumer c's epilogue: EPI_BARRIER + c
 constexpr int ORDER_BARRIER = 3;    // pingpong: consumer c waits for its mainloop turn on ORDER_BARRIER + c
 constexpr int CONVERTERS = 96;     // threads of the producer warpgroup's warps 1-3 (Conversion::BY_PRODUCER)
+constexpr int DECODERS = 128;      // threads of the decoder warpgroup, warpgroup 3 (Conversion::BY_DECODERS)
+constexpr int DECODER_WARPGROUP = 3;
 constexpr int CONSUMER_THREADS = 256;  // both consumer warpgroups (Conversion::BY_CONSUMERS)
 constexpr int CONVERT_BARRIER = 5;     // named barrier of the consumers' conversions (BY_CONSUMERS)
 
 // Who writes B's wgmma operand from a ring buffer's loaded bytes (W::CONVERSION, above).
-enum class Conversion { NONE, BY_PRODUCER, BY_CONSUMERS };
+enum class Conversion { NONE, BY_PRODUCER, BY_CONSUMERS, BY_DECODERS };
 
 // The K steps of work unit `unit`'s split: [first, first + count) of `k_steps`.
 template <int SPLITS>
@@ -238,7 +246,48 @@ struct ConsumerConversion {
   }
 };
 
-// Conversion::NONE and BY_PRODUCER: the consumers convert nothing.
+// Conversion::BY_PRODUCER and BY_DECODERS: converter `thread` (of THREADS) writes its share of B's
+// operand of every K step in the loader's order, from the ring's loaded bytes into the next operand
+// buffer once its previous use is drained, then arrives on the buffer's ready mbarrier; each step's
+// scales (W::fetch) are read W::AHEAD steps before it is converted, into a ring in registers. STAGE and
+// A_BYTES: the ring buffers' layout (persistent_gemm's).
+template <class Cfg, class W, int THREADS, int STAGE, int A_BYTES>
+__device__ __forceinline__ void convert_steps(const typename W::Params& w, unsigned char* smem, unsigned char* operands,
+                                              u64* full, u64* ready, u64* drained, int units, int k_steps,
+                                              int groups_m, int groups_n, int rank, int thread) {
+  StepWalk<Cfg> converting(units, k_steps, groups_m, groups_n, rank), fetching = converting;
+  Ring<Cfg::STAGES> ring;
+  Ring<W::OPERANDS> operand;
+  int written = 0;  // operand buffers used so far, up to OPERANDS: the first lap waits for none
+  typename W::template Scales<THREADS> ahead[W::AHEAD];
+#pragma unroll
+  for (int d = 0; d < W::AHEAD; ++d, fetching.next())
+    if (fetching.valid()) ahead[d] = W::template fetch<THREADS>(w, fetching.tile_n, fetching.kt, thread);
+  while (converting.valid()) {
+#pragma unroll
+    for (int d = 0; d < W::AHEAD; ++d) {
+      if (!converting.valid()) break;
+      const typename W::template Scales<THREADS> scales = ahead[d];
+      if (fetching.valid()) ahead[d] = W::template fetch<THREADS>(w, fetching.tile_n, fetching.kt, thread);
+      fetching.next();
+      mbarrier_wait(&full[ring.stage], ring.phase);
+      if (written < W::OPERANDS) {
+        ++written;
+      } else {
+        mbarrier_wait(&drained[operand.stage], operand.phase ^ 1);
+      }
+      W::template convert<THREADS>(smem + ring.stage * STAGE + A_BYTES, operands + operand.stage * W::OPERAND_BYTES,
+                                   scales, thread);
+      fence_proxy_async_shared();  // these writes, then the consumers' wgmma reads (async proxy)
+      mbarrier_arrive(&ready[operand.stage]);
+      ring.advance();
+      operand.advance();
+      converting.next();
+    }
+  }
+}
+
+// Conversion::NONE, BY_PRODUCER and BY_DECODERS: the consumers convert nothing.
 struct NoConsumerConversion {
   template <class... T>
   __device__ __forceinline__ NoConsumerConversion(const T&...) {}
@@ -325,7 +374,9 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   constexpr int STAGE = A_BYTES + W::LOADED_BYTES;  // multiple of 1024: buffers stay swizzle-aligned
   constexpr bool BY_PRODUCER = W::CONVERSION == Conversion::BY_PRODUCER;
   constexpr bool BY_CONSUMERS = W::CONVERSION == Conversion::BY_CONSUMERS;
-  constexpr bool CONVERTS = BY_PRODUCER || BY_CONSUMERS;  // the wgmma reads B from operand buffers
+  constexpr bool BY_DECODERS = W::CONVERSION == Conversion::BY_DECODERS;
+  constexpr bool SIGNALS = BY_PRODUCER || BY_DECODERS;  // operands signalled through ready and drained mbarriers
+  constexpr bool CONVERTS = SIGNALS || BY_CONSUMERS;  // the wgmma reads B from operand buffers
   constexpr int OPERANDS = W::OPERANDS;              // CONVERTS: buffers of B's operand, after the ring
   constexpr int EPI_COLS = 128 / sizeof(O);           // columns of an epilogue chunk
   constexpr int RING_BYTES = STAGES * STAGE, OPERAND_BYTES = OPERANDS * W::OPERAND_BYTES;
@@ -346,8 +397,8 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   unsigned char* epi = operands + OPERAND_BYTES;
   u64* full = reinterpret_cast<u64*>(epi + EPI_TOTAL);
   u64* empty = full + STAGES;
-  u64* ready = empty + STAGES;     // BY_PRODUCER: an operand buffer is written (its converters' arrivals)
-  u64* drained = ready + OPERANDS;  // BY_PRODUCER: an operand buffer is read (its consumers' arrivals)
+  u64* ready = empty + STAGES;     // SIGNALS: an operand buffer is written (its converters' arrivals)
+  u64* drained = ready + OPERANDS;  // SIGNALS: an operand buffer is read (its consumers' arrivals)
 
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
@@ -357,7 +408,7 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
       mbarrier_init(&empty[s], (COOPERATIVE ? 2 : 1) * CS);
     }
     for (int o = 0; o < OPERANDS; ++o) {
-      mbarrier_init(&ready[o], CONVERTERS);
+      mbarrier_init(&ready[o], BY_DECODERS ? DECODERS : CONVERTERS);
       mbarrier_init(&drained[o], COOPERATIVE ? 2 : 1);
     }
     if constexpr (CS > 1) fence_mbarrier_init_cluster();
@@ -402,45 +453,22 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
         }
       }
     }
-    if constexpr (BY_PRODUCER) {
+    if constexpr (BY_PRODUCER) {  // warps 1-3 convert
       if (tid < 32) return;
-      // Warps 1-3: B's operand of every K step in the loader's order, from the ring's loaded bytes into
-      // the next operand buffer once its previous use is drained; each step's scales (W::fetch) are
-      // read W::AHEAD steps before it is converted, into a ring in registers.
-      const int thread = tid - 32;
-      StepWalk<Cfg> converting(units, k_steps, groups_m, groups_n, rank), fetching = converting;
-      Ring<STAGES> ring;
-      Ring<OPERANDS> operand;
-      int written = 0;  // operand buffers used so far, up to OPERANDS: the first lap waits for none
-      typename W::template Scales<CONVERTERS> ahead[W::AHEAD];
-#pragma unroll
-      for (int d = 0; d < W::AHEAD; ++d, fetching.next())
-        if (fetching.valid()) ahead[d] = W::template fetch<CONVERTERS>(w, fetching.tile_n, fetching.kt, thread);
-      while (converting.valid()) {
-#pragma unroll
-        for (int d = 0; d < W::AHEAD; ++d) {
-          if (!converting.valid()) break;
-          const typename W::template Scales<CONVERTERS> scales = ahead[d];
-          if (fetching.valid()) ahead[d] = W::template fetch<CONVERTERS>(w, fetching.tile_n, fetching.kt, thread);
-          fetching.next();
-          mbarrier_wait(&full[ring.stage], ring.phase);
-          if (written < OPERANDS) {
-            ++written;
-          } else {
-            mbarrier_wait(&drained[operand.stage], operand.phase ^ 1);
-          }
-          W::template convert<CONVERTERS>(smem + ring.stage * STAGE + A_BYTES,
-                                          operands + operand.stage * W::OPERAND_BYTES, scales, thread);
-          fence_proxy_async_shared();  // these writes, then the consumers' wgmma reads (async proxy)
-          mbarrier_arrive(&ready[operand.stage]);
-          ring.advance();
-          operand.advance();
-          converting.next();
-        }
-      }
+      convert_steps<Cfg, W, CONVERTERS, STAGE, A_BYTES>(w, smem, operands, full, ready, drained, units, k_steps,
+                                                        groups_m, groups_n, rank, tid - 32);
     }
     if constexpr (CS > 1) cluster_sync();  // with the consumers' below: nothing arrives here after
     return;
+  }
+
+  if constexpr (BY_DECODERS) {
+    if (warpgroup == DECODER_WARPGROUP) {
+      asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(Cfg::DECODER_REGISTERS));
+      convert_steps<Cfg, W, DECODERS, STAGE, A_BYTES>(w, smem, operands, full, ready, drained, units, k_steps,
+                                                      groups_m, groups_n, rank, tid);
+      return;
+    }
   }
 
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(Cfg::CONSUMER_REGISTERS));
@@ -481,10 +509,10 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
       for (int e = 0; e < BN / 2; ++e) acc[i][e] = 0.f;
 
     int previous = 0;  // the buffer of the previous K step, released once its products are done
-    int previous_operand = 0;  // BY_PRODUCER: its operand buffer
+    int previous_operand = 0;  // SIGNALS: its operand buffer
     for (int kt = 0; kt < k_count; ++kt, ring.advance()) {
       mbarrier_wait(&full[ring.stage], ring.phase);
-      if constexpr (BY_PRODUCER) mbarrier_wait(&ready[operand.stage], operand.phase);
+      if constexpr (SIGNALS) mbarrier_wait(&ready[operand.stage], operand.phase);
       const unsigned char* stage = smem + ring.stage * STAGE;
       const unsigned char* b = CONVERTS ? operands + operand.stage * W::OPERAND_BYTES : stage + A_BYTES;
 #pragma unroll
@@ -505,7 +533,7 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
       wgmma_wait<1>();  // this step's products may still run; the previous step's are done
       if (tid == 0 && kt > 0) {
         release_buffer<CS>(&empty[previous]);
-        if constexpr (BY_PRODUCER) mbarrier_arrive(&drained[previous_operand]);
+        if constexpr (SIGNALS) mbarrier_arrive(&drained[previous_operand]);
       }
       previous = ring.stage;
       if constexpr (CONVERTS) {
@@ -522,7 +550,7 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
     wgmma_wait<0>();
     if (tid == 0) {  // the unit's last buffer
       release_buffer<CS>(&empty[previous]);
-      if constexpr (BY_PRODUCER) mbarrier_arrive(&drained[previous_operand]);
+      if constexpr (SIGNALS) mbarrier_arrive(&drained[previous_operand]);
     }
 #pragma unroll
     for (int i = 0; i < MT; ++i) pin_registers<BN / 2>(acc[i]);

@@ -1,11 +1,11 @@
 """Template ``wgmma`` (``quant_gemm_wgmma`` in kernels/quant_gemm/quant_gemm_wgmma.cu), Hopper (sm_90a): the
 gemm family's persistent, warp-specialized kernel (kernels/include/tunebox/persistent_gemm.cuh) with W's
 codes loaded by TMA beside A's boxes (``stages`` ring buffers) and decoded into the wgmma's bfloat16 B
-operand in shared memory (``operands`` buffers), K step by K step, by three producer warps or by both
-consumer warpgroups (``converters``), their scale codes read ``scales_ahead`` steps ahead and the codes
-prefetched into L2 in runs of 512 bytes. K must be a multiple of 32 (rows of codes 16-byte aligned for
-TMA). With ``splits`` > 1 each tile's K steps are cut over that many work units (split-K, gemm's
-split_k.py), for shapes with fewer tiles than SMs."""
+operand in shared memory (``operands`` buffers), K step by K step, by three producer warps, by both
+consumer warpgroups, or by a fourth warpgroup of their own (``converters``), their scale codes read
+``scales_ahead`` steps ahead and the codes prefetched into L2 in runs of 512 bytes. K must be a multiple
+of 32 (rows of codes 16-byte aligned for TMA). With ``splits`` > 1 each tile's K steps are cut over that
+many work units (split-K, gemm's split_k.py), for shapes with fewer tiles than SMs."""
 
 from __future__ import annotations
 
@@ -28,7 +28,9 @@ from .problem import QuantGemmProblem
 KERNEL = "quant_gemm/quant_gemm_wgmma.cu"
 CODE_BYTES = WG_BK // 2  # a row's codes of one K step
 OPERAND_ROW_BYTES = WG_BK * 2  # a row of the decoded operand: 64 bfloat16
-DECODER_REGISTERS = 56  # the fewest a producer decoder thread runs in (below: spills)
+DECODER_REGISTERS = 56  # the fewest a decoder thread runs in (below: spills)
+DECODER_THREADS = 128  # converters 'decoders': warpgroup 3 of the block
+REGISTER_FILE = 65536  # 32-bit registers of an SM, all the block's: one block per SM
 
 
 @dataclass(frozen=True)
@@ -44,12 +46,16 @@ class WgmmaConfig(TemplateConfig):
     producer_registers: int = choice(
         40, 56, 72, 88, doc="registers per thread of the loader (and, converters 'producer', decoder) warps"
     )
-    consumer_registers: int = choice(200, 208, 216, 224, 232, doc="registers per thread of the consumers (setmaxnreg)")
+    consumer_registers: int = choice(
+        184, 192, 200, 208, 216, 224, 232, doc="registers per thread of the consumers (setmaxnreg)"
+    )
     scales_ahead: int = choice(2, 4, 8, doc="K steps ahead that the decoders read their scale codes")
     converters: str = choice(
         "producer",
         "consumers",
-        doc="who decodes: three producer warps, or both consumer warpgroups while their wgmmas of two steps run",
+        "decoders",
+        doc="who decodes: three producer warps, both consumer warpgroups while their wgmmas of two steps run, or "
+        "a warpgroup of their own (512 threads; it takes the registers the others leave)",
     )
     splits: int = choice(1, 2, 4, 8, doc="work units per tile along K (split-K), summed through workspace in order")
 
@@ -64,6 +70,22 @@ def shared_bytes(config: WgmmaConfig) -> int:
     return ring + c.operands * c.BN * OPERAND_ROW_BYTES + epilogue + 2 * (c.stages + c.operands) * 8 + 1024
 
 
+def threads(config: WgmmaConfig) -> int:
+    """The block's threads: a producer and two consumer warpgroups, and the decoders' own."""
+    return THREADS + (DECODER_THREADS if config.converters == "decoders" else 0)
+
+
+def decoder_registers(config: WgmmaConfig) -> int:
+    """Registers per thread of the decoding threads: the producer's (converters 'producer'), or for
+    converters 'decoders' the register file's rest after the producer and consumers, in steps of 8
+    (setmaxnreg's)."""
+    c = config
+    if c.converters != "decoders":
+        return c.producer_registers
+    rest = REGISTER_FILE // 128 - c.producer_registers - 2 * c.consumer_registers
+    return rest // 8 * 8
+
+
 def tiles(p: QuantGemmProblem, config: WgmmaConfig) -> int:
     """Tiles of D: the persistent blocks' work units."""
     return math.ceil(p.M / config.BM) * math.ceil(p.N / config.BN)
@@ -71,7 +93,7 @@ def tiles(p: QuantGemmProblem, config: WgmmaConfig) -> int:
 
 class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
     """At most one block per SM walks the BM x BN tiles of D; 384 threads (a loader and decoder
-    warpgroup, two consumer warpgroups)."""
+    warpgroup, two consumer warpgroups), 512 with a decoder warpgroup."""
 
     name = "wgmma"
     config_type = WgmmaConfig
@@ -81,6 +103,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
         "bm_within_m",
         "consumers_convert",
         "decoder_registers",
+        "decoders_wgmma_width",
         "tma_epilogue_chunks",
         *SPLIT_RULES,
         *TMA_RULES,
@@ -138,9 +161,20 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
         else:
             rules.require(
                 "decoder_registers",
-                c.producer_registers >= DECODER_REGISTERS,
-                f"the producer's decoder warps need {DECODER_REGISTERS} registers or more "
-                f"(producer_registers={c.producer_registers}); or converters 'consumers'",
+                decoder_registers(c) >= DECODER_REGISTERS,
+                lambda: (
+                    f"the decoder warps need {DECODER_REGISTERS} registers or more: converters {c.converters!r} "
+                    f"leave them {decoder_registers(c)} (producer_registers={c.producer_registers}, "
+                    f"consumer_registers={c.consumer_registers}; 'decoders' take what 512 threads leave of "
+                    f"{REGISTER_FILE}); or converters 'consumers'"
+                ),
+            )
+        if c.converters == "decoders":
+            rules.require(
+                "decoders_wgmma_width",
+                c.BN <= 192,
+                f"converters 'decoders' compile the block's 512 threads for 128 registers each, fewer than one "
+                f"wgmma of {c.BN} columns holds ({c.BN // 2} accumulators beside its operands): BN <= 192",
             )
         if c.epilogue == "tma":
             rules.require(
@@ -178,6 +212,9 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
                 "OPERANDS": c.operands,
                 "SCALES_AHEAD": c.scales_ahead,
                 "CONSUMERS_CONVERT": c.converters == "consumers",
+                "DECODERS_CONVERT": c.converters == "decoders",
+                "THREADS": threads(c),
+                **({"DECODER_REGISTERS": decoder_registers(c)} if c.converters == "decoders" else {}),
                 "SHARED_BYTES": shared_bytes(c),
             },
             arch_suffix="a",
@@ -186,7 +223,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
     def geometry(self, problem: QuantGemmProblem, config: WgmmaConfig) -> LaunchGeometry:
         """One block per SM at most: a work unit is a tile and one of its K splits."""
         blocks = min(tiles(problem, config) * config.splits, SM_COUNT)
-        return LaunchGeometry((blocks, 1, 1), (THREADS, 1, 1), shared_bytes(config))
+        return LaunchGeometry((blocks, 1, 1), (threads(config), 1, 1), shared_bytes(config))
 
     def args(self, problem: QuantGemmProblem, config: WgmmaConfig) -> tuple[Arg, ...]:
         """The members of ``Cfg::Args``: a_map, codes_map, d_map (epilogue 'tma'), values (the codes, for
