@@ -215,6 +215,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "winner uses); its rule: the same identity check ran on this tree",
     "9d7fa54": "ConsumerConversion takes STAGE and A_BYTES as template arguments: instructions identical (gemm 24, "
     "quant_gemm 32 sampled variants, and 10 consumers-mode wgmma variants of diagnostics/wgmma_s28b/c)",
+    "ca49a37": "quant_gemm wgmma's converters 'decoders' (its own warpgroup; no stored winner uses it) and the "
+    "producer decoders' loop moved into persistent_gemm.cuh's convert_steps: gemm 24, quant_gemm 32 and 10 "
+    "consumers-mode variants instruction-identical (results/diagnostics/sass_wgmma_decoders.json)",
     "1e25046": "gemm: split-K's rules, slots and workspace moved to gemm/split_k.py (the same outcomes; one "
     "message reworded); quant_gemm: wgmma gains splits and the workspace it reads: every stored gemm and quant_gemm "
     "winner (splits = 1 added by migrate_recording.py) renders the same source, geometry and arguments (49 of 49)",
