@@ -94,28 +94,22 @@ def test_every_structural_value(runner, builder, m, fmt, template):
         assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
 
 
-@pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=str)
-@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
-@pytest.mark.parametrize("m", [100, 256])  # cooperative tiles take M past 64
-def test_wgmma_consumers_decode_on_odd_shapes(runner, builder, m, fmt, shape):
-    """converters = consumers (the consumers decode each step while their wgmma of the step before
-    runs, in step through a named barrier): each tile width and operand ring depth once, edge scales."""
-    n, k = shape
-    p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
-    for config in spread(p, "wgmma", ("BN", "operands"), only={"converters": ["consumers"]}):
-        outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
-        assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
+# converters, M and the keys whose every value a test covers: consumers need cooperative tiles (M past 64)
+CONVERTER_CASES = [("consumers", m, ("BN", "operands")) for m in (100, 256)] + [
+    ("decoders", m, ("BN", "operands", "schedule")) for m in (3, 100, 256)
+]
 
 
 @pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=str)
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
-@pytest.mark.parametrize("m", [3, 100, 256])
-def test_wgmma_decoders_on_odd_shapes(runner, builder, m, fmt, shape):
-    """converters = decoders (a fourth warpgroup decodes each step into the operand ring, signalled by
-    the ready and drained mbarriers): each tile width, operand ring depth and schedule once, edge scales."""
+@pytest.mark.parametrize(("converters", "m", "keys"), CONVERTER_CASES, ids=str)
+def test_wgmma_converters_on_odd_shapes(runner, builder, converters, m, keys, fmt, shape):
+    """converters = consumers (the consumers decode each step while their wgmma of the step before runs,
+    in step through a named barrier) and decoders (a fourth warpgroup decodes each step into the operand
+    ring, signalled by the ready and drained mbarriers): each value of ``keys`` once, edge scales."""
     n, k = shape
     p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
-    for config in spread(p, "wgmma", ("BN", "operands", "schedule"), only={"converters": ["decoders"]}):
+    for config in spread(p, "wgmma", keys, only={"converters": [converters]}):
         outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
         assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
 
@@ -125,7 +119,7 @@ def test_wgmma_decoders_on_odd_shapes(runner, builder, m, fmt, shape):
 @pytest.mark.parametrize("m", [3, 100, 256])
 def test_wgmma_split_k_on_odd_shapes(runner, builder, m, fmt, shape):
     """splits > 1 (each tile's K steps over several units, summed through workspace by the last to
-    arrive): each split count and both converters, edge scales, evaluated twice (the arrival counters
+    arrive): each split count and each converter, edge scales, evaluated twice (the arrival counters
     must be left zero for the next launch)."""
     n, k = shape
     p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")

@@ -396,38 +396,30 @@ def test_wgmma_decoders_take_a_warpgroup_and_the_registers_left() -> None:
     assert "DECODER_REGISTERS" not in F.render(p, wgmma()).code
 
 
-@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
-def test_wgmma_decoders_compile_without_spilling(tmp_path, fmt) -> None:
-    """converters = decoders: the block compiled for 128 registers a thread; the consumers' tiles of 128
-    accumulators and the decoders' 88 registers spill nothing."""
-    p = problem(M=256, N=14336, K=4096, format=fmt)
-    decoders = dict(converters="decoders", operands=4, producer_registers=40, consumer_registers=192)
-    configs = [wgmma(**decoders, BM=256, stages=3), wgmma(**decoders, BM=128, BN=192, stages=3)]
-    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
-    try:
-        results = builder.build([F.render(p, c) for c in configs])
-    finally:
-        builder.close()
-    for config, result in zip(configs, results, strict=True):
-        assert F.violations(p, config) == []
-        assert result.status is Status.OK, (config.label(), result.log[-2000:])
-        assert result.spill_bytes == 0, (config.label(), result.registers)
+CONSUMERS = dict(converters="consumers", operands=4, producer_registers=40, consumer_registers=232)
+DECODERS = dict(converters="decoders", operands=4, producer_registers=40, consumer_registers=192)
+UNSPILLED = {
+    # both consumer warpgroups decode beside their accumulators (128 a thread at BM = 256, BN = 128), and
+    # the producer's decoder code is gone (40 registers); split-K at BM = 128 (at 256 its epilogue spills
+    # 16-32 bytes: the slots' sums, after the main loop)
+    "consumers": [
+        wgmma(**CONSUMERS),
+        wgmma(**CONSUMERS, BM=256, stages=3, epilogue="direct"),
+        wgmma(**CONSUMERS, BN=256, stages=3, epilogue="direct"),
+        wgmma(**CONSUMERS, stages=4, splits=2),
+    ],
+    # the block compiled for 128 registers a thread (512 threads): the consumers' 128 accumulators and
+    # the decoders' 88 registers
+    "decoders": [wgmma(**DECODERS, BM=256, stages=3), wgmma(**DECODERS, BM=128, BN=192, stages=3)],
+}
 
 
+@pytest.mark.parametrize("converters", sorted(UNSPILLED))
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
-def test_wgmma_consumers_decode_without_spilling(tmp_path, fmt) -> None:
-    """converters = consumers: both consumer warpgroups decode beside their accumulators (128 a thread at
-    BM = 256, BN = 128) with no local memory, and the producer's decoder code is gone (no spills at 40
-    registers)."""
+def test_wgmma_converters_compile_without_spilling(tmp_path, fmt, converters) -> None:
+    """converters consumers and decoders at the M = 256 problem's tiles spill nothing."""
     p = problem(M=256, N=14336, K=4096, format=fmt)
-    consumers = dict(converters="consumers", operands=4, producer_registers=40, consumer_registers=232)
-    configs = [
-        wgmma(**consumers),
-        wgmma(**consumers, BM=256, stages=3, epilogue="direct"),
-        wgmma(**consumers, BN=256, stages=3, epilogue="direct"),
-        # split-K at BM = 128 (at 256 its epilogue spills 16-32 bytes: the slots' sums, after the main loop)
-        wgmma(**consumers, stages=4, splits=2),
-    ]
+    configs = UNSPILLED[converters]
     builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
     try:
         results = builder.build([F.render(p, c) for c in configs])
