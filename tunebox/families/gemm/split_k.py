@@ -51,7 +51,7 @@ def split_rules(rules: Rules, splits: int, tma_epilogue: bool, k_steps: int, slo
     rules.require(
         "splits_within_k_steps",
         splits <= k_steps,
-        f"{splits} K splits need as many K steps of 64 ({k_steps} here)",
+        f"{splits} K splits need as many K steps (the problem has {k_steps})",
     )
     rules.require(
         "splits_within_workspace",
