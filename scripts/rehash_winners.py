@@ -215,6 +215,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "winner uses); its rule: the same identity check ran on this tree",
     "9d7fa54": "ConsumerConversion takes STAGE and A_BYTES as template arguments: instructions identical (gemm 24, "
     "quant_gemm 32 sampled variants, and 10 consumers-mode wgmma variants of diagnostics/wgmma_s28b/c)",
+    "1c56048": "gemm/split_k.py: one rule message reworded (no outcome changes)",
     "ca49a37": "quant_gemm wgmma's converters 'decoders' (its own warpgroup; no stored winner uses it) and the "
     "producer decoders' loop moved into persistent_gemm.cuh's convert_steps: gemm 24, quant_gemm 32 and 10 "
     "consumers-mode variants instruction-identical (results/diagnostics/sass_wgmma_decoders.json)",
