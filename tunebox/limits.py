@@ -16,3 +16,4 @@ CLUSTERS_AT_ONCE = {1: SM_COUNT, 2: 66, 4: 30}
 SM_SHARED_BYTES = 228 * 1024  # shared memory of one SM, for all its resident blocks
 BLOCK_RESERVED_SHARED_BYTES = 1024  # of it, what the hardware keeps for each resident block
 SM_THREADS = 2048  # resident threads of one SM
+SM_REGISTERS = 65536  # 32-bit registers of one SM, for all its resident blocks

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from ...dtypes import element_type
-from ...limits import CLUSTERS_AT_ONCE
+from ...limits import CLUSTERS_AT_ONCE, SM_REGISTERS
 from ...rules import Rules
 from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
@@ -30,7 +30,7 @@ from .split_k import SPLIT_RULES, split_args, split_rules
 from .tma_wgmma import WG_BK
 
 THREADS = 384  # a producer and two consumer warpgroups
-LAUNCH_REGISTERS = 65536 // THREADS // 8 * 8  # 168: the register file over the block, what each thread starts with
+LAUNCH_REGISTERS = SM_REGISTERS // THREADS // 8 * 8  # 168: what each thread starts with
 EPI_BUFFER_BYTES = 64 * 128  # an epilogue chunk: 64 rows of one 128-byte swizzle span
 EPI_BUFFERS = 2  # chunk buffers per consumer (kernels/include/tunebox/persistent_gemm.cuh)
 ROWS = {"cooperative": (128, 256), "pingpong": (64, 128)}  # BM each schedule takes

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
-from ...limits import SM_COUNT
+from ...limits import SM_COUNT, SM_REGISTERS
 from ...rules import Rules, shared_memory_fits
 from ...tma import TensorMapRequest
 from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
@@ -30,7 +30,6 @@ CODE_BYTES = WG_BK // 2  # a row's codes of one K step
 OPERAND_ROW_BYTES = WG_BK * 2  # a row of the decoded operand: 64 bfloat16
 DECODER_REGISTERS = 56  # the fewest a decoder thread runs in (below: spills)
 DECODER_THREADS = 128  # converters 'decoders': warpgroup 3 of the block
-REGISTER_FILE = 65536  # 32-bit registers of an SM, all the block's: one block per SM
 
 
 @dataclass(frozen=True)
@@ -82,7 +81,8 @@ def decoder_registers(config: WgmmaConfig) -> int:
     c = config
     if c.converters != "decoders":
         return c.producer_registers
-    rest = REGISTER_FILE // 128 - c.producer_registers - 2 * c.consumer_registers
+    start = SM_REGISTERS // threads(c)  # each thread's at launch; setmaxnreg moves them between warpgroups
+    rest = 4 * start - c.producer_registers - 2 * c.consumer_registers  # the four warpgroups' sum, less the others
     return rest // 8 * 8
 
 
@@ -166,7 +166,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
                     f"the decoder warps need {DECODER_REGISTERS} registers or more: converters {c.converters!r} "
                     f"leave them {decoder_registers(c)} (producer_registers={c.producer_registers}, "
                     f"consumer_registers={c.consumer_registers}; 'decoders' take what 512 threads leave of "
-                    f"{REGISTER_FILE}); or converters 'consumers'"
+                    f"{SM_REGISTERS}); or converters 'consumers'"
                 ),
             )
         if c.converters == "decoders":

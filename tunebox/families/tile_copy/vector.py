@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...limits import SM_REGISTERS
 from ...rules import Rules
 from .operation import TileCopyProblem
 from .staged import STAGED_RULES, StagedConfig, StagedTemplate, staged_block_bytes
@@ -46,7 +47,7 @@ class VectorTemplate(StagedTemplate[VectorConfig]):
             not problem.transpose,
             "a transpose needs a shared-memory staging layout, not 'none'",
         )
-        budget = min(MAX_REGISTER_BYTES, 4 * (min(255, 65536 // config.threads) - ADDRESS_REGISTERS))
+        budget = min(MAX_REGISTER_BYTES, 4 * (min(255, SM_REGISTERS // config.threads) - ADDRESS_REGISTERS))
         rules.require(
             "registers_fit",
             config.BM * config.BN * problem.itemsize // config.threads <= budget,
