@@ -216,7 +216,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "9d7fa54": "ConsumerConversion takes STAGE and A_BYTES as template arguments: instructions identical (gemm 24, "
     "quant_gemm 32 sampled variants, and 10 consumers-mode wgmma variants of diagnostics/wgmma_s28b/c)",
     "c52a2f5": "the literal 65536 named limits.SM_REGISTERS in gemm, tile_copy and quant_gemm: every stored gemm, "
-    "quant_gemm and tile_copy winner renders the same source, geometry and arguments (98 of 98)",
+    "quant_gemm and tile_copy winner renders the same source, geometry and arguments (98 of 98); limits.py, which "
+    "every family imports, only gained the constant",
     "1c56048": "gemm/split_k.py: one rule message reworded (no outcome changes)",
     "ca49a37": "quant_gemm wgmma's converters 'decoders' (its own warpgroup; no stored winner uses it) and the "
     "producer decoders' loop moved into persistent_gemm.cuh's convert_steps: gemm 24, quant_gemm 32 and 10 "
