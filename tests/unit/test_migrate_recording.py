@@ -34,8 +34,8 @@ def without_field(config: dict) -> dict:
 def decode_rows(db: Path) -> list[tuple[str, str]]:
     with sqlite3.connect(db) as connection:
         return connection.execute(
-            "SELECT config_json, record_json FROM winners WHERE family = 'quant_gemm' AND config_json LIKE '%decode%'"
-            " ORDER BY problem_key"
+            "SELECT config_json, record_json FROM winners WHERE family = 'quant_gemm'"
+            " AND config_json LIKE '%\"template\": \"decode\"%' ORDER BY problem_key"
         ).fetchall()
 
 
