@@ -35,7 +35,7 @@ def decode_rows(db: Path) -> list[tuple[str, str]]:
     with sqlite3.connect(db) as connection:
         return connection.execute(
             "SELECT config_json, record_json FROM winners WHERE family = 'quant_gemm'"
-            " AND config_json LIKE '%\"template\": \"decode\"%' ORDER BY problem_key"
+            ' AND config_json LIKE \'%"template": "decode"%\' ORDER BY problem_key'
         ).fetchall()
 
 

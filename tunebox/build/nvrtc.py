@@ -12,6 +12,7 @@ import logging
 import os
 import re
 import tempfile
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -149,6 +150,7 @@ class NvrtcBuilder:
         self.cache_dir = cache_dir
         self._pool = ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2, thread_name_prefix="nvrtc")
         self._isolated = IsolatedCompiler(timeout_s) if timeout_s is not None else None
+        self._labels_lock = threading.Lock()
 
     def options(self, source: KernelSource) -> list[str]:
         return [
@@ -173,10 +175,15 @@ class NvrtcBuilder:
             h.update(b"\0")
         return h.hexdigest()
 
-    def holds_nothing(self) -> bool:
-        """Whether the disk cache is absent or empty (then ``cached`` is False for every source, and
-        a caller need not render sources to ask)."""
-        return self.cache_dir is None or next(self.cache_dir.glob("*/*.json"), None) is None
+    def labelled(self, prefix: str) -> set[str]:
+        """What follows ``prefix`` in the labels of the compiles this disk cache stored (``submit``'s
+        ``label``; none without a disk cache): a caller learns which of its variants were built without
+        rendering each source. A hint: ``cached`` confirms an entry is still there."""
+        path = self._labels_path()
+        if path is None or not path.is_file():
+            return set()
+        with path.open(encoding="utf-8", errors="replace") as lines:
+            return {line[len(prefix) :].rstrip("\n") for line in lines if line.startswith(prefix)}
 
     def cached(self, source: KernelSource) -> bool:
         """Whether the disk cache holds an entry for ``source`` (``build_one`` still checks its CUBIN)."""
@@ -190,8 +197,10 @@ class NvrtcBuilder:
         the pool's); None where the cache lacks it or holds it damaged."""
         return self._load(self.cache_key(source), source)
 
-    def submit(self, source: KernelSource) -> Future[BuildResult]:
-        return self._pool.submit(self.build_one, source)
+    def submit(self, source: KernelSource, label: str | None = None) -> Future[BuildResult]:
+        """``source``'s build in the pool; ``label`` (one line) is kept beside the cache entry when
+        it is compiled and stored (``labelled``)."""
+        return self._pool.submit(self.build_one, source, label)
 
     def build(self, sources: list[KernelSource]) -> list[BuildResult]:
         return [f.result() for f in [self.submit(s) for s in sources]]
@@ -208,7 +217,9 @@ class NvrtcBuilder:
         self._isolated.close(abandon=abandon)
         self._pool.shutdown(wait=True)  # abandoned: the threads return once their helpers are gone
 
-    def build_one(self, source: KernelSource) -> BuildResult:
+    def build_one(self, source: KernelSource, label: str | None = None) -> BuildResult:
+        if label is not None and "\n" in label:
+            raise ValueError(f"a build label is one line: {label!r}")
         key = self.cache_key(source)
         cached = self._load(key, source)
         if cached is not None:
@@ -218,12 +229,24 @@ class NvrtcBuilder:
         result = BuildResult(**{**result.__dict__, "seconds": time.perf_counter() - start})
         if result.status is Status.OK:
             self._store(key, result)
+            if label is not None:
+                self._label(label)
         return result
 
     def _compile(self, source: KernelSource) -> BuildResult:
         if self._isolated is not None:
             return self._isolated.compile(source, self.arch, self.options(source))
         return compile_nvrtc(source, self.arch, self.options(source))
+
+    def _labels_path(self) -> Path | None:
+        return None if self.cache_dir is None else self.cache_dir / "labels.txt"
+
+    def _label(self, label: str) -> None:
+        path = self._labels_path()
+        if path is None:
+            return
+        with self._labels_lock, path.open("a", encoding="utf-8") as labels:
+            labels.write(label + "\n")
 
     def _paths(self, key: str) -> tuple[Path, Path] | None:
         if self.cache_dir is None:

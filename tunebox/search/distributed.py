@@ -246,12 +246,12 @@ class DistributedSweep(Sweep):
         problem, family, search = named.problem, self.family, self.spec.search
         seed = input_seed(search.seed, problem)
         self.backend.prepare(family, problem, seed)
-        valid = self._valid(named)
+        default = family.default_config(problem)
+        valid = self._valid(named, seed, [default.as_dict()])  # every worker draws the same candidates
         budget = len(valid) if search.strategy == "exhaustive" else min(search.trials, len(valid))
         order = list(valid)
         if search.strategy in ("random", "surrogate"):  # surrogate: its order past the model's patience
             random.Random(search.seed).shuffle(order)
-        default = family.default_config(problem)
         first = default if default in set(valid) else None
         if first is not None:
             order = [first, *(c for c in order if c != first)]

@@ -11,10 +11,11 @@ run of the sweep directory.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -36,6 +37,7 @@ from ..store.evallog import EvalLog, RecordLog
 from ..store.winner_rows import WinnerStore
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
+from .candidates import among, candidates
 from .compile_pool import without_ctrl_c
 from .compiling import CompileQueue, Compiling, T
 from .finalists import FinalStage
@@ -44,7 +46,7 @@ from .queued import Identity, Kind, Queued, twin
 from .runs import ProblemOutcome, SweepProgress, SweepResult, append_run
 from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TimedStrategy, TpeStrategy
 from .surrogate import SurrogateStrategy
-from .warm_start import stored_seeds
+from .warm_start import Tuned, stored_tuned, warm_seeds
 
 log = logging.getLogger(__name__)
 
@@ -188,9 +190,11 @@ class Sweep:
         }
         seed = input_seed(self.spec.search.seed, problem)
         self.backend.prepare(family, problem, seed)  # the worker builds inputs while the search starts up
-        valid = self._valid(named)
-        strategy = TimedStrategy(self._strategy(named, valid, done), self.breakdown)
         default = family.default_config(problem)
+        tuned = stored_tuned(self.db_path, family)
+        keep = [default.as_dict(), *(t.config for t in tuned), *(r.config for r in done.values())]
+        valid = self._valid(named, seed, keep)
+        strategy = TimedStrategy(self._strategy(named, valid, done, tuned), self.breakdown)
         if default in set(valid):
             strategy.seed(default)
         evaluated = len(done)
@@ -272,17 +276,35 @@ class Sweep:
         self._budgets[-1] = min(evaluated, budget)  # finished: what it evaluated counts
         return self._finish(named, list(done.values()), mine, seed)
 
-    def _valid(self, named: NamedProblem) -> list[Config]:
-        """The configurations of the sweep's space that break no validity rule for the problem (on
-        replay, those of them the recording answers)."""
-        problem = named.problem
-        valid = [c for c in self.spec.space if not self.family.violations(problem, c)]
+    def _valid(self, named: NamedProblem, seed: int, keep: list[Mapping[str, Any]]) -> list[Config]:
+        """The problem's candidates: configurations of the sweep's space that break no validity rule
+        for it (``candidates``: all of them, or a seeded sample of a space too large to enumerate,
+        with ``keep``'s; exhaustive search enumerates any space); on replay, the recorded ones."""
+        problem, space = named.problem, self.spec.space
+
+        def valid(config: Config) -> bool:
+            return not self.family.violations(problem, config)
+
         answerable = self.backend.answerable(self.family, problem)
         if answerable is not None:
-            valid = [c for c in valid if canonical_json(c.as_dict()) in answerable]
-        return valid
+            recorded = (json.loads(key) for key in answerable)
+            return list(among(space, (space.validate(c) for c in recorded if space.holds(c)), valid))
+        if self.spec.search.strategy == "exhaustive":
+            return [c for c in space if valid(c)]
+        chosen = candidates(space, valid, seed, self.settings.enumerated, keep)
+        if chosen.sampled:
+            log.info(
+                "%s: %d of the space's %d configurations drawn, %d valid",
+                named.name,
+                chosen.checked,
+                chosen.size,
+                len(chosen.configs),
+            )
+        return list(chosen.configs)
 
-    def _strategy(self, named: NamedProblem, valid: list[Config], done: dict[str, EvalRecord]) -> Strategy:
+    def _strategy(
+        self, named: NamedProblem, valid: list[Config], done: dict[str, EvalRecord], tuned: list[Tuned]
+    ) -> Strategy:
         search = self.spec.search
         if search.strategy == "exhaustive":
             return ExhaustiveStrategy(valid)
@@ -290,16 +312,25 @@ class Sweep:
             return RandomStrategy(valid, search.seed)
         if search.strategy == "tpe":
             return TpeStrategy(self.spec.space, valid, search.seed, done.values())
-        seeds = stored_seeds(self.db_path, self.family, named.problem, valid)
+        seeds = warm_seeds(self.family, named.problem, tuned, valid)
         built = self._built(named.problem, valid)
         return SurrogateStrategy(self.spec.space, valid, search.seed, done.values(), seeds=seeds, built=built)
 
+    def _label(self, problem: Problem, config: Config | None = None) -> str:
+        """The compile cache's label of a variant (``NvrtcBuilder.labelled``): family, its sources'
+        hash, problem and configuration, tab-separated; without ``config``, the problem's prefix."""
+        head = f"{self.family.name}\t{self.family.source_hash()}\t{problem.key()}\t"
+        return head if config is None else head + canonical_json(config.as_dict())
+
     def _built(self, problem: Problem, valid: list[Config]) -> list[Config]:
-        """The configurations whose CUBIN the compile cache holds (none on replay, which compiles nothing;
-        none, without rendering a source, when the cache holds nothing: a cold sweep)."""
-        if self.backend.replayed or self.builder.holds_nothing():
+        """The candidates whose CUBIN the compile cache holds, found by the labels of its compiles
+        (rendering only those: a large candidate set is not rendered whole); none on replay, which
+        compiles nothing."""
+        if self.backend.replayed:
             return []
-        return [c for c in valid if self.builder.cached(self.family.render(problem, c))]
+        labelled = self.builder.labelled(self._label(problem))
+        held = [c for c in valid if canonical_json(c.as_dict()) in labelled]
+        return [c for c in held if self.builder.cached(self.family.render(problem, c))]
 
     def _build(self, problem: Problem, config: Config) -> Future[BuildResult | None]:
         """The variant's compile, started in the pool; on replay none (the recording answers, compile
@@ -310,7 +341,7 @@ class Sweep:
             return done
         source = self.family.render(problem, config)
         with without_ctrl_c():
-            submitted = self.builder.submit(source)
+            submitted = self.builder.submit(source, self._label(problem, config))
         # a Future[BuildResult] never yields anything but a BuildResult (``Future`` is invariant)
         return cast("Future[BuildResult | None]", submitted)
 

@@ -34,6 +34,9 @@ class LoopSettings:
     spare_asks: int = 8
     breaker: int = 12  # this many consecutive failures of one status stop the sweep
     compile_timeout_s: float = 120.0  # a compile running longer is killed (status timeout)
+    # a space of more configurations is sampled, this many drawn for each problem (search/candidates.py:
+    # about 6 s of rule checks on one core), not enumerated; exhaustive search enumerates any space
+    enumerated: int = 200_000
 
     def ahead(self, answered: int) -> tuple[int, int]:
         """(asks allowed in flight, the count at or below which the queue is topped up) once a

@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import DatabaseError
-from ..families.base import Problem
 from ..families.contract import Family
 from ..params import Config
 from ..records import canonical_json
@@ -75,10 +74,10 @@ def warm_seeds(
     return seeds
 
 
-def stored_seeds(db_path: Path, family: Family[Any], problem: Problem, valid: Sequence[Config]) -> list[Config]:
-    """``warm_seeds`` from the winners in the local database at ``db_path`` of ``family``'s current
-    sources (none without one: an empty or unreadable database gives no seeds, a write says more
-    later)."""
+def stored_tuned(db_path: Path, family: Family[Any]) -> list[Tuned]:
+    """The problems tuned before and their winners in the local database at ``db_path``, of
+    ``family``'s current sources (none without one: an empty or unreadable database gives none, a
+    write says more later); ``warm_seeds`` picks among them."""
     if not Path(db_path).is_file():
         return []
     family_hash = family.source_hash()
@@ -88,9 +87,8 @@ def stored_seeds(db_path: Path, family: Family[Any], problem: Problem, valid: Se
     except DatabaseError as exc:
         log.info("%s: no warm start (%s)", db_path, exc)
         return []
-    tuned = [
+    return [
         Tuned(json.loads(w.key.problem_key), w.config)
         for w in stored
         if w.key.family == family.name and w.key.family_hash == family_hash
     ]
-    return warm_seeds(family, problem, tuned, valid)

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.families.base import KernelSource
 from tunebox.records import Status
 
 GOOD = KernelSource('extern "C" __global__ void ok(float* x) { x[threadIdx.x] += 1.0f; }', "ok", ())
+TWICE = KernelSource('extern "C" __global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }', "twice", ())
+BAD = KernelSource('extern "C" __global__ void bad(float* x) { x[threadIdx.x] += undeclared; }', "bad", ())
 
 
 def slow_source(statements: int = 30000) -> KernelSource:
@@ -81,13 +85,20 @@ def test_helpers_that_do_not_stop_are_killed_together(monkeypatch):
     assert not any(proc.is_alive() for proc in procs) and compiler._helpers == []
 
 
-def test_an_empty_or_absent_cache_holds_nothing(tmp_path):
-    assert NvrtcBuilder("sm_90").holds_nothing()  # no disk cache
+def test_a_stored_compile_keeps_its_label(tmp_path):
+    """A compile stored with a label is found by its prefix (a compile error, a cache hit or a builder
+    without a disk cache adds none); a line of another prefix is not."""
+    assert NvrtcBuilder("sm_90").labelled("") == set()  # no disk cache
     builder = NvrtcBuilder("sm_90", cache_dir=tmp_path / "cubin")
     try:
-        assert builder.holds_nothing()  # the folder not made yet
-        assert builder.build_one(GOOD).status is Status.OK
-        assert not builder.holds_nothing() and builder.cached(GOOD)
+        assert builder.labelled("fam\t") == set()  # the folder not made yet
+        assert builder.build_one(GOOD, "fam\tA").status is Status.OK
+        assert builder.build_one(GOOD, "fam\tagain").cache_hit  # a hit: compiled before, not labelled again
+        assert builder.build_one(BAD, "fam\tB").status is Status.COMPILE_ERROR
+        assert builder.submit(GOOD, "other\tC").result().cache_hit
+        assert builder.labelled("fam\t") == {"A"} and builder.cached(GOOD)
+        with pytest.raises(ValueError, match="one line"):
+            builder.build_one(TWICE, "two\nlines")
     finally:
         builder.close()
 

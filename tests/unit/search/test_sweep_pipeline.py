@@ -14,7 +14,7 @@ from sweep_fixtures import DEVICE
 
 from tunebox.build.nvrtc import BuildResult
 from tunebox.params import Config
-from tunebox.records import EvalRecord, Status, Timing
+from tunebox.records import EvalRecord, Status, Timing, canonical_json
 from tunebox.runner.protocol import Outcome
 from tunebox.search.loop import Sweep
 from tunebox.search.loop_settings import LoopSettings
@@ -61,7 +61,7 @@ class StubBuilder:
     def __init__(self, distinct: bool = False) -> None:
         self.distinct = distinct
 
-    def submit(self, source) -> Future[BuildResult]:
+    def submit(self, source, label=None) -> Future[BuildResult]:
         future: Future[BuildResult] = Future()
         fails = "int VEC = 4;" in source.code  # float32, 16-byte vectors
         future.set_result(
@@ -76,8 +76,8 @@ class StubBuilder:
     def build(self, sources):
         return [self.submit(s).result() for s in sources]
 
-    def holds_nothing(self) -> bool:
-        return True
+    def labelled(self, prefix) -> set[str]:
+        return set()
 
     def cached(self, source) -> bool:
         return False
@@ -130,7 +130,7 @@ class SlowFirstBuilder(StubBuilder):
         self.device, self.others = device, others
         self.first: Future[BuildResult] | None = None
 
-    def submit(self, source) -> Future[BuildResult]:
+    def submit(self, source, label=None) -> Future[BuildResult]:
         done = super().submit(source)
         if self.first is not None:
             return done
@@ -289,14 +289,16 @@ def test_a_slow_compile_does_not_hold_back_those_started_after_it(tmp_path):
 
 
 class CacheAwareBuilder(StubBuilder):
-    """Reports the variants with 8-byte vectors as held by its cache; keeps what it was asked."""
+    """A cache whose labels name ``labelled`` configurations (canonical JSON, for any problem) and
+    that holds the variants with 8-byte vectors; keeps what it was asked."""
 
-    def __init__(self) -> None:
+    def __init__(self, labelled: set[str] = frozenset()) -> None:
         super().__init__(distinct=True)
+        self.labels = set(labelled)
         self.asked: list[str] = []
 
-    def holds_nothing(self) -> bool:
-        return False
+    def labelled(self, prefix) -> set[str]:
+        return self.labels
 
     def cached(self, source) -> bool:
         self.asked.append(source.code)
@@ -305,6 +307,10 @@ class CacheAwareBuilder(StubBuilder):
     @staticmethod
     def holds(source) -> bool:
         return "int VEC = 2;" in source.code  # float32, 8-byte vectors
+
+
+def every_config(path) -> set[str]:
+    return {canonical_json(c.as_dict()) for c in load_sweep(path).space}
 
 
 def test_the_surrogate_is_told_what_the_compile_cache_holds(tmp_path, monkeypatch):
@@ -319,23 +325,46 @@ def test_the_surrogate_is_told_what_the_compile_cache_holds(tmp_path, monkeypatc
 
     monkeypatch.setattr(loop, "SurrogateStrategy", spy)
     (tmp_path / "queue.toml").write_text(searched("surrogate", 6))
-    builder = CacheAwareBuilder()
+    builder = CacheAwareBuilder(every_config(tmp_path / "queue.toml"))
     Sweep(load_sweep(tmp_path / "queue.toml"), QueueBackend(), builder, tmp_path / "o", tmp_path / "w").run()
-    assert len(builder.asked) == 6  # every valid configuration, once, as the problem starts
+    assert len(builder.asked) == 6  # every valid configuration labelled, once, as the problem starts
     assert told == [[8, 8]]  # the two 8-byte variants (checked and split bounds)
 
 
-class EmptyCacheBuilder(CacheAwareBuilder):
-    def holds_nothing(self) -> bool:
-        return True
-
-
-def test_a_cold_cache_is_not_asked_about_each_configuration(tmp_path):
-    """With nothing in the compile cache the loop renders no source to ask it (a cold sweep's start)."""
+def test_the_cache_is_asked_only_about_labelled_configurations(tmp_path):
+    """The loop renders a source to ask the cache only for the configurations its labels name (none
+    on a cold cache: a sweep's start renders nothing extra)."""
     (tmp_path / "queue.toml").write_text(searched("surrogate", 6))
-    builder = EmptyCacheBuilder()
-    result = Sweep(load_sweep(tmp_path / "queue.toml"), QueueBackend(), builder, tmp_path / "o", tmp_path / "w").run()
-    assert builder.asked == [] and result.evaluated > 0
+    spec = load_sweep(tmp_path / "queue.toml")
+    eight = {canonical_json(c.as_dict()) for c in spec.space if c["vec_bytes"] == 8}
+    for labelled, asked in ((set(), 0), (eight, 2)):  # 2: the valid ones (checked and split bounds)
+        builder = CacheAwareBuilder(labelled)
+        result = Sweep(spec, QueueBackend(), builder, tmp_path / f"o{asked}", tmp_path / "w").run()
+        assert len(builder.asked) == asked and result.evaluated > 0
+
+
+def test_a_compile_is_labelled_with_its_family_problem_and_configuration(tmp_path):
+    """The loop's compiles carry the label ``labelled`` finds them by: family, its sources' hash,
+    problem, configuration."""
+
+    class Labels(StubBuilder):
+        def __init__(self) -> None:
+            super().__init__()
+            self.labels: list[str] = []
+
+        def submit(self, source, label=None) -> Future[BuildResult]:
+            self.labels.append(label)
+            return super().submit(source, label)
+
+    (tmp_path / "queue.toml").write_text(searched("surrogate", 6))
+    spec = load_sweep(tmp_path / "queue.toml")
+    builder = Labels()
+    result = Sweep(spec, QueueBackend(), builder, tmp_path / "o", tmp_path / "w").run()
+    problem = spec.problems[0].problem
+    head = f"{spec.family.name}\t{spec.family.source_hash()}\t{problem.key()}\t"
+    labels = [label for label in builder.labels if label is not None]  # the finalists' rebuilds: none
+    assert len(labels) >= result.evaluated > 0 and all(label.startswith(head) for label in labels)
+    assert {label[len(head) :] for label in labels} <= every_config(tmp_path / "queue.toml")
 
 
 class SlowNthBuilder(StubBuilder):
@@ -348,7 +377,7 @@ class SlowNthBuilder(StubBuilder):
         self.slow: Future[BuildResult] | None = None
         self.slow_source = None
 
-    def submit(self, source) -> Future[BuildResult]:
+    def submit(self, source, label=None) -> Future[BuildResult]:
         done = super().submit(source)
         self.count += 1
         if self.count != self.nth:
@@ -396,14 +425,14 @@ class HeldCompilesBuilder(CacheAwareBuilder):
     """The 8-byte variants are in its cache (``load`` reads them); every other compile finishes only
     once ``release`` is set (or after 5 s, so that no run can hang on it)."""
 
-    def __init__(self, release: threading.Event) -> None:
-        super().__init__()
+    def __init__(self, release: threading.Event, labelled: set[str]) -> None:
+        super().__init__(labelled)
         self.release = release
 
     def load(self, source) -> BuildResult | None:
         return StubBuilder.submit(self, source).result() if self.holds(source) else None
 
-    def submit(self, source) -> Future[BuildResult]:
+    def submit(self, source, label=None) -> Future[BuildResult]:
         result, held = super().submit(source).result(), Future()
         threading.Thread(target=lambda: (self.release.wait(5.0), held.set_result(result)), daemon=True).start()
         return held
@@ -443,9 +472,36 @@ def test_the_device_runs_built_variants_while_the_asked_ones_compile(tmp_path, m
     (tmp_path / "queue.toml").write_text(searched("surrogate", 8, BM="[1, 2, 4, 8]", vec_bytes="[4, 8]"))
     backend = Releasing()
     run = Sweep(
-        load_sweep(tmp_path / "queue.toml"), backend, HeldCompilesBuilder(release), tmp_path / "o", tmp_path / "w"
+        load_sweep(tmp_path / "queue.toml"),
+        backend,
+        HeldCompilesBuilder(release, every_config(tmp_path / "queue.toml")),
+        tmp_path / "o",
+        tmp_path / "w",
     )
     result = run.run()
     assert all(CacheAwareBuilder.holds(s) for s in backend.sources[:3])  # built, run while the others compiled
     assert result.evaluated == len(set(backend.submitted)) == 8
     assert run.breakdown.get("compile_wait", 0.0) < 2.0
+
+
+def test_a_space_larger_than_the_limit_is_sampled_with_the_default_kept(tmp_path, monkeypatch):
+    """With more configurations than ``LoopSettings.enumerated`` the strategy chooses among that many
+    drawn (the valid ones) and the problem's default; the sweep still evaluates its budget."""
+    from tunebox.search import loop
+
+    pools: list[list] = []
+    real = loop.SurrogateStrategy
+
+    def spy(space, valid, *args, **kwargs):
+        pools.append(list(valid))
+        return real(space, valid, *args, **kwargs)
+
+    monkeypatch.setattr(loop, "SurrogateStrategy", spy)
+    lists = {"BM": "[1, 2, 4, 8, 16, 32, 64]", "BN": "[128, 256]", "threads": "[128, 256]"}  # the default's too
+    (tmp_path / "queue.toml").write_text(searched("surrogate", 2, **lists))
+    spec = load_sweep(tmp_path / "queue.toml")
+    settings = LoopSettings(enumerated=5)
+    result = Sweep(spec, QueueBackend(), StubBuilder(), tmp_path / "o", tmp_path / "w", settings=settings).run()
+    default = spec.family.default_config(spec.problems[0].problem)
+    assert spec.space.size() == 168 and len(pools) == 1 and len(pools[0]) <= 5 + 1
+    assert default in pools[0] and sum(result.problems[0].counts.values()) == 2  # the budget, the default first
