@@ -180,6 +180,7 @@ def families(args: argparse.Namespace) -> int:
 
 
 def space(args: argparse.Namespace) -> int:
+    from .search.loop_settings import LoopSettings
     from .space_report import space_report
     from .sweep_spec import load_sweep
 
@@ -189,13 +190,15 @@ def space(args: argparse.Namespace) -> int:
         "valid configurations only"
     )
     for problem in space_report(spec):
+        about = "about " if problem.estimated else ""
         print(
-            f"  {problem.name}: {problem.valid} valid of {problem.size} ({problem.valid / problem.size:.1%})"
+            f"  {problem.name}: {about}{problem.valid} valid of {problem.size} ({problem.valid / problem.size:.1%})"
             if problem.size
             else f"  {problem.name}: empty space"
         )
         for t in problem.templates:
-            print(f"    {t.template:<10} {t.valid:>7} valid of {t.size:>7} ({t.fraction:.1%})")
+            sampled = f" (estimated from {LoopSettings.enumerated} drawn)" if t.estimated else ""
+            print(f"    {t.template:<10} {t.valid:>7} valid of {t.size:>7} ({t.fraction:.1%}){sampled}")
     return 0
 
 

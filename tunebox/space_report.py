@@ -1,13 +1,22 @@
 """How big a sweep's conditional space is and how much of it is valid, per problem and template.
 
 The search draws only from the valid configurations (``search.strategy``), so every configuration a
-sweep proposes is valid; this report says how many there are to draw from.
+sweep proposes is valid; this report says how many there are to draw from. A template's slice larger than
+the loop enumerates (``LoopSettings.enumerated``) is counted on the sweep's uniform sample of it
+(``search/candidates.py``) and its valid count estimated from that.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from typing import Any
 
+from .families.base import Problem
+from .families.contract import Family
+from .params import Config, TemplateSpaces
+from .search.candidates import candidates
+from .search.loop_settings import LoopSettings
 from .sweep_spec import SweepSpec
 
 
@@ -15,7 +24,8 @@ from .sweep_spec import SweepSpec
 class TemplateCount:
     template: str
     size: int  # configurations of the template's slice of the space
-    valid: int  # of which break no validity rule for the problem
+    valid: int  # of which break no validity rule for the problem (estimated: from a sample of it)
+    estimated: bool = False
 
     @property
     def fraction(self) -> float:
@@ -35,18 +45,32 @@ class ProblemSpace:
     def valid(self) -> int:
         return sum(t.valid for t in self.templates)
 
+    @property
+    def estimated(self) -> bool:
+        return any(t.estimated for t in self.templates)
 
-def space_report(spec: SweepSpec) -> tuple[ProblemSpace, ...]:
-    """Per problem of the sweep, each kept template's size and valid count."""
+
+def _is_valid(family: Family[Any], problem: Problem, config: Config) -> bool:
+    return not family.violations(problem, config)
+
+
+def space_report(spec: SweepSpec, limit: int = LoopSettings.enumerated) -> tuple[ProblemSpace, ...]:
+    """Per problem of the sweep, each kept template's size and valid count (estimated from ``limit``
+    configurations drawn uniformly where the template holds more)."""
     family = spec.family
     report = []
     for named in spec.problems:
         counts = []
         for name, space in spec.space.templates:
-            template = family.templates[name]
-            valid = sum(
-                not template.violations(named.problem, template.config_type(**config.as_dict())) for config in space
+            drawn = candidates(
+                TemplateSpaces(((name, space),)),
+                partial(_is_valid, family, named.problem),
+                seed=0,
+                limit=limit,
             )
-            counts.append(TemplateCount(name, space.size(), valid))
+            valid = len(drawn.configs)
+            if drawn.sampled:
+                valid = round(valid * drawn.size / drawn.checked)
+            counts.append(TemplateCount(name, space.size(), valid, drawn.sampled))
         report.append(ProblemSpace(named.name, tuple(counts)))
     return tuple(report)
