@@ -112,24 +112,6 @@ class Space:
         for combo in itertools.product(*(p.choices for p in self.params)):
             yield Config(tuple(sorted(zip(names, combo, strict=True))))
 
-    def config_at(self, index: int) -> Config:
-        """The ``index``-th configuration of the iteration order (0 <= index < size), without
-        enumerating those before it."""
-        if not 0 <= index < self.size():
-            raise IndexError(f"configuration {index} of a space of {self.size()}")
-        values = []
-        for p in reversed(self.params):  # the last parameter varies fastest, as in ``__iter__``
-            index, digit = divmod(index, len(p.choices))
-            values.append((p.name, p.choices[digit]))
-        return Config(tuple(sorted(values)))
-
-    def index_of(self, config: Config) -> int:
-        """The position of ``config`` (a configuration of this space) in the iteration order."""
-        index = 0
-        for p in self.params:
-            index = index * len(p.choices) + p.choices.index(config[p.name])
-        return index
-
 
 TEMPLATE = "template"  # the configuration item naming the kernel template; no template parameter takes this name
 
@@ -209,22 +191,3 @@ class TemplateSpaces:
         for name, space in self.templates:
             for config in space:
                 yield Config(tuple(sorted((*config.items, (TEMPLATE, name)))))
-
-    def config_at(self, index: int) -> Config:
-        """The ``index``-th configuration of the iteration order (templates in declared order)."""
-        rest = index
-        for name, space in self.templates:
-            if 0 <= rest < space.size():
-                return Config(tuple(sorted((*space.config_at(rest).items, (TEMPLATE, name)))))
-            rest -= space.size()
-        raise IndexError(f"configuration {index} of a space of {self.size()}")
-
-    def index_of(self, config: Config) -> int:
-        """The position of ``config`` (a configuration of this space) in the iteration order."""
-        name = config[TEMPLATE]
-        before = 0
-        for known, space in self.templates:
-            if known == name:
-                return before + space.index_of(config)
-            before += space.size()
-        raise InvalidConfig(f"unknown template {name!r}; known: {list(self.names())}")

@@ -235,15 +235,3 @@ def test_restrict_keeps_templates_shared_and_per_template_lists() -> None:
 def test_no_template_parameter_may_be_called_template() -> None:
     with pytest.raises(InvalidConfig, match="no parameter may be called"):
         TemplateSpaces((("t", Space((Param(TEMPLATE, (1, 2)),))),))
-
-
-def test_a_configuration_is_found_by_its_position_and_the_position_by_it() -> None:
-    """``config_at`` and ``index_of`` agree with the iteration order, in a space and across templates;
-    a position outside raises."""
-    for space in (SPACE, SPACES):
-        configs = list(space)
-        assert [space.config_at(i) for i in range(space.size())] == configs
-        assert [space.index_of(c) for c in configs] == list(range(space.size()))
-        for outside in (-1, space.size()):
-            with pytest.raises(IndexError, match=f"configuration {outside} of a space of {space.size()}"):
-                space.config_at(outside)

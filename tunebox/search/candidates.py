@@ -15,7 +15,43 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..params import Config, TemplateSpaces
+from ..params import TEMPLATE, Config, Space, TemplateSpaces
+
+
+def _position_in(space: Space, config: Config) -> int:
+    position = 0
+    for p in space.params:  # the last parameter varies fastest, as in ``Space.__iter__``
+        position = position * len(p.choices) + p.choices.index(config[p.name])
+    return position
+
+
+def _config_in(space: Space, position: int) -> Config:
+    values = []
+    for p in reversed(space.params):
+        position, digit = divmod(position, len(p.choices))
+        values.append((p.name, p.choices[digit]))
+    return Config(tuple(sorted(values)))
+
+
+def position_of(space: TemplateSpaces, config: Config) -> int:
+    """The position of ``config`` (a configuration of ``space``) in the space's iteration order."""
+    before = 0
+    for name, own in space.templates:
+        if name == config[TEMPLATE]:
+            return before + _position_in(own, config)
+        before += own.size()
+    raise ValueError(f"{config.label()}: its template is not one of {list(space.names())}")
+
+
+def config_at(space: TemplateSpaces, position: int) -> Config:
+    """The configuration at ``position`` of the space's iteration order (templates in declared order),
+    found without enumerating those before it."""
+    rest = position
+    for name, own in space.templates:
+        if 0 <= rest < own.size():
+            return Config(tuple(sorted((*_config_in(own, rest).items, (TEMPLATE, name)))))
+        rest -= own.size()
+    raise IndexError(f"configuration {position} of a space of {space.size()}")
 
 
 @dataclass(frozen=True)
@@ -44,14 +80,14 @@ def candidates(
     sampled = size > limit
     if sampled:
         indices = sorted(random.Random(seed).sample(range(size), limit))
-        drawn = [(i, space.config_at(i)) for i in indices]
+        drawn = [(i, config_at(space, i)) for i in indices]
     else:
         drawn = list(enumerate(space))
     chosen = {i: c for i, c in drawn if valid(c)}
     for values in keep:
         if space.holds(values):
             config = space.validate(values)
-            index = space.index_of(config)
+            index = position_of(space, config)
             if index not in chosen and valid(config):
                 chosen[index] = config
     return Candidates(tuple(chosen[i] for i in sorted(chosen)), sampled, len(drawn), size)
@@ -60,5 +96,5 @@ def candidates(
 def among(space: TemplateSpaces, configs: Iterable[Config], valid: Callable[[Config], bool]) -> tuple[Config, ...]:
     """Those of ``configs`` the space holds and ``valid`` accepts, once each, in the space's order
     (a replay's candidates: the recorded configurations, without enumerating the space)."""
-    held = {space.index_of(c): c for c in configs if space.holds(c.as_dict())}
+    held = {position_of(space, c): c for c in configs if space.holds(c.as_dict())}
     return tuple(held[i] for i in sorted(held) if valid(held[i]))
