@@ -3,9 +3,9 @@
 A space of at most ``limit`` configurations (``LoopSettings.enumerated``) is enumerated and every valid
 one is a candidate. A larger one (a conditional space's product grows fast: quant_gemm wgmma's with
 split-K and a third converter held 7.0 million, whose enumeration and rule checks outlasted a device
-call) is sampled: ``limit`` distinct configurations drawn uniformly, seeded, and the valid ones kept. Either way the
-candidates come in the space's iteration order, and the configurations a caller must keep (the
-problem's default, stored winners, a resumed sweep's evaluations) join them where valid.
+call) is sampled: ``limit`` distinct configurations drawn uniformly, seeded, and the valid ones kept.
+Either way the candidates come in the space's iteration order, and the configurations a caller must
+keep (the problem's default, stored winners, a resumed sweep's evaluations) join them where valid.
 """
 
 from __future__ import annotations

@@ -86,6 +86,7 @@ class Sweep:
         self.spec, self.backend, self.builder = spec, backend, builder
         self.sanitizer = sanitizer
         self.family: Family[Any] = spec.family
+        self._labels_head = f"{self.family.name}\t{self.family.source_hash()}\t"  # of the compile cache's labels
         self.log: RecordLog = EvalLog(out_dir / "evals.jsonl")
         self.log_path: Path | None = out_dir / "evals.jsonl"
         self.out_dir = out_dir
@@ -319,7 +320,7 @@ class Sweep:
     def _label(self, problem: Problem, config: Config | None = None) -> str:
         """The compile cache's label of a variant (``NvrtcBuilder.labelled``): family, its sources'
         hash, problem and configuration, tab-separated; without ``config``, the problem's prefix."""
-        head = f"{self.family.name}\t{self.family.source_hash()}\t{problem.key()}\t"
+        head = f"{self._labels_head}{problem.key()}\t"
         return head if config is None else head + canonical_json(config.as_dict())
 
     def _built(self, problem: Problem, valid: list[Config]) -> list[Config]:
@@ -329,7 +330,7 @@ class Sweep:
         if self.backend.replayed:
             return []
         labelled = self.builder.labelled(self._label(problem))
-        held = [c for c in valid if canonical_json(c.as_dict()) in labelled]
+        held = [c for c in valid if labelled and canonical_json(c.as_dict()) in labelled]
         return [c for c in held if self.builder.cached(self.family.render(problem, c))]
 
     def _build(self, problem: Problem, config: Config) -> Future[BuildResult | None]:
