@@ -46,7 +46,7 @@ from .queued import Identity, Kind, Queued, twin
 from .runs import ProblemOutcome, SweepProgress, SweepResult, append_run
 from .strategy import Ask, ExhaustiveStrategy, RandomStrategy, Strategy, TimedStrategy, TpeStrategy
 from .surrogate import SurrogateStrategy
-from .warm_start import Tuned, stored_tuned, warm_seeds
+from .warm_start import Tuned, stored_tuned, stored_winner, warm_seeds
 
 log = logging.getLogger(__name__)
 
@@ -196,8 +196,12 @@ class Sweep:
         keep = [default.as_dict(), *(t.config for t in tuned), *(r.config for r in done.values())]
         valid = self._valid(named, seed, keep)
         strategy = TimedStrategy(self._strategy(named, valid, done, tuned), self.breakdown)
-        if default in set(valid):
-            strategy.seed(default)
+        stored = stored_winner(family, problem, tuned)  # measured again: a re-run keeps sight of it
+        firsts = [default] + ([self.spec.space.validate(stored)] if stored and self.spec.space.holds(stored) else [])
+        held = set(valid)
+        for config in firsts:
+            if config in held:
+                strategy.seed(config)
         evaluated = len(done)
         exhaustive = self.spec.search.strategy == "exhaustive"
         budget = len(valid) if exhaustive else min(self.spec.search.trials, len(valid))

@@ -92,3 +92,11 @@ def stored_tuned(db_path: Path, family: Family[Any]) -> list[Tuned]:
         for w in stored
         if w.key.family == family.name and w.key.family_hash == family_hash
     ]
+
+
+def stored_winner(family: Family[Any], problem: Any, tuned: Iterable[Tuned]) -> Mapping[str, Any] | None:
+    """The stored winner of ``problem`` itself (the same canonical key) among ``tuned``, None without
+    one. A sweep measures it early (``warm_seeds`` leaves it out: it seeds from other problems), so a
+    re-run of a sweep never loses its stored best to a search that missed it."""
+    own = problem.key()
+    return next((t.config for t in tuned if family.parse_problem(t.problem).key() == own), None)

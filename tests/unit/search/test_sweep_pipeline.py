@@ -505,3 +505,23 @@ def test_a_space_larger_than_the_limit_is_sampled_with_the_default_kept(tmp_path
     default = spec.family.default_config(spec.problems[0].problem)
     assert spec.space.size() == 168 and len(pools) == 1 and len(pools[0]) <= 5 + 1
     assert default in pools[0] and sum(result.problems[0].counts.values()) == 2  # the budget, the default first
+
+
+def test_a_rerun_measures_the_stored_winner_among_its_first(tmp_path):
+    """A sweep run again into a fresh directory beside the same winners database (a re-recording)
+    measures the problem's stored winner among its first evaluations, so it cannot lose sight of it."""
+
+    class FastestAt4(QueueBackend):  # BM = 4 measures fastest
+        def next_outcome(self) -> Outcome:
+            label = self.queue.popleft()
+            return Outcome(Status.OK, samples_ms=(0.5 if "BM=4 " in label else 1.0,) * 10)
+
+    (tmp_path / "queue.toml").write_text(searched("surrogate", 30, BM="[1, 2, 4, 8, 16, 32, 64]"))
+    spec = load_sweep(tmp_path / "queue.toml")
+    first = Sweep(spec, FastestAt4(), StubBuilder(), tmp_path / "o1", tmp_path / "w").run()
+    winner = first.problems[0].winner
+    assert winner is not None and winner.config["BM"] == 4
+    (tmp_path / "queue.toml").write_text(searched("surrogate", 2, BM="[1, 2, 4, 8, 16, 32, 64]"))
+    again = FastestAt4()
+    Sweep(load_sweep(tmp_path / "queue.toml"), again, StubBuilder(), tmp_path / "o2", tmp_path / "w").run()
+    assert spec.space.validate(winner.config).label() in again.submitted[:2]
