@@ -9,13 +9,9 @@ the loop enumerates (``LoopSettings.enumerated``) is counted on the sweep's unif
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
-from typing import Any
 
-from .families.base import Problem
-from .families.contract import Family
-from .params import Config, TemplateSpaces
-from .search.candidates import candidates
+from .params import TemplateSpaces
+from .search.candidates import candidates, valid_for
 from .search.loop_settings import LoopSettings
 from .sweep_spec import SweepSpec
 
@@ -50,10 +46,6 @@ class ProblemSpace:
         return any(t.estimated for t in self.templates)
 
 
-def _is_valid(family: Family[Any], problem: Problem, config: Config) -> bool:
-    return not family.violations(problem, config)
-
-
 def space_report(spec: SweepSpec, limit: int = LoopSettings.enumerated) -> tuple[ProblemSpace, ...]:
     """Per problem of the sweep, each kept template's size and valid count (estimated from ``limit``
     configurations drawn uniformly where the template holds more)."""
@@ -64,7 +56,7 @@ def space_report(spec: SweepSpec, limit: int = LoopSettings.enumerated) -> tuple
         for name, space in spec.space.templates:
             drawn = candidates(
                 TemplateSpaces(((name, space),)),
-                partial(_is_valid, family, named.problem),
+                valid_for(family, named.problem),
                 seed=0,
                 limit=limit,
             )

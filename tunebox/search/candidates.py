@@ -13,9 +13,21 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
+from ..families.base import Problem
+from ..families.contract import Family
 from ..params import TEMPLATE, Config, Space, TemplateSpaces
+
+
+def _breaks_none(family: Family[Any], problem: Problem, config: Config) -> bool:
+    return not family.violations(problem, config)
+
+
+def valid_for(family: Family[Any], problem: Problem) -> Callable[[Config], bool]:
+    """Whether a configuration breaks none of ``family``'s validity rules for ``problem``."""
+    return partial(_breaks_none, family, problem)
 
 
 def _position_in(space: Space, config: Config) -> int:
@@ -93,8 +105,14 @@ def candidates(
     return Candidates(tuple(chosen[i] for i in sorted(chosen)), sampled, len(drawn), size)
 
 
-def among(space: TemplateSpaces, configs: Iterable[Config], valid: Callable[[Config], bool]) -> tuple[Config, ...]:
-    """Those of ``configs`` the space holds and ``valid`` accepts, once each, in the space's order
-    (a replay's candidates: the recorded configurations, without enumerating the space)."""
-    held = {position_of(space, c): c for c in configs if space.holds(c.as_dict())}
+def among(
+    space: TemplateSpaces, recorded: Iterable[Mapping[str, Any]], valid: Callable[[Config], bool]
+) -> tuple[Config, ...]:
+    """The configurations of ``recorded`` (as logged: plain mappings) that the space holds and ``valid``
+    accepts, once each, in the space's order (a replay's candidates, without enumerating the space)."""
+    held = {}
+    for values in recorded:
+        if space.holds(values):
+            config = space.validate(values)
+            held[position_of(space, config)] = config
     return tuple(held[i] for i in sorted(held) if valid(held[i]))

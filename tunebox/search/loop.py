@@ -37,7 +37,7 @@ from ..store.evallog import EvalLog, RecordLog
 from ..store.winner_rows import WinnerStore
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
-from .candidates import among, candidates
+from .candidates import among, candidates, valid_for
 from .compile_pool import without_ctrl_c
 from .compiling import CompileQueue, Compiling, T
 from .finalists import FinalStage
@@ -286,14 +286,10 @@ class Sweep:
         for it (``candidates``: all of them, or a seeded sample of a space too large to enumerate,
         with ``keep``'s; exhaustive search enumerates any space); on replay, the recorded ones."""
         problem, space = named.problem, self.spec.space
-
-        def valid(config: Config) -> bool:
-            return not self.family.violations(problem, config)
-
+        valid = valid_for(self.family, problem)
         answerable = self.backend.answerable(self.family, problem)
         if answerable is not None:
-            recorded = (json.loads(key) for key in answerable)
-            return list(among(space, (space.validate(c) for c in recorded if space.holds(c)), valid))
+            return list(among(space, (json.loads(key) for key in answerable), valid))
         if self.spec.search.strategy == "exhaustive":
             return [c for c in space if valid(c)]
         chosen = candidates(space, valid, seed, self.settings.enumerated, keep)

@@ -16,6 +16,7 @@ from ..records import EvalRecord, Status, canonical_json
 from ..store.evallog import EvalLog
 from ..store.recordings import shipped_recording
 from ..sweep_spec import load_sweep
+from .candidates import valid_for
 from .warm_start import DEFAULT_LIMIT, Tuned, warm_seeds
 
 Trace = list[float]  # median ms of each distinct configuration evaluated, in order (inf: failed)
@@ -67,7 +68,7 @@ def load_problems(sweep: Path, recording: Path | None = None) -> list[ReplayProb
         for r in records:
             if r.phase == "screen" and r.config and canonical_json(r.problem) == key:
                 measured[canonical_json(r.config)] = r
-        valid = [c for c in spec.space if not spec.family.violations(named.problem, c)]
+        valid = list(filter(valid_for(spec.family, named.problem), spec.space))  # its count: ``complete``
         configs, times = [], []
         for c in valid:
             record = measured.get(canonical_json(c.as_dict()))

@@ -60,6 +60,6 @@ def test_kept_configurations_join_a_sample_where_valid() -> None:
 
 
 def test_a_replays_candidates_are_its_recorded_ones_in_the_space_order() -> None:
-    recorded = [config_at(SPACES, i) for i in (10_002, 7, 8, 7, 10_001)]
-    foreign = Config(((TEMPLATE, "narrow"), ("BM", 3)))
+    recorded = [config_at(SPACES, i).as_dict() for i in (10_002, 7, 8, 7, 10_001)]
+    foreign = {TEMPLATE: "narrow", "BM": 3}  # a value the space does not hold
     assert among(SPACES, [*recorded, foreign], even) == tuple(config_at(SPACES, i) for i in (8, 10_001, 10_002))
