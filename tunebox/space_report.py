@@ -62,7 +62,7 @@ def space_report(spec: SweepSpec, limit: int = LoopSettings.enumerated) -> tuple
             )
             valid = len(drawn.configs)
             if drawn.sampled:
-                valid = round(valid * drawn.size / drawn.checked)
+                valid = round(valid * space.size() / drawn.checked)
             counts.append(TemplateCount(name, space.size(), valid, drawn.sampled))
         report.append(ProblemSpace(named.name, tuple(counts)))
     return tuple(report)

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..families.base import Problem
 from ..families.contract import Family
-from ..params import TEMPLATE, Config, Space, TemplateSpaces
+from ..params import TEMPLATE, Config, Space, TemplateSpaces, Value
 
 
 def _breaks_none(family: Family[Any], problem: Problem, config: Config) -> bool:
@@ -37,12 +37,12 @@ def _position_in(space: Space, config: Config) -> int:
     return position
 
 
-def _config_in(space: Space, position: int) -> Config:
+def _values_in(space: Space, position: int) -> list[tuple[str, Value]]:
     values = []
     for p in reversed(space.params):
         position, digit = divmod(position, len(p.choices))
         values.append((p.name, p.choices[digit]))
-    return Config(tuple(sorted(values)))
+    return values
 
 
 def position_of(space: TemplateSpaces, config: Config) -> int:
@@ -60,22 +60,22 @@ def config_at(space: TemplateSpaces, position: int) -> Config:
     found without enumerating those before it."""
     rest = position
     for name, own in space.templates:
-        if 0 <= rest < own.size():
-            return Config(tuple(sorted((*_config_in(own, rest).items, (TEMPLATE, name)))))
-        rest -= own.size()
+        size = own.size()
+        if 0 <= rest < size:
+            return Config(tuple(sorted((*_values_in(own, rest), (TEMPLATE, name)))))
+        rest -= size
     raise IndexError(f"configuration {position} of a space of {space.size()}")
 
 
 @dataclass(frozen=True)
 class Candidates:
     """A problem's candidates: valid configurations in the space's order; ``sampled`` when they come
-    from a uniform sample of a space larger than the limit (then ``checked`` of its ``size``
-    configurations were checked)."""
+    from a uniform sample of a space larger than the limit; ``checked``: the configurations drawn and
+    checked (all of the space's when not sampled)."""
 
     configs: tuple[Config, ...]
     sampled: bool
     checked: int
-    size: int
 
 
 def candidates(
@@ -96,13 +96,8 @@ def candidates(
     else:
         drawn = list(enumerate(space))
     chosen = {i: c for i, c in drawn if valid(c)}
-    for values in keep:
-        if space.holds(values):
-            config = space.validate(values)
-            index = position_of(space, config)
-            if index not in chosen and valid(config):
-                chosen[index] = config
-    return Candidates(tuple(chosen[i] for i in sorted(chosen)), sampled, len(drawn), size)
+    chosen |= {i: c for i, c in _held(space, keep).items() if i not in chosen and valid(c)}
+    return Candidates(tuple(chosen[i] for i in sorted(chosen)), sampled, len(drawn))
 
 
 def among(
@@ -110,9 +105,15 @@ def among(
 ) -> tuple[Config, ...]:
     """The configurations of ``recorded`` (as logged: plain mappings) that the space holds and ``valid``
     accepts, once each, in the space's order (a replay's candidates, without enumerating the space)."""
+    held = _held(space, recorded)
+    return tuple(held[i] for i in sorted(held) if valid(held[i]))
+
+
+def _held(space: TemplateSpaces, recorded: Iterable[Mapping[str, Any]]) -> dict[int, Config]:
+    """The configurations of ``recorded`` that the space holds, by their position in it."""
     held = {}
     for values in recorded:
         if space.holds(values):
             config = space.validate(values)
             held[position_of(space, config)] = config
-    return tuple(held[i] for i in sorted(held) if valid(held[i]))
+    return held

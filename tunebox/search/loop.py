@@ -196,11 +196,10 @@ class Sweep:
         keep = [default.as_dict(), *(t.config for t in tuned), *(r.config for r in done.values())]
         valid = self._valid(named, seed, keep)
         strategy = TimedStrategy(self._strategy(named, valid, done, tuned), self.breakdown)
-        stored = stored_winner(family, problem, tuned)  # measured again: a re-run keeps sight of it
-        firsts = [default] + ([self.spec.space.validate(stored)] if stored and self.spec.space.holds(stored) else [])
-        held = set(valid)
-        for config in firsts:
-            if config in held:
+        held, space = set(valid), self.spec.space
+        stored = stored_winner(family, problem, tuned) or {}  # measured again: a re-run keeps sight of it
+        for values in (default.as_dict(), stored):
+            if space.holds(values) and (config := space.validate(values)) in held:
                 strategy.seed(config)
         evaluated = len(done)
         exhaustive = self.spec.search.strategy == "exhaustive"
@@ -298,7 +297,7 @@ class Sweep:
                 "%s: %d of the space's %d configurations drawn, %d valid",
                 named.name,
                 chosen.checked,
-                chosen.size,
+                space.size(),
                 len(chosen.configs),
             )
         return list(chosen.configs)
