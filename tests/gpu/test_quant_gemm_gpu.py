@@ -1,9 +1,9 @@
 """quant_gemm on the GPU, verified by the worker against the reference within the family's tolerance (NaN
 and infinity only bit for bit): every template at M = 1, 3, 16, 64, 256 on odd shapes (odd N; for decode
 and tiled K not a multiple of the block nor of 128, K below one span; for stream, which takes K in whole
-pieces of 512, one chunk, several and a partial last one; for wgmma, which takes K in multiples of 32, a
-last K step half past K) in both formats, at its default and a seeded variant (wgmma's three converters
-and its split-K on their own), every structural value of each template's parameters once on one odd
+pieces of 512, one chunk, several and a partial last one; for wgmma and registers, which take K in multiples of
+32, a last K step half past K) in both formats, at its default and a seeded variant (wgmma's three converters
+and its split-K on their own; registers' split-K on its own), every structural value of each template's parameters once on one odd
 shape, on inputs with planted NaN, zero, subnormal, infinite and large (two-factor) scale blocks; the
 sweep's shapes at the family default and at stream's; sabotaged reductions and stream's scale mapping are
 caught; the torch baselines match the reference and are timed."""
@@ -25,7 +25,13 @@ SHAPES = [(4099, 4111), (33, 300), (7, 100)]  # (N, K): odd N; K % 32, K % 128 !
 STREAM_SHAPES = [(4099, 2560), (33, 512), (7, 1024)]  # odd N, fewer rows than a warp's; K of 1 to 5 chunks
 WGMMA_SHAPES = [(4099, 4128), (33, 320), (7, 96)]  # odd N; K % 64 = 32 (a half K step past K); one step and a half
 SPLIT_SHAPES = [(4104, 4128), (40, 320), (8, 160)]  # split-K's TMA epilogue: N % 8 = 0; K % 64 = 32; 3 steps
-STRUCTURAL_SHAPES = {"decode": (4099, 4111), "tiled": (4099, 4111), "stream": (4099, 2560), "wgmma": (4104, 4128)}
+STRUCTURAL_SHAPES = {
+    "decode": (4099, 4111),
+    "tiled": (4099, 4111),
+    "stream": (4099, 2560),
+    "wgmma": (4104, 4128),
+    "registers": (4099, 4128),
+}
 STRUCTURAL_KEYS = {
     "decode": ("splits", "warps_k", "unroll", "rows", "tokens", "second_factor"),
     "tiled": ("stages", "BK", "BM", "warps_m", "warps_n"),
@@ -34,9 +40,10 @@ STRUCTURAL_KEYS = {
         "BM", "BN", "stages", "schedule", "raster", "group", "epilogue", "producer_registers", "consumer_registers",
         "scales_ahead", "operands", "converters", "splits",
     ),
+    "registers": ("BW", "BT", "stages", "scales_ahead", "splits", "codes"),
 }  # fmt: skip
-# wgmma's tiles of 128 and 256 tokens take M past 64
-STRUCTURAL_TOKENS = [(t, m) for t in STRUCTURAL_KEYS for m in (3, 64)] + [("wgmma", 256)]
+# wgmma's tiles of 128 and 256 tokens take M past 64, as do registers' of 128 and 256
+STRUCTURAL_TOKENS = [(t, m) for t in STRUCTURAL_KEYS for m in (3, 64)] + [("wgmma", 256), ("registers", 256)]
 TIMEOUT_S = 300
 
 
@@ -69,7 +76,7 @@ def spread(p, template: str, keys: tuple[str, ...] = (), only: dict | None = Non
     ("template", "shape"),
     [(t, s) for t in ("decode", "tiled") for s in SHAPES]
     + [("stream", s) for s in STREAM_SHAPES]
-    + [("wgmma", s) for s in WGMMA_SHAPES],
+    + [(t, s) for t in ("wgmma", "registers") for s in WGMMA_SHAPES],
     ids=str,
 )
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
@@ -124,6 +131,21 @@ def test_wgmma_split_k_on_odd_shapes(runner, builder, m, fmt, shape):
     n, k = shape
     p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
     for config in spread(p, "wgmma", ("splits", "converters"), only={"splits": [2, 4, 8]}):
+        for _ in range(2):
+            outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
+            assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
+
+
+@pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=str)
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+@pytest.mark.parametrize("m", [3, 100, 256])
+def test_registers_split_k_on_odd_shapes(runner, builder, m, fmt, shape):
+    """Template registers with splits > 1 (each (tile, consumer) part summed by the last unit to arrive):
+    each split count and each tile width once, edge scales, evaluated twice (the arrival counters must be
+    left zero for the next launch)."""
+    n, k = shape
+    p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
+    for config in spread(p, "registers", ("splits", "BW"), only={"splits": [2, 4, 8]}):
         for _ in range(2):
             outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
             assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)

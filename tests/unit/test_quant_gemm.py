@@ -16,7 +16,7 @@ from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.dtypes import element_type
 from tunebox.errors import InvalidConfig, InvalidProblem
 from tunebox.families.quant.formats import E2M1, decode_table, scale_table, unpack_nibbles
-from tunebox.families.quant_gemm import FAMILY, DecodeConfig, StreamConfig, TiledConfig, WgmmaConfig
+from tunebox.families.quant_gemm import FAMILY, DecodeConfig, RegistersConfig, StreamConfig, TiledConfig, WgmmaConfig
 from tunebox.records import Status
 
 F = FAMILY
@@ -190,6 +190,7 @@ wgmma = maker(
     converters="producer",
     splits=1,
 )
+registers = maker("registers", RegistersConfig, BW=128, BT=256, stages=4, scales_ahead=2, splits=1, codes="copies")
 
 
 BIG = problem(M=256, N=4096, K=4096)
@@ -270,6 +271,12 @@ SMALL = problem(M=1, N=4096, K=4096)
         (problem(M=256, N=4096, K=128), wgmma(splits=2), wgmma(splits=4), "as many K steps"),
         (problem(M=256, N=16384, K=4096), wgmma(splits=2), wgmma(splits=4), "exceed the workspace"),
         (BIG, tiled(BM=128, BN=128, BK=256, stages=2), tiled(BM=128, BN=128, BK=256, stages=4), "shared memory"),
+        (BIG, registers(BW=64, BT=16), registers(BW=64, BT=8), "BT >= 16 or BW=128"),
+        (problem(M=16, N=4096, K=4096), registers(BT=16), registers(BT=32), "token rows would idle"),
+        (BIG, registers(stages=6), registers(stages=8), "shared memory"),
+        (problem(M=256, N=4096, K=128), registers(splits=2), registers(splits=4), "as many K steps"),
+        (problem(M=256, N=16384, K=4096), registers(splits=2), registers(splits=4), "exceed the workspace"),
+        (problem(M=17, N=4096, K=4096), registers(BT=32, splits=2), registers(BT=8, splits=2), "split-K counts arrivals"),
         (
             problem(M=2**22, N=8, K=64),
             tiled(BM=256, BN=64, BK=64, warps_m=4),
@@ -288,6 +295,30 @@ def test_stream_needs_k_in_whole_pieces() -> None:
     with pytest.raises(InvalidConfig, match="whole 16-byte pieces"):
         F.check(problem(M=1, N=4096, K=4352), stream())
     assert F.templates["stream"].default(problem(M=1, N=4096, K=4352)) is None
+
+
+def test_registers_needs_k_in_multiples_of_32() -> None:
+    assert F.violations(problem(M=256, N=4096, K=4128), registers()) == []
+    with pytest.raises(InvalidConfig, match="multiple of 32"):
+        F.check(problem(M=256, N=4096, K=4112), registers())
+    assert F.templates["registers"].default(problem(M=256, N=4096, K=4112)) is None
+
+
+def test_registers_default_fills_the_sms_and_the_ring() -> None:
+    """Every token up to 256 a tile (at least a wgmma's 8), split along K while the units fit the 132 SMs,
+    the deepest ring that fits; the codes map only for codes 'tma'."""
+    template = F.templates["registers"]
+    one = template.default(problem(M=1, N=4096, K=4096))
+    assert (one.BT, one.BW, one.splits, one.stages) == (8, 128, 4, 12)
+    wide = template.default(problem(M=256, N=14336, K=4096))
+    assert (wide.BT, wide.splits, wide.stages) == (256, 1, 6)
+    assert F.geometry(problem(M=256, N=4096, K=4096), F.template_config("registers", template.default(BIG))).grid == (
+        128,
+        1,
+        1,
+    )
+    names = [a.name for a in F.args(BIG, registers(codes="tma"))]
+    assert "codes_map" in names and "codes_map" not in [a.name for a in F.args(BIG, registers())]
 
 
 def test_wgmma_needs_k_in_multiples_of_32() -> None:
@@ -412,6 +443,32 @@ UNSPILLED = {
     # the decoders' 88 registers
     "decoders": [wgmma(**DECODERS, BM=256, stages=3), wgmma(**DECODERS, BM=128, BN=192, stages=3)],
 }
+
+
+REGISTERS = [
+    registers(),
+    registers(BW=64, BT=256, splits=2, scales_ahead=4),
+    registers(BT=128, splits=4, codes="tma", scales_ahead=1),
+    registers(BT=8, stages=12),
+]
+
+
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
+def test_registers_compile_without_spilling_or_serialized_wgmmas(tmp_path, fmt) -> None:
+    """Template registers spills nothing; for mxfp4 ptxas keeps its wgmmas asynchronous (it says when it
+    serializes them, C7513-C7518). nvfp4's decoding is serialized by ptxas, which the test records."""
+    p = problem(M=256, N=4096, K=4096, format=fmt)
+    builder = NvrtcBuilder("sm_90", cache_dir=tmp_path)
+    try:
+        results = builder.build([F.render(p, c) for c in REGISTERS])
+    finally:
+        builder.close()
+    for config, result in zip(REGISTERS, results, strict=True):
+        assert F.violations(p, config) == []
+        assert result.status is Status.OK, (config.label(), result.log[-2000:])
+        assert result.spill_bytes == 0, (config.label(), result.registers)
+        serialized = "wgmma.mma_async instructions are serialized" in result.log
+        assert serialized == (fmt == "nvfp4"), (config.label(), result.log[-2000:])
 
 
 @pytest.mark.parametrize("converters", sorted(UNSPILLED))

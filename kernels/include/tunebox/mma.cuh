@@ -137,11 +137,56 @@ TB_WGMMA(192, 96, 97, 98, 99, TB_WGMMA_REGS_0 ", " TB_WGMMA_REGS_1 ", " TB_WGMMA
 TB_WGMMA(256, 128, 129, 130, 131, TB_WGMMA_REGS_0 ", " TB_WGMMA_REGS_1 ", " TB_WGMMA_REGS_2 ", " TB_WGMMA_REGS_3,
          TB_WGMMA_D(0), TB_WGMMA_D(1), TB_WGMMA_D(2), TB_WGMMA_D(3))
 
+// D (64 x N, float32) += A (64 x 16 in registers) * B (16 x N, K-major: element (k, n) at row n), for
+// operands decoded in registers (quant_gemm's template registers). Warp w of the warpgroup holds rows
+// 16 w .. 16 w + 15 of A as mma.m16n8k16's A fragment: lane 4 g + t holds a[0] = (g, 2t .. 2t + 1),
+// a[1] = (g + 8, 2t ..), a[2] = (g, 2t + 8 ..), a[3] = (g + 8, 2t + 8 ..), each a bfloat16x2 (low half the
+// first). D is overwritten where `accumulate` is 0 (scale-d), so that no other instruction writes the
+// accumulators while wgmmas run. The placeholders: REGS of the N / 2 accumulators, A0-A3 the fragment, B
+// the descriptor, P scale-d.
+#define TB_WGMMA_REGS_4 "%0, %1, %2, %3"
+#define TB_WGMMA_REGS_8 TB_WGMMA_REGS_4 ", %4, %5, %6, %7"
+#define TB_WGMMA_REGS_16 TB_WGMMA_REGS_8 ", %8, %9, %10, %11, %12, %13, %14, %15"
+#define TB_WGMMA_D4 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+#define TB_WGMMA_D8 TB_WGMMA_D4, "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define TB_WGMMA_D16 \
+  TB_WGMMA_D8, "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define TB_WGMMA_RS(N, A0, A1, A2, A3, B, P, REGS, ...)                                                    \
+  template <>                                                                                           \
+  struct WgmmaRs<N> {                                                                                   \
+    __device__ __forceinline__ static void run(float* d, const u32 (&a)[4], u64 b, u32 accumulate) {     \
+      asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #P ", 0;\n"                                      \
+                   "wgmma.mma_async.sync.aligned.m64n" #N "k16.f32.bf16.bf16 {" REGS "}, {%" #A0 ", %" #A1  \
+                   ", %" #A2 ", %" #A3 "}, %" #B ", p, 1, 1, 0;\n}\n"                                       \
+                   : __VA_ARGS__                                                                        \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(accumulate));              \
+    }                                                                                                   \
+  };
+
+template <int N>
+struct WgmmaRs;
+
+TB_WGMMA_RS(8, 4, 5, 6, 7, 8, 9, TB_WGMMA_REGS_4, TB_WGMMA_D4)
+TB_WGMMA_RS(16, 8, 9, 10, 11, 12, 13, TB_WGMMA_REGS_8, TB_WGMMA_D8)
+TB_WGMMA_RS(32, 16, 17, 18, 19, 20, 21, TB_WGMMA_REGS_16, TB_WGMMA_D16)
+TB_WGMMA_RS(64, 32, 33, 34, 35, 36, 37, TB_WGMMA_REGS_0, TB_WGMMA_D(0))
+TB_WGMMA_RS(128, 64, 65, 66, 67, 68, 69, TB_WGMMA_REGS_0 ", " TB_WGMMA_REGS_1, TB_WGMMA_D(0), TB_WGMMA_D(1))
+TB_WGMMA_RS(256, 128, 129, 130, 131, 132, 133,
+            TB_WGMMA_REGS_0 ", " TB_WGMMA_REGS_1 ", " TB_WGMMA_REGS_2 ", " TB_WGMMA_REGS_3, TB_WGMMA_D(0),
+            TB_WGMMA_D(1), TB_WGMMA_D(2), TB_WGMMA_D(3))
+
 #undef TB_WGMMA_REGS_0
 #undef TB_WGMMA_REGS_1
 #undef TB_WGMMA_REGS_2
 #undef TB_WGMMA_REGS_3
+#undef TB_WGMMA_REGS_4
+#undef TB_WGMMA_REGS_8
+#undef TB_WGMMA_REGS_16
 #undef TB_WGMMA_D
+#undef TB_WGMMA_D4
+#undef TB_WGMMA_D8
+#undef TB_WGMMA_D16
 #undef TB_WGMMA
+#undef TB_WGMMA_RS
 
 }  // namespace tb

@@ -17,18 +17,21 @@ Templates (``kernels/quant_gemm/quant_gemm.cu``, the decoding in ``kernels/inclu
 (small M, K in whole 16-byte pieces: the same arithmetic, the weights streamed into shared memory by
 the TMA unit, persistent blocks) and ``tiled`` (M from 64: a cp.async pipeline of A and packed W tiles,
 W decoded from shared memory) and ``wgmma`` (Hopper: gemm's persistent kernel, W's codes loaded by TMA and
-decoded by three producer warps into the wgmma's bfloat16 operand in shared memory; K a multiple of 32).
+decoded by three producer warps into the wgmma's bfloat16 operand in shared memory; K a multiple of 32)
+and ``registers`` (Hopper: D's transpose by wgmma with W decoded in registers as its A operand, the
+activations from shared memory; K a multiple of 32).
 """
 
 from ..contract import Family
 from .decode import DecodeConfig, DecodeTemplate
 from .operation import QuantGemmOperation
 from .problem import QuantGemmProblem
+from .registers import RegistersConfig, RegistersTemplate
 from .stream import StreamConfig, StreamTemplate
 from .tiled import TiledConfig, TiledTemplate
 from .wgmma import WgmmaConfig, WgmmaTemplate
 
-FAMILY = Family(QuantGemmOperation(), (DecodeTemplate(), StreamTemplate(), TiledTemplate(), WgmmaTemplate()))
+FAMILY = Family(QuantGemmOperation(), (DecodeTemplate(), StreamTemplate(), TiledTemplate(), WgmmaTemplate(), RegistersTemplate()))
 
 __all__ = [
     "FAMILY",
@@ -36,6 +39,8 @@ __all__ = [
     "DecodeTemplate",
     "QuantGemmOperation",
     "QuantGemmProblem",
+    "RegistersConfig",
+    "RegistersTemplate",
     "StreamConfig",
     "StreamTemplate",
     "TiledConfig",

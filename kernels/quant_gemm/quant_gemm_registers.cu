@@ -1,0 +1,292 @@
+// Family quant_gemm, template registers (sm_90a): D = A @ Wdq^T as in quant_gemm.cu (A M x K and D M x N
+// bfloat16 bits, W's codes, scales and NVFP4's tensor scale as the quant family stores an N x K matrix),
+// computed as its transpose D^T = Wdq A^T by wgmma m64 x NT x k16 with W's decoded rows as the register
+// operand (A) and the activations as the shared-memory one (B: the TMA's box of BT tokens x 64 of K,
+// K-major, 128-byte swizzle), so that no decoded operand passes through shared memory.
+//
+// Persistent blocks of 384 threads walk the tiles of Cfg::BW rows of W (columns of D) x Cfg::BT tokens
+// (rows of D), block b taking units b, b + gridDim.x, ...; a unit is a tile and one of its Cfg::SPLITS
+// ranges of K steps (unit u = tile * SPLITS + split; tile t = (rows t / tiles_t, tokens t % tiles_t)).
+// Warpgroup 0 is the producer: its first thread loads each K step of 64 into a ring of Cfg::STAGES
+// buffers, the tile's BT x 64 bfloat16 of A by TMA, then BW rows x 32 bytes of codes, by TMA too or, with
+// Cfg::COPIES, by the warpgroup's 128 threads in 16-byte cp.async copies (a TMA box of 32-byte rows costs
+// about 13 cycles a row); both zero-filled past M, N and K. At a unit's first step and every RUN bytes
+// the loaders prefetch the tile's next 2 RUN bytes of each row of codes into L2. Warpgroups 1 and 2 consume: with BW = 128 consumer c takes rows 64 c ..
+// 64 c + 63 and all BT tokens, with BW = 64 both take the 64 rows and consumer c tokens c BT / 2 ..;
+// either way its wgmma is m64 x NT (NT = BT or BT / 2), and both release every ring buffer.
+//
+// Consumer thread (warp w, lane 4 g + t) holds the A fragments of its rows 16 w + g and + 8 (tb::WgmmaRs):
+// of k16 slice s, elements 16 s + 2 t, + 1 and 16 s + 2 t + 8, + 9, the two codes of byte t of the row's
+// 32-bit words 2 s and 2 s + 1 of the step. Per K step it reads its rows' 32 bytes from the ring, decodes
+// them (fp4.cuh: e2m1 bits placed as bfloat16, times the block's factor; MXFP4 scales from 2^2 take a
+// second factor) into one of two register sets, while its wgmmas of the step before read the other, and
+// issues the step's four wgmmas; its scale codes (two a row and step for MXFP4, four for NVFP4) are read
+// from global memory Cfg::SCALES_AHEAD steps ahead. K is a multiple of 32 (rows of codes 16-byte aligned for
+// TMA): a last step half past K reads TMA's zero codes and scale codes 0, which decode to zeros.
+//
+// Split-K (SPLITS > 1) as persistent_gemm.cuh's: a unit stores its float32 sums of D in slot `split` of
+// `partials`, counts its arrival on its (tile, consumer) counter, and the last to arrive sums the slots of
+// the consumer's part in split order. D's elements are stored as alpha * sums (alpha 1, or NVFP4's 2^7
+// times the tensor scale, fp4.cuh) rounded to bfloat16, NaN as 0x7FC0.
+#include "tunebox/async_copy.cuh"
+#include "tunebox/bulk.cuh"
+#include "tunebox/fp4.cuh"
+#include "tunebox/persistent_gemm.cuh"
+
+namespace {
+
+using namespace tb;
+
+constexpr int BK = 64;                   // K a step: one 128-byte swizzle row of A, 32 bytes of codes a row
+constexpr int RUN = 512;                 // bytes of a row's codes prefetched into L2 at a time
+constexpr int PRODUCER_REGISTERS = 56;   // the loaders
+constexpr int CONSUMER_REGISTERS = 224;  // 56 + 2 x 224 = 3 x 168, the launch's
+constexpr int EPI_BARRIER = 1;           // named barrier of consumer c's split-K epilogue: EPI_BARRIER + c
+
+template <class Cfg>
+struct Tile {
+  static constexpr int BW = Cfg::BW, BT = Cfg::BT;
+  static constexpr int NT = BW == 128 ? BT : BT / 2;  // tokens of a consumer's wgmma
+  static constexpr int A_BYTES = BT * BK * 2;
+  static constexpr int STAGE = A_BYTES + BW * BK / 2;
+  static constexpr int SCALES = Cfg::NVFP4 ? 4 : 2;  // scale codes of a row in a K step
+};
+
+template <int I>
+struct Index {
+  static constexpr int value = I;
+};
+
+// The scale codes of K step kt of W's row `row`: byte i that of block SCALES kt + i (0 past the row's nb).
+template <class Cfg>
+__device__ __forceinline__ u32 scale_codes(const u8* __restrict__ scales, int row, int nb, int kt) {
+  constexpr int SCALES = Tile<Cfg>::SCALES;
+  const u8* at = scales + (u32)row * (u32)nb + (u32)(kt * SCALES);
+  u32 codes = 0;
+#pragma unroll
+  for (int i = 0; i < SCALES; ++i)
+    if (kt * SCALES + i < nb) codes |= (u32)__ldg(at + i) << 8 * i;
+  return codes;
+}
+
+// Row h (0: the thread's first, 1: + 8) of its A fragments of one K step: the two codes of byte t of the
+// row's 32-bit word i (elements 8 i + 2 t and + 1, the first low) times their block's scale, into
+// a[i / 2][h + 2 (i % 2)], the fragment of k16 slice i / 2 (tb::WgmmaRs); sel = t | (4 + t) << 8.
+template <class Cfg>
+__device__ __forceinline__ void decode_row(const uint4& lo, const uint4& hi, u32 codes, u32 sel, int h,
+                                           u32 (&a)[BK / 16][4]) {
+  constexpr int SCALES = Tile<Cfg>::SCALES, WORDS = 8 / SCALES;  // words of a scale block
+  const u32 words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+#pragma unroll
+  for (int b = 0; b < SCALES; ++b) {
+    const u32 c = codes >> 8 * b & 0xFFu;
+    const u32 factor = Cfg::NVFP4 ? fp4::e4m3_factor(c) : fp4::e8m0_factor(c);
+    const bool big = !Cfg::NVFP4 && fp4::e8m0_big(c);
+    const u32 second = fp4::e8m0_second(c);
+#pragma unroll
+    for (int i = b * WORDS; i < (b + 1) * WORDS; ++i) {
+      const u32 pair = __byte_perm(words[i], words[i] >> 4, sel) & 0x000F000Fu;  // byte t's codes, one a half
+      u32 v = fp4::bf16x2_mul(fp4::e2m1_spread<0>(pair), factor);
+      if (big) v = fp4::bf16x2_mul(v, second);
+      a[i / 2][h + 2 * (i % 2)] = v;
+    }
+  }
+}
+
+// Keeps the compiler from moving a fragment's writes past the next (volatile) instruction.
+__device__ __forceinline__ void pin_fragments(u32 (&a)[BK / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < BK / 16; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) asm volatile("" : "+r"(a[kk][r]));
+}
+
+// An arrival on `bar` once this thread's cp.async copies so far are complete (counted in the barrier's
+// expected arrivals).
+__device__ __forceinline__ void cp_async_arrive(u64* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address(bar)) : "memory");
+}
+
+// NVFP4's sums carry 2^-7 of their factors (fp4.cuh): alpha undoes it and applies the tensor scale.
+template <class Cfg>
+__device__ __forceinline__ float output_scale(const typename Cfg::Args& a) {
+  if constexpr (Cfg::NVFP4) return fp4::NV_UNDO * *a.tensor_scale;
+  else return 1.f;
+}
+
+}  // namespace
+
+template <class Cfg>
+__global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_constant__ typename Cfg::Args a) {
+  using T = Tile<Cfg>;
+  constexpr int BW = T::BW, BT = T::BT, NT = T::NT, STAGES = Cfg::STAGES, SPLITS = Cfg::SPLITS;
+  constexpr int AHEAD = Cfg::SCALES_AHEAD;
+  constexpr bool COPIES = Cfg::COPIES;
+  constexpr int LOADERS = COPIES ? 128 : 1;  // producer threads that load and prefetch codes
+  constexpr int GROUP = AHEAD == 4 ? 4 : 2;  // steps of the unrolled loop: both fragment sets, every slot
+  static_assert(AHEAD == 1 || AHEAD == 2 || AHEAD == 4, "the unrolled loop's steps cover the slots");
+  static_assert((BW == 64 || BW == 128) && NT >= 8 && NT <= 256 && NT % 8 == 0, "whole wgmma tiles");
+  static_assert(T::STAGE % 1024 == 0 && (NT * 128) % 1024 == 0, "every stage and token half on the swizzle period");
+  static_assert(STAGES * T::STAGE + 2 * STAGES * 8 + 1024 <= Cfg::SHARED_BYTES, "the ring and its barriers fit");
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  unsigned char* smem = align_shared<1024>(smem_raw);
+  u64* full = reinterpret_cast<u64*>(smem + STAGES * T::STAGE);
+  u64* empty = full + STAGES;
+  const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbarrier_init(&full[s], 1 + (COPIES ? LOADERS : 0));  // the expect_tx, and each loader's copies
+      mbarrier_init(&empty[s], 2);  // both consumers read every buffer
+    }
+  }
+  __syncthreads();
+
+  const int M = (int)a.M, N = (int)a.N, nb = (int)a.nb, kb = (int)a.kb;
+  const int k_steps = (int)((a.K + BK - 1) / BK);
+  const int tiles_t = (M + BT - 1) / BT, units = tiles_t * ((N + BW - 1) / BW) * SPLITS;
+
+  if (warpgroup == 0) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(PRODUCER_REGISTERS));
+    if (!COPIES && tid != 0) return;
+    persistent::Ring<STAGES> ring;
+    int filled = 0;  // buffers used so far, up to STAGES: the first lap waits for no release
+    for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+      const int tile = unit / SPLITS, row0 = tile / tiles_t * BW, token0 = tile % tiles_t * BT;
+      const int2 steps = persistent::split_steps<SPLITS>(unit, k_steps);
+      for (int kt = steps.x; kt < steps.x + steps.y; ++kt, ring.advance()) {
+        if (filled < STAGES) {
+          ++filled;
+        } else {
+          mbarrier_wait(&empty[ring.stage], ring.phase ^ 1);
+        }
+        unsigned char* stage = smem + ring.stage * T::STAGE;
+        const int from = kt * BK / 2;  // the step's first byte of a row of codes
+        if (tid == 0) {
+          mbarrier_expect_tx(&full[ring.stage], COPIES ? T::A_BYTES : T::STAGE);  // zero fill counts too
+          tma_load_2d(stage, &a.a_map, kt * BK, token0, &full[ring.stage]);
+          if constexpr (!COPIES) tma_load_2d(stage + T::A_BYTES, &a.codes_map, from, row0, &full[ring.stage]);
+        }
+        if constexpr (COPIES) {  // 16-byte halves of the rows, zeros past N and K
+          for (int c = tid; c < 2 * BW; c += LOADERS) {
+            const int r = row0 + c / 2, at = from + 16 * (c % 2);
+            const bool inside = r < N && at < kb;
+            cp_async_zfill<16>(stage + T::A_BYTES + 16 * c, a.values + (inside ? (size_t)r * kb + at : 0), inside ? 16 : 0);
+          }
+          cp_async_arrive(&full[ring.stage]);
+        }
+        if (kt == steps.x || from % RUN == 0) {
+          const u32 bytes = (u32)min(2 * RUN, kb - from);
+          for (int r = row0 + tid; r < min(N, row0 + BW); r += LOADERS)
+            bulk_prefetch_l2(a.values + (size_t)r * kb + from, bytes);
+        }
+      }
+    }
+    return;
+  }
+
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGISTERS));
+  const int consumer = warpgroup - 1, warp = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+  const u32 sel = (u32)t | (4u + (u32)t) << 8;
+  const int part = BW == 128 ? 64 * consumer : 0;    // this consumer's first row of W of a tile
+  const int tokens = BW == 128 ? 0 : consumer * NT;  // and its first token
+  const int row = part + 16 * warp + g;              // this thread's first row, and row + 8
+  const float alpha = output_scale<Cfg>(a);
+
+  persistent::Ring<STAGES> ring;
+  float acc[NT / 2];
+  u32 frag[2][BK / 16][4];  // two sets of a step's fragments: the wgmmas' A operands
+  u32 ahead[AHEAD][2];  // scale codes of the unit's steps i + AHEAD ... in slot i % AHEAD, for the two rows
+  int previous = 0;     // the ring buffer of the step before, released once its wgmmas are done
+
+  for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
+    const int tile = unit / SPLITS;
+    const int n0 = tile / tiles_t * BW, m0 = tile % tiles_t * BT + tokens;  // the consumer's part of D
+    const int2 steps = persistent::split_steps<SPLITS>(unit, k_steps);
+    const int count = steps.y;
+    const int rows[2] = {min(N - 1, n0 + row), min(N - 1, n0 + row + 8)};  // rows past N: computed, not stored
+    const auto fetch = [&](u32(&into)[2], int i) {
+      if (i < count) into[0] = scale_codes<Cfg>(a.scales, rows[0], nb, steps.x + i), into[1] = scale_codes<Cfg>(a.scales, rows[1], nb, steps.x + i);
+    };
+#pragma unroll
+    for (int d = 0; d < AHEAD; ++d) fetch(ahead[d], d);
+
+    // Step i = group + S of the unit into fragment set S % 2 (the other set's wgmmas may still run): decode,
+    // its scale codes' slot refilled AHEAD steps on, the four wgmmas (the unit's first overwrites the sums),
+    // then the step before's buffer released.
+    const auto step = [&](auto index, int group) {
+      constexpr int S = decltype(index)::value;
+      const int i = group + S;
+      if (i >= count) return;
+      mbarrier_wait(&full[ring.stage], ring.phase);
+      const unsigned char* stage = smem + ring.stage * T::STAGE;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4* codes = reinterpret_cast<const uint4*>(stage + T::A_BYTES + (row + 8 * h) * (BK / 2));
+        decode_row<Cfg>(codes[0], codes[1], ahead[S % AHEAD][h], sel, h, frag[S % 2]);
+      }
+      fetch(ahead[S % AHEAD], i + AHEAD);  // after the codes' last use: the loads may take their registers
+      pin_fragments(frag[S % 2]);  // decoded before the fence (else ptxas serializes the wgmmas)
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < BK / 16; ++kk) {
+        const u32 accumulate = kk > 0 || i > 0;
+        WgmmaRs<NT>::run(acc, frag[S % 2][kk], wgmma_descriptor(stage + tokens * 128 + kk * 32, 16, 1024), accumulate);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();  // this step's wgmmas may still run; the step before's are done
+      if (tid == 0 && i > 0) mbarrier_arrive(&empty[previous]);
+      previous = ring.stage;
+      ring.advance();
+    };
+    for (int group = 0; group < count; group += GROUP) {
+      step(Index<0>{}, group);
+      step(Index<1>{}, group);
+      if constexpr (GROUP == 4) {
+        step(Index<2>{}, group);
+        step(Index<3>{}, group);
+      }
+    }
+    wgmma_wait<0>();
+    pin_registers<NT / 2>(acc);
+    if (tid == 0) mbarrier_arrive(&empty[previous]);
+
+    // acc[4 j + e] is D's element (m0 + 8 j + 2 t + e % 2, n0 + row + 8 (e / 2)): into D, or with split-K
+    // into this unit's slot (and D by the tile's last unit)
+    const auto each = [&](auto&& f) {
+#pragma unroll
+      for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int m = m0 + 8 * j + 2 * t + e % 2, n = n0 + row + 8 * (e / 2);
+          if (m < M && n < N) f(acc[4 * j + e], m, n);
+        }
+    };
+    if constexpr (SPLITS == 1) {
+      each([&](float v, int m, int n) { a.d[(size_t)m * N + n] = (unsigned short)fp4::bf16_out(alpha * v); });
+    } else {
+      // The arrival counted once every thread of the consumer stored its slot; the last unit of the (tile,
+      // consumer) sums the part's slots in split order, along D's rows (coalesced; slots of at most 2^23
+      // floats).
+      const int slot = M * N;
+      float* mine = a.partials + unit % SPLITS * slot;
+      each([&](float v, int m, int n) { mine[m * N + n] = v; });
+      barrier_sync(EPI_BARRIER + consumer, 128);
+      u32 last = 0;
+      if (tid == 0) {
+        u32* counter = a.counters + 2 * tile + consumer;
+        last = counter_arrive(counter) == SPLITS - 1;
+        if (last) atomicExch(counter, 0u);  // zero again for the next launch
+      }
+      if (!barrier_any(EPI_BARRIER + consumer, 128, last)) continue;
+      for (int e = tid; e < 64 * NT; e += 128) {
+        const int m = m0 + e / 64, n = n0 + part + e % 64;
+        if (m >= M || n >= N) continue;
+        const float* at = a.partials + m * N + n;
+        float sum = __ldcg(at);
+#pragma unroll
+        for (int s = 1; s < SPLITS; ++s) sum += __ldcg(at + s * slot);
+        a.d[(size_t)m * N + n] = (unsigned short)fp4::bf16_out(alpha * sum);
+      }
+    }
+  }
+}
