@@ -227,6 +227,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "winner (splits = 1 added by migrate_recording.py) renders the same source, geometry and arguments (49 of 49)",
     "c1b8ca2": "tile_copy: template windowed only (its kernel and module: sector-aligned windows); its four stored "
     "winners were dropped after the carry and re-recorded (spaces/tile_copy_windowed.toml)",
+    "d1c2dd0": "quant_gemm's template registers added after the others (its own kernel, quant_gemm_registers.cu; no "
+    "stored winner uses it) and tb::WgmmaRs in mma.cuh: instructions identical (gemm 72 of 72, quant_gemm 48 of 48 "
+    "sampled variants, diagnostics/sass_registers_template.json)",
 }
 
 
