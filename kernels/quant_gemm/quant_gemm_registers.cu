@@ -278,14 +278,25 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
         if (last) atomicExch(counter, 0u);  // zero again for the next launch
       }
       if (!barrier_any(EPI_BARRIER + consumer, 128, last)) continue;
-      for (int e = tid; e < 64 * NT; e += 128) {
-        const int m = m0 + e / 64, n = n0 + part + e % 64;
-        if (m >= M || n >= N) continue;
-        const float* at = a.partials + m * N + n;
-        float sum = __ldcg(at);
+      // Element tid + 128 j of the part (64 rows of W a token), BATCH of a thread's at a time with all their
+      // slots' loads in flight together (one L2 round trip a batch, not one an element).
+      constexpr int PER = 64 * NT / 128, BATCH = PER < 8 ? PER : 8;
+      for (int j0 = 0; j0 < PER; j0 += BATCH) {
+        int at[BATCH];
+        float sum[BATCH];
 #pragma unroll
-        for (int s = 1; s < SPLITS; ++s) sum += __ldcg(at + s * slot);
-        a.d[(size_t)m * N + n] = (unsigned short)fp4::bf16_out(alpha * sum);
+        for (int b = 0; b < BATCH; ++b) {
+          const int e = tid + 128 * (j0 + b), m = m0 + e / 64, n = n0 + part + e % 64;
+          at[b] = m < M && n < N ? m * N + n : -1;
+          sum[b] = __ldcg(a.partials + max(at[b], 0));
+        }
+#pragma unroll
+        for (int s = 1; s < SPLITS; ++s)
+#pragma unroll
+          for (int b = 0; b < BATCH; ++b) sum[b] += __ldcg(a.partials + max(at[b], 0) + s * slot);
+#pragma unroll
+        for (int b = 0; b < BATCH; ++b)
+          if (at[b] >= 0) a.d[at[b]] = (unsigned short)fp4::bf16_out(alpha * sum[b]);
       }
     }
   }
