@@ -230,6 +230,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "d1c2dd0": "quant_gemm's template registers added after the others (its own kernel, quant_gemm_registers.cu; no "
     "stored winner uses it) and tb::WgmmaRs in mma.cuh: instructions identical (gemm 72 of 72, quant_gemm 48 of 48 "
     "sampled variants, diagnostics/sass_registers_template.json)",
+    "b97bbb8": "quant_gemm template registers' kernel only (split-K's batched sums): no stored winner uses it",
 }
 
 
