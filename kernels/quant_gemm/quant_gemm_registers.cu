@@ -9,13 +9,14 @@
 // ranges of K steps (unit u = tile * SPLITS + split; tile t = (rows t / tiles_t, tokens t % tiles_t)).
 // Warpgroup 0 is the producer: its first thread loads each K step of 64 into a ring of Cfg::STAGES
 // buffers, the tile's BT x 64 bfloat16 of A by TMA, then BW rows x 32 bytes of codes, by TMA too or, with
-// Cfg::COPIES, by the warpgroup's 128 threads in 16-byte cp.async copies (a TMA box of 32-byte rows costs
-// about 13 cycles a row); both zero-filled past M, N and K. At a unit's first step and every RUN bytes
-// the loaders prefetch the tile's next 2 RUN bytes of each row of codes into L2. Warpgroups 1 and 2 consume: with BW = 128 consumer c takes rows 64 c ..
-// 64 c + 63 and all BT tokens, with BW = 64 both take the 64 rows and consumer c tokens c BT / 2 ..;
-// either way its wgmma is m64 x NT (NT = BT or BT / 2), and both release every ring buffer.
+// Cfg::COPIES, by the warpgroup's 128 threads in 16-byte cp.async copies; both zero-filled past M, N and K.
+// At a unit's first step and every RUN bytes the loaders prefetch the tile's next 2 RUN bytes of each row
+// of codes into L2. Warpgroups 1 and 2 consume: with BW = 128 or 256 consumer c takes rows ROWS c .. ROWS c
+// + ROWS - 1 (ROWS = BW / 2: one or two m64 tiles, MT) and all BT tokens; with BW = 64 both take the 64 rows
+// and consumer c tokens c BT / 2 ..; its wgmmas are m64 x NT (NT = BT or BT / 2). Both release every buffer.
 //
-// Consumer thread (warp w, lane 4 g + t) holds the A fragments of its rows 16 w + g and + 8 (tb::WgmmaRs):
+// Consumer thread (warp w, lane 4 g + t) holds the A fragments of its rows 16 w + g and + 8 of each of its
+// m64 tiles (tb::WgmmaRs):
 // of k16 slice s, elements 16 s + 2 t, + 1 and 16 s + 2 t + 8, + 9, the two codes of byte t of the row's
 // 32-bit words 2 s and 2 s + 1 of the step. Per K step it reads its rows' 32 bytes from the ring, decodes
 // them (fp4.cuh: e2m1 bits placed as bfloat16, times the block's factor; MXFP4 scales from 2^2 take a
@@ -46,7 +47,9 @@ constexpr int EPI_BARRIER = 1;           // named barrier of consumer c's split-
 template <class Cfg>
 struct Tile {
   static constexpr int BW = Cfg::BW, BT = Cfg::BT;
-  static constexpr int NT = BW == 128 ? BT : BT / 2;  // tokens of a consumer's wgmma
+  static constexpr int ROWS = BW == 64 ? 64 : BW / 2;  // rows of W a consumer multiplies
+  static constexpr int MT = ROWS / 64;                 // its m64 wgmma tiles
+  static constexpr int NT = BW == 64 ? BT / 2 : BT;    // tokens of its wgmmas
   static constexpr int A_BYTES = BT * BK * 2;
   static constexpr int STAGE = A_BYTES + BW * BK / 2;
   static constexpr int SCALES = Cfg::NVFP4 ? 4 : 2;  // scale codes of a row in a K step
@@ -125,7 +128,9 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
   constexpr int LOADERS = COPIES ? 128 : 1;  // producer threads that load and prefetch codes
   constexpr int GROUP = AHEAD == 4 ? 4 : 2;  // steps of the unrolled loop: both fragment sets, every slot
   static_assert(AHEAD == 1 || AHEAD == 2 || AHEAD == 4, "the unrolled loop's steps cover the slots");
-  static_assert((BW == 64 || BW == 128) && NT >= 8 && NT <= 256 && NT % 8 == 0, "whole wgmma tiles");
+  constexpr int ROWS = T::ROWS, MT = T::MT;
+  static_assert((BW == 64 || BW == 128 || BW == 256) && NT >= 8 && NT <= 256 && NT % 8 == 0, "whole wgmma tiles");
+  static_assert(MT * NT <= 256, "the accumulators fit a consumer's registers");
   static_assert(T::STAGE % 1024 == 0 && (NT * 128) % 1024 == 0, "every stage and token half on the swizzle period");
   static_assert(STAGES * T::STAGE + 2 * STAGES * 8 + 1024 <= Cfg::SHARED_BYTES, "the ring and its barriers fit");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
@@ -187,15 +192,15 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(CONSUMER_REGISTERS));
   const int consumer = warpgroup - 1, warp = tid / 32, g = (tid % 32) / 4, t = tid % 4;
   const u32 sel = (u32)t | (4u + (u32)t) << 8;
-  const int part = BW == 128 ? 64 * consumer : 0;    // this consumer's first row of W of a tile
-  const int tokens = BW == 128 ? 0 : consumer * NT;  // and its first token
-  const int row = part + 16 * warp + g;              // this thread's first row, and row + 8
+  const int part = BW == 64 ? 0 : ROWS * consumer;   // this consumer's first row of W of a tile
+  const int tokens = BW == 64 ? consumer * NT : 0;   // and its first token
+  const int row = part + 16 * warp + g;              // this thread's rows: row + 64 mt and + 8, mt < MT
   const float alpha = output_scale<Cfg>(a);
 
   persistent::Ring<STAGES> ring;
-  float acc[NT / 2];
-  u32 frag[2][BK / 16][4];  // two sets of a step's fragments: the wgmmas' A operands
-  u32 ahead[AHEAD][2];  // scale codes of the unit's steps i + AHEAD ... in slot i % AHEAD, for the two rows
+  float acc[MT][NT / 2];
+  u32 frag[2][BK / 16][4];  // two sets of an m64 tile's fragments of a step: the wgmmas' A operands
+  u32 ahead[AHEAD][MT][2];  // scale codes of the unit's steps i + AHEAD ... in slot i % AHEAD, for the rows
   int previous = 0;     // the ring buffer of the step before, released once its wgmmas are done
 
   for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
@@ -203,16 +208,20 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
     const int n0 = tile / tiles_t * BW, m0 = tile % tiles_t * BT + tokens;  // the consumer's part of D
     const int2 steps = persistent::split_steps<SPLITS>(unit, k_steps);
     const int count = steps.y;
-    const int rows[2] = {min(N - 1, n0 + row), min(N - 1, n0 + row + 8)};  // rows past N: computed, not stored
-    const auto fetch = [&](u32(&into)[2], int i) {
-      if (i < count) into[0] = scale_codes<Cfg>(a.scales, rows[0], nb, steps.x + i), into[1] = scale_codes<Cfg>(a.scales, rows[1], nb, steps.x + i);
+    const auto fetch = [&](u32(&into)[MT][2], int i) {
+      if (i >= count) return;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)  // rows past N: computed, not stored
+          into[mt][h] = scale_codes<Cfg>(a.scales, min(N - 1, n0 + row + 64 * mt + 8 * h), nb, steps.x + i);
     };
 #pragma unroll
     for (int d = 0; d < AHEAD; ++d) fetch(ahead[d], d);
 
-    // Step i = group + S of the unit into fragment set S % 2 (the other set's wgmmas may still run): decode,
-    // its scale codes' slot refilled AHEAD steps on, the four wgmmas (the unit's first overwrites the sums),
-    // then the step before's buffer released.
+    // Step i = group + S of the unit, a group of wgmmas an m64 tile: decode into a fragment set while the
+    // group before (reading the other set) runs, the four wgmmas (the unit's first overwrites the sums); the
+    // scale codes' slot refilled AHEAD steps on; the step before's buffer released once its groups are done.
     const auto step = [&](auto index, int group) {
       constexpr int S = decltype(index)::value;
       const int i = group + S;
@@ -220,21 +229,26 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
       mbarrier_wait(&full[ring.stage], ring.phase);
       const unsigned char* stage = smem + ring.stage * T::STAGE;
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint4* codes = reinterpret_cast<const uint4*>(stage + T::A_BYTES + (row + 8 * h) * (BK / 2));
-        decode_row<Cfg>(codes[0], codes[1], ahead[S % AHEAD][h], sel, h, frag[S % 2]);
-      }
-      fetch(ahead[S % AHEAD], i + AHEAD);  // after the codes' last use: the loads may take their registers
-      pin_fragments(frag[S % 2]);  // decoded before the fence (else ptxas serializes the wgmmas)
-      wgmma_fence();
+      for (int mt = 0; mt < MT; ++mt) {
+        // m64 tile mt's fragments into set P, whose last wgmmas (the step before's with MT = 1, this tile's
+        // of the step before with MT = 2) are done: the wait below, a group earlier
+        constexpr int P = MT == 1 ? S % 2 : 0;
+        u32(&f)[BK / 16][4] = frag[MT == 1 ? P : mt];
 #pragma unroll
-      for (int kk = 0; kk < BK / 16; ++kk) {
-        const u32 accumulate = kk > 0 || i > 0;
-        WgmmaRs<NT>::run(acc, frag[S % 2][kk], wgmma_descriptor(stage + tokens * 128 + kk * 32, 16, 1024), accumulate);
+        for (int h = 0; h < 2; ++h) {
+          const uint4* codes = reinterpret_cast<const uint4*>(stage + T::A_BYTES + (row + 64 * mt + 8 * h) * (BK / 2));
+          decode_row<Cfg>(codes[0], codes[1], ahead[S % AHEAD][mt][h], sel, h, f);
+        }
+        if (mt == MT - 1) fetch(ahead[S % AHEAD], i + AHEAD);  // after the slot's last use: its loads may take its registers
+        pin_fragments(f);  // decoded before the fence (else ptxas serializes the wgmmas)
+        wgmma_fence();
+#pragma unroll
+        for (int kk = 0; kk < BK / 16; ++kk)
+          WgmmaRs<NT>::run(acc[mt], f[kk], wgmma_descriptor(stage + tokens * 128 + kk * 32, 16, 1024), kk > 0 || i > 0);
+        wgmma_commit();
+        wgmma_wait<1>();  // this group may still run; every earlier one is done
+        if (mt == 0 && tid == 0 && i > 0) mbarrier_arrive(&empty[previous]);  // the step before's last group is done
       }
-      wgmma_commit();
-      wgmma_wait<1>();  // this step's wgmmas may still run; the step before's are done
-      if (tid == 0 && i > 0) mbarrier_arrive(&empty[previous]);
       previous = ring.stage;
       ring.advance();
     };
@@ -247,19 +261,22 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
       }
     }
     wgmma_wait<0>();
-    pin_registers<NT / 2>(acc);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) pin_registers<NT / 2>(acc[mt]);
     if (tid == 0) mbarrier_arrive(&empty[previous]);
 
-    // acc[4 j + e] is D's element (m0 + 8 j + 2 t + e % 2, n0 + row + 8 (e / 2)): into D, or with split-K
-    // into this unit's slot (and D by the tile's last unit)
+    // acc[mt][4 j + e] is D's element (m0 + 8 j + 2 t + e % 2, n0 + row + 64 mt + 8 (e / 2)): into D, or
+    // with split-K into this unit's slot (and D by the tile's last unit)
     const auto each = [&](auto&& f) {
 #pragma unroll
-      for (int j = 0; j < NT / 8; ++j)
+      for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int m = m0 + 8 * j + 2 * t + e % 2, n = n0 + row + 8 * (e / 2);
-          if (m < M && n < N) f(acc[4 * j + e], m, n);
-        }
+        for (int j = 0; j < NT / 8; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int m = m0 + 8 * j + 2 * t + e % 2, n = n0 + row + 64 * mt + 8 * (e / 2);
+            if (m < M && n < N) f(acc[mt][4 * j + e], m, n);
+          }
     };
     if constexpr (SPLITS == 1) {
       each([&](float v, int m, int n) { a.d[(size_t)m * N + n] = (unsigned short)fp4::bf16_out(alpha * v); });
@@ -278,15 +295,15 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
         if (last) atomicExch(counter, 0u);  // zero again for the next launch
       }
       if (!barrier_any(EPI_BARRIER + consumer, 128, last)) continue;
-      // Element tid + 128 j of the part (64 rows of W a token), BATCH of a thread's at a time with all their
-      // slots' loads in flight together (one L2 round trip a batch, not one an element).
-      constexpr int PER = 64 * NT / 128, BATCH = PER < 8 ? PER : 8;
+      // Element tid + 128 j of the part (ROWS rows of W a token), BATCH of a thread's at a time with all
+      // their slots' loads in flight together (one L2 round trip a batch, not one an element).
+      constexpr int PER = ROWS * NT / 128, BATCH = PER < 8 ? PER : 8;
       for (int j0 = 0; j0 < PER; j0 += BATCH) {
         int at[BATCH];
         float sum[BATCH];
 #pragma unroll
         for (int b = 0; b < BATCH; ++b) {
-          const int e = tid + 128 * (j0 + b), m = m0 + e / 64, n = n0 + part + e % 64;
+          const int e = tid + 128 * (j0 + b), m = m0 + e / ROWS, n = n0 + part + e % ROWS;
           at[b] = m < M && n < N ? m * N + n : -1;
           sum[b] = __ldcg(a.partials + max(at[b], 0));
         }

@@ -32,7 +32,11 @@ SHARED_STAGES = (12, 8, 6, 4, 3, 2)  # the default's ring: the deepest that fits
 @dataclass(frozen=True)
 class RegistersConfig(TemplateConfig):
     BW: int = choice(
-        64, 128, doc="rows of W a tile (columns of D): 128, 64 a consumer; 64, both consumers on them, half the tokens each"
+        64,
+        128,
+        256,
+        doc="rows of W a tile (columns of D): 128 or 256, half a consumer; 64, both consumers on them, half the tokens "
+        "each",
     )
     BT: int = choice(8, 16, 32, 64, 128, 256, doc="tokens a tile (rows of D): the wgmma's N, halved with BW = 64")
     stages: int = choice(2, 3, 4, 6, 8, 12, doc="ring buffers of A's box and W's codes (K steps loaded ahead)")
@@ -71,6 +75,7 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
     rule_names: ClassVar[tuple[str, ...]] = (
         "k_whole_code_rows",
         "consumer_tokens",
+        "accumulators",
         "bt_within_m",
         *SPLIT_RULES,
         "split_counters",
@@ -111,6 +116,14 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
             c.BW == 128 or c.BT >= 16,
             f"BW=64 gives each consumer half of BT={c.BT} tokens, fewer than a wgmma's 8: BT >= 16 or BW=128",
         )
+        if c.BW == 256:
+            rules.require(
+                "accumulators",
+                c.BT < 128 or (c.BT == 128 and c.splits == 1 and c.scales_ahead <= 2),
+                f"BW=256 gives each consumer two m64 tiles of BT={c.BT} tokens, {c.BT} accumulators a thread; "
+                "beside two tiles' decoding the registers hold 128 only without split-K's sums and with scale "
+                "codes at most 2 steps ahead: BT <= 64, or BT=128 with splits=1 and scales_ahead <= 2",
+            )
         rules.require(
             "bt_within_m",
             max(8, power_ceiling(p.M)) >= c.BT,
