@@ -231,6 +231,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "stored winner uses it) and tb::WgmmaRs in mma.cuh: instructions identical (gemm 72 of 72, quant_gemm 48 of 48 "
     "sampled variants, diagnostics/sass_registers_template.json)",
     "b97bbb8": "quant_gemm template registers' kernel only (split-K's batched sums): no stored winner uses it",
+    "afe1553": "quant_gemm template registers' kernel and rules only (BW 256); its five stored winners are dropped "
+    "after the carry and re-recorded (spaces/quant_gemm_registers.toml)",
 }
 
 
