@@ -1,12 +1,12 @@
 """quant_gemm on the GPU, verified by the worker against the reference within the family's tolerance (NaN
 and infinity only bit for bit): every template at M = 1, 3, 16, 64, 256 on odd shapes (odd N; for decode
 and tiled K not a multiple of the block nor of 128, K below one span; for stream, which takes K in whole
-pieces of 512, one chunk, several and a partial last one; for wgmma and registers, which take K in multiples of
-32, a last K step half past K) in both formats, at its default and a seeded variant (wgmma's three converters
-and its split-K on their own; registers' split-K on its own), every structural value of each template's parameters once on one odd
-shape, on inputs with planted NaN, zero, subnormal, infinite and large (two-factor) scale blocks; the
-sweep's shapes at the family default and at stream's; sabotaged reductions and stream's scale mapping are
-caught; the torch baselines match the reference and are timed."""
+pieces of 512, one chunk, several and a partial last one; for wgmma and registers, which take K in
+multiples of 32, a last K step half past K) in both formats, at its default and a seeded variant (wgmma's
+three converters and its split-K on their own; registers' split-K on its own), every structural value of
+each template's parameters once on one odd shape, on inputs with planted NaN, zero, subnormal, infinite and
+large (two-factor) scale blocks; the sweep's shapes at the family default and at stream's; sabotaged
+reductions and stream's scale mapping are caught; the torch baselines match the reference and are timed."""
 
 from __future__ import annotations
 

@@ -279,7 +279,12 @@ SMALL = problem(M=1, N=4096, K=4096)
         (BIG, registers(stages=6), registers(stages=8), "shared memory"),
         (problem(M=256, N=4096, K=128), registers(splits=2), registers(splits=4), "as many K steps"),
         (problem(M=256, N=16384, K=4096), registers(splits=2), registers(splits=4), "exceed the workspace"),
-        (problem(M=17, N=4096, K=4096), registers(BT=32, splits=2), registers(BT=8, splits=2), "split-K counts arrivals"),
+        (
+            problem(M=17, N=4096, K=4096),
+            registers(BT=32, splits=2),
+            registers(BT=8, splits=2),
+            "split-K counts arrivals",
+        ),
         (
             problem(M=2**22, N=8, K=64),
             tiled(BM=256, BN=64, BK=64, warps_m=4),

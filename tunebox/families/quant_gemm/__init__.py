@@ -31,7 +31,9 @@ from .stream import StreamConfig, StreamTemplate
 from .tiled import TiledConfig, TiledTemplate
 from .wgmma import WgmmaConfig, WgmmaTemplate
 
-FAMILY = Family(QuantGemmOperation(), (DecodeTemplate(), StreamTemplate(), TiledTemplate(), WgmmaTemplate(), RegistersTemplate()))
+FAMILY = Family(
+    QuantGemmOperation(), (DecodeTemplate(), StreamTemplate(), TiledTemplate(), WgmmaTemplate(), RegistersTemplate())
+)
 
 __all__ = [
     "FAMILY",

@@ -1,11 +1,12 @@
 """Template ``registers`` (``quant_gemm_registers`` in kernels/quant_gemm/quant_gemm_registers.cu), Hopper
 (sm_90a): D's transpose by wgmma with W's decoded rows as the register operand and the activations as the
 shared-memory one, so that the decoded weights never pass through shared memory. Persistent blocks of a
-loader warpgroup (TMA: the tile's tokens x 64 of A and its rows of codes per K step, ``stages`` ring
-buffers; W's codes by the warpgroup's copies or by TMA, ``codes``) and two consumer warpgroups that each decode their rows' codes of a step in registers while
-their wgmmas of the step before run. A tile is ``BW`` rows of W (columns of D) by ``BT`` tokens (rows of
-D); ``splits`` > 1 cuts each tile's K steps over that many units (split-K, summed through workspace in
-order). K must be a multiple of 32 (rows of codes 16-byte aligned for TMA)."""
+loader warpgroup (the tile's tokens x 64 of A by TMA and its rows of codes, by TMA or by the warpgroup's
+copies, ``codes``, per K step into ``stages`` ring buffers) and two consumer warpgroups that decode their
+rows' codes of a step in registers while their wgmmas of the group before run. A tile is ``BW`` rows of W
+(columns of D) by ``BT`` tokens (rows of D); ``splits`` > 1 cuts each tile's K steps over that many units
+(split-K, summed through workspace in order). K must be a multiple of 32 (rows of codes 16-byte aligned
+for TMA)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,9 @@ class RegistersConfig(TemplateConfig):
     scales_ahead: int = choice(1, 2, 4, doc="K steps ahead that a consumer reads its scale codes")
     splits: int = choice(1, 2, 4, 8, doc="work units per tile along K (split-K), summed through workspace in order")
     codes: str = choice(
-        "copies", "tma", doc="W's codes loaded by the loader warpgroup's 16-byte copies, or as one TMA box of 32-byte rows"
+        "copies",
+        "tma",
+        doc="W's codes loaded by the loader warpgroup's 16-byte copies, or as one TMA box of 32-byte rows",
     )
 
 
@@ -188,7 +191,9 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
         """A in boxes of BT tokens x 64 (128-byte swizzle) and, codes 'tma', the codes (``values``) in boxes
         of BW rows x 32 bytes (no swizzle)."""
         p, c = problem, config
-        a = TensorMapArg("a", TensorMapRequest("bfloat16", (p.M, p.K), (2 * p.K, 2), (c.BT, BK), 0, "128B"), name="a_map")
+        a = TensorMapArg(
+            "a", TensorMapRequest("bfloat16", (p.M, p.K), (2 * p.K, 2), (c.BT, BK), 0, "128B"), name="a_map"
+        )
         if c.codes != "tma":
             return (a,)
         codes = TensorMapRequest("uint8", (p.N, p.row_bytes), (p.row_bytes, 1), (c.BW, BK // 2), 0, "none")
