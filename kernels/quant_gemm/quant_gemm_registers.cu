@@ -110,13 +110,6 @@ __device__ __forceinline__ void cp_async_arrive(u64* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(shared_address(bar)) : "memory");
 }
 
-// NVFP4's sums carry 2^-7 of their factors (fp4.cuh): alpha undoes it and applies the tensor scale.
-template <class Cfg>
-__device__ __forceinline__ float output_scale(const typename Cfg::Args& a) {
-  if constexpr (Cfg::NVFP4) return fp4::NV_UNDO * *a.tensor_scale;
-  else return 1.f;
-}
-
 }  // namespace
 
 template <class Cfg>
@@ -175,7 +168,8 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
           for (int c = tid; c < 2 * BW; c += LOADERS) {
             const int r = row0 + c / 2, at = from + 16 * (c % 2);
             const bool inside = r < N && at < kb;
-            cp_async_zfill<16>(stage + T::A_BYTES + 16 * c, a.values + (inside ? (size_t)r * kb + at : 0), inside ? 16 : 0);
+            const u8* from_codes = a.values + (inside ? (size_t)r * kb + at : 0);
+            cp_async_zfill<16>(stage + T::A_BYTES + 16 * c, from_codes, inside ? 16 : 0);
           }
           cp_async_arrive(&full[ring.stage]);
         }
@@ -195,7 +189,7 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
   const int part = BW == 64 ? 0 : ROWS * consumer;   // this consumer's first row of W of a tile
   const int tokens = BW == 64 ? consumer * NT : 0;   // and its first token
   const int row = part + 16 * warp + g;              // this thread's rows: row + 64 mt and + 8, mt < MT
-  const float alpha = output_scale<Cfg>(a);
+  const float alpha = fp4::output_scale<Cfg>(a);
 
   persistent::Ring<STAGES> ring;
   float acc[MT][NT / 2];
@@ -239,7 +233,8 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
           const uint4* codes = reinterpret_cast<const uint4*>(stage + T::A_BYTES + (row + 64 * mt + 8 * h) * (BK / 2));
           decode_row<Cfg>(codes[0], codes[1], ahead[S % AHEAD][mt][h], sel, h, f);
         }
-        if (mt == MT - 1) fetch(ahead[S % AHEAD], i + AHEAD);  // after the slot's last use: its loads may take its registers
+        // after the slot's last use, so that its loads may take its registers
+        if (mt == MT - 1) fetch(ahead[S % AHEAD], i + AHEAD);
         pin_fragments(f);  // decoded before the fence (else ptxas serializes the wgmmas)
         wgmma_fence();
 #pragma unroll

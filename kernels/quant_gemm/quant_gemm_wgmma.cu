@@ -116,18 +116,11 @@ struct Fp4Weights {
   }
 };
 
-// NVFP4's sums carry 2^-7 of their factors (fp4.cuh): alpha undoes it and applies the tensor scale.
-template <class Cfg>
-__device__ __forceinline__ float output_scale(const typename Cfg::Args& a) {
-  if constexpr (Cfg::NVFP4) return fp4::NV_UNDO * *a.tensor_scale;
-  else return 1.f;
-}
-
 }  // namespace
 
 template <class Cfg>
 __global__ void __launch_bounds__(Cfg::THREADS, 1) quant_gemm_wgmma(const __grid_constant__ typename Cfg::Args a) {
   const typename Fp4Weights<Cfg>::Params w{&a.codes_map, a.values, a.scales, (int)a.N, (int)a.K, (int)a.nb, (int)a.kb};
   tb::persistent_gemm<Cfg, Fp4Weights<Cfg>>(a.a_map, w, tb::d_map_of<Cfg>(a), a.d, tb::partials_of<Cfg>(a),
-                                            tb::counters_of<Cfg>(a), a.M, a.N, a.K, a.N, output_scale<Cfg>(a));
+                                            tb::counters_of<Cfg>(a), a.M, a.N, a.K, a.N, tb::fp4::output_scale<Cfg>(a));
 }

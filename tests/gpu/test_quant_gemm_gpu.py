@@ -11,7 +11,9 @@ reductions and stream's scale mapping are caught; the torch baselines match the 
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
+import numpy as np
 import pytest
 from gpu_jobs import assert_sabotage_caught, evaluate, retime_with_baseline
 
@@ -20,6 +22,7 @@ from tunebox.records import Status
 
 pytestmark = pytest.mark.gpu
 QG = get("quant_gemm")
+WINNERS = Path(__file__).resolve().parents[2] / "results" / "winners.sqlite"
 TOKENS = [1, 3, 16, 64, 256]
 SHAPES = [(4099, 4111), (33, 300), (7, 100)]  # (N, K): odd N; K % 32, K % 128 != 0; K below one span
 STREAM_SHAPES = [(4099, 2560), (33, 512), (7, 1024)]  # odd N, fewer rows than a warp's; K of 1 to 5 chunks
@@ -207,3 +210,45 @@ def test_variants_time_and_torch_baselines_match(runner, builder, m, fmt):
     for baseline in outcomes[1:]:
         assert baseline.status is Status.OK, baseline.message
         assert baseline.baseline.startswith("torch: ")
+
+
+@pytest.mark.parametrize(
+    ("shape", "fmt", "template"),
+    [((256, 4096, 4096), "mxfp4", "registers"), ((3, 4099, 4111), "mxfp4", None), ((16, 14336, 4096), "nvfp4", None)],
+    ids=str,
+)
+@pytest.mark.parametrize("storage", ["bytes", "torch"])
+def test_launch_on_caller_tensors(tmp_path, shape, fmt, template, storage):
+    """tunebox.launch on a caller's torch tensors (codes as uint8, or in torch's float4_e2m1fn_x2 and
+    float8_e8m0fnu / float8_e4m3fn storage), the kernel forced: at 256 x 4096^2 the shipped winner (template
+    registers, with its split-K workspace), elsewhere the stored or nearest configuration; D within the
+    family's tolerance of the reference."""
+    torch = pytest.importorskip("torch")
+    from tunebox.families.base import Tolerance
+    from tunebox.runtime.launch import Launcher
+
+    m, n, k = shape
+    p = problem(M=m, N=n, K=k, format=fmt)
+    inputs = QG.make_inputs(p, np.random.default_rng(3))
+    want = QG.reference(p, inputs)["d"]
+    storage_types = {"values": "float4_e2m1fn_x2", "scales": "float8_e4m3fn" if fmt == "nvfp4" else "float8_e8m0fnu"}
+    arrays = {"a": torch.from_numpy(inputs["a"].view(np.int16)).cuda().view(torch.bfloat16)}
+    for name in ("values", "scales"):
+        codes = torch.from_numpy(inputs[name]).cuda()
+        arrays[name] = codes.view(getattr(torch, storage_types[name])) if storage == "torch" else codes
+    if fmt == "nvfp4":
+        arrays["tensor_scale"] = torch.from_numpy(inputs["tensor_scale"].view(np.float32)).cuda()
+    arrays["d"] = torch.empty((m, n), dtype=torch.bfloat16, device="cuda")
+    launcher = Launcher(WINNERS, cache_dir=tmp_path / "cubins")
+    served = launcher("quant_gemm", arrays, use="tunebox", format=fmt)
+    assert served.ran == "kernel", served.explanation
+    if template is not None:
+        assert served.config["template"] == template and served.source == "exact", served.explanation
+    torch.cuda.synchronize()
+    got = arrays["d"].cpu().view(torch.int16).numpy().view(np.uint16)
+    tolerance: Tolerance = QG.operation.tolerance(p, inputs)
+    bf16 = np.float32
+    g = (got.astype(np.uint32) << 16).view(bf16)
+    w = (want.astype(np.uint32) << 16).view(bf16)
+    close = (got == want) | (np.abs(g - w) <= tolerance.atol + tolerance.rtol * np.abs(w))
+    assert close.all(), f"{(~close).sum()} of {close.size} elements outside the tolerance"

@@ -67,6 +67,13 @@ __device__ __forceinline__ u32 e4m3_factor(u32 c) {
   if ((c & 0x7Fu) == 0x7Fu) return dup(BF16_NAN);
   return dup(quant::as_bits(quant::e4m3_value(c) * 0x1p119f) >> 16);
 }
+// The factor of a kernel's sums: NVFP4's 2^7 (undoing its factors' 2^-7) times the tensor scale (the
+// kernel argument struct's `tensor_scale`), 1 for MXFP4 (Cfg::NVFP4 false).
+template <class Cfg>
+__device__ __forceinline__ float output_scale(const typename Cfg::Args& a) {
+  if constexpr (Cfg::NVFP4) return NV_UNDO * *a.tensor_scale;
+  else return 1.f;
+}
 
 // x * y per bfloat16 half, rounded to nearest even (exact for the products above).
 __device__ __forceinline__ u32 bf16x2_mul(u32 x, u32 y) {

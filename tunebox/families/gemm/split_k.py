@@ -14,6 +14,7 @@ MAX_SPLITS = 8  # the most work units a tile may take along K
 SPLIT_WORKSPACE_BYTES = 32 * 2**20  # the partial sums of D take at most this
 COUNTER_TILE = 64  # the smallest tile side: the arrival counters cover the most tiles there is
 SPLIT_RULES = ("split_tma_epilogue", "splits_within_k_steps", "splits_within_workspace")
+SPLIT_SIZE_RULES = SPLIT_RULES[1:]  # those of a template without a choice of epilogue
 
 
 def split_slots(m: int, n: int) -> int:
@@ -39,15 +40,17 @@ def split_args(splits: int) -> tuple[BufferArg, ...]:
     return (BufferArg("partials", "float"), BufferArg("counters", "unsigned int")) if splits > 1 else ()
 
 
-def split_rules(rules: Rules, splits: int, tma_epilogue: bool, k_steps: int, slots: int) -> None:
-    """SPLIT_RULES for ``splits`` units a tile over ``k_steps`` K steps with ``slots`` workspace slots."""
+def split_rules(rules: Rules, splits: int, tma_epilogue: bool | None, k_steps: int, slots: int) -> None:
+    """SPLIT_RULES for ``splits`` units a tile over ``k_steps`` K steps with ``slots`` workspace slots;
+    ``tma_epilogue`` None where the template has no choice of epilogue (no rule split_tma_epilogue)."""
     if splits == 1:
         return
-    rules.require(
-        "split_tma_epilogue",
-        tma_epilogue,
-        "split-K takes epilogue 'tma' (beside the direct one, its sums spilled registers): use splits = 1",
-    )
+    if tma_epilogue is not None:
+        rules.require(
+            "split_tma_epilogue",
+            tma_epilogue,
+            "split-K takes epilogue 'tma' (beside the direct one, its sums spilled registers): use splits = 1",
+        )
     rules.require(
         "splits_within_k_steps",
         splits <= k_steps,

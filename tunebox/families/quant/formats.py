@@ -21,7 +21,9 @@ also for e5m2, whose infinity the quantizer never writes); the sign is the input
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -80,6 +82,16 @@ class Format:
     def row_bytes(self, cols: int) -> int:
         """Bytes of a row of ``cols`` element codes (an odd fp4 row ends with a padding nibble)."""
         return -(-cols // 2) if self.packed else cols
+
+    def check_storage(self, family: str, arrays: Mapping[str, Any]) -> None:
+        """Refuses caller ``values`` or ``scales`` whose element type is neither uint8 nor this format's
+        torch storage type (tunebox.launch: a float8_e4m3fn tensor of scales for an e8m0 format, say)."""
+        for name, storage in (("values", self.value_storage), ("scales", self.scale_storage)):
+            given = str(arrays[name].dtype)
+            if given not in ("uint8", storage):
+                raise InvalidProblem(
+                    f"{family}: {name} of {self.name} are uint8 or {storage} (their codes' bytes), not {given}"
+                )
 
 
 FORMATS = {

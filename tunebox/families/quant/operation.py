@@ -98,10 +98,5 @@ class QuantOperation(Operation[QuantProblem]):
             raise InvalidProblem(f"{NAME}: tunebox.launch needs the arrays {names}; missing {missing}")
         rows, cols = matrix_shape(NAME, "x", arrays["x"])
         problem = self.parse({"dtype": str(arrays["x"].dtype), "rows": rows, "cols": cols, **options})
-        for name, storage in (("values", problem.fmt.value_storage), ("scales", problem.fmt.scale_storage)):
-            given = str(arrays[name].dtype)
-            if given not in (BYTES, storage):
-                raise InvalidProblem(
-                    f"{NAME}: {name} of {problem.format} are {BYTES} or {storage} (their codes' bytes), not {given}"
-                )
+        problem.fmt.check_storage(NAME, arrays)
         return problem

@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from ...rules import Rules
-from ..base import Arg, BufferArg, ScalarArg
+from ..base import Arg, BufferArg, ScalarArg, TensorMapArg
 from ..contract import choice
+from ..gemm.split_k import split_args
 from .problem import QuantGemmProblem
 
 KERNEL = "quant_gemm/quant_gemm.cu"
@@ -56,6 +57,34 @@ def kernel_args(p: QuantGemmProblem) -> tuple[Arg, ...]:
         *nv,
         BufferArg("d", "unsigned short"),
         *(ScalarArg("i64", v, name) for name, v in scalars.items()),
+    )
+
+
+def code_rows_rule(rules: Rules, p: QuantGemmProblem) -> None:
+    """The TMA templates' (wgmma, registers) rule ``k_whole_code_rows``: rows of codes in whole 16-byte
+    pieces."""
+    rules.require(
+        "k_whole_code_rows",
+        p.K % 32 == 0,
+        f"TMA loads rows of codes in whole 16-byte pieces: K must be a multiple of 32 (K={p.K}); use the "
+        "tiled or decode template",
+    )
+
+
+def tma_kernel_args(p: QuantGemmProblem, maps: tuple[TensorMapArg, ...], splits: int) -> tuple[Arg, ...]:
+    """The members of the TMA templates' ``Cfg::Args`` (wgmma, registers): their tensor ``maps``, values (the
+    codes, for loads and L2 prefetches), scales, tensor_scale (nvfp4), d, partials and counters (split-K),
+    then M, N, K, nb (scale codes of a row of W) and kb (bytes of a row of codes)."""
+    nv = (BufferArg("tensor_scale", "const float"),) if p.nvfp4 else ()
+    sizes = (("M", p.M), ("N", p.N), ("K", p.K), ("nb", p.blocks_per_row), ("kb", p.row_bytes))
+    return (
+        *maps,
+        BufferArg("values", "const unsigned char"),
+        BufferArg("scales", "const unsigned char"),
+        *nv,
+        BufferArg("d", "unsigned short"),
+        *split_args(splits),
+        *(ScalarArg("i64", v, name) for name, v in sizes),
     )
 
 

@@ -107,8 +107,8 @@ class QuantGemmOperation(Operation[QuantGemmProblem]):
 
     def from_arrays(self, arrays: Mapping[str, Any], **options: Any) -> QuantGemmProblem:
         """Arrays ``a`` (M, K) bfloat16, ``values`` (N, ceil(K / 2)) and ``scales`` (N, ceil(K / block))
-        uint8, for nvfp4 ``tensor_scale`` (float32, one element), and ``d`` (M, N) bfloat16; option
-        ``format``."""
+        of codes (uint8, or torch's float4_e2m1fn_x2 values and float8_e8m0fnu / float8_e4m3fn scales), for
+        nvfp4 ``tensor_scale`` (float32, one element), and ``d`` (M, N) bfloat16; option ``format``."""
         names = ["a", "values", "scales", "d"] + (["tensor_scale"] if options.get("format") == "nvfp4" else [])
         missing = [n for n in names if n not in arrays]
         if missing:
@@ -116,6 +116,7 @@ class QuantGemmOperation(Operation[QuantGemmProblem]):
         m, k = matrix_shape(NAME, "a", arrays["a"])
         n = matrix_shape(NAME, "values", arrays["values"])[0]
         p = self.parse({"M": m, "N": n, "K": k, **options})
+        p.fmt.check_storage(NAME, arrays)
         for spec in self.buffers(p):
             if spec.role != "workspace" and tuple(arrays[spec.name].shape) != spec.shape:
                 raise InvalidProblem(

@@ -17,11 +17,11 @@ from typing import ClassVar
 from ...limits import SM_COUNT
 from ...rules import Rules, shared_memory_fits
 from ...tma import TensorMapRequest
-from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
+from ..base import Arg, Instantiation, LaunchGeometry, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..gemm.common import TMA_RULES, tma_rules
-from ..gemm.split_k import COUNTER_TILE, MAX_SPLITS, SPLIT_RULES, split_args, split_rules, split_slots
-from .common import power_ceiling
+from ..gemm.split_k import COUNTER_TILE, MAX_SPLITS, SPLIT_SIZE_RULES, split_rules, split_slots
+from .common import code_rows_rule, power_ceiling, tma_kernel_args
 from .problem import QuantGemmProblem
 
 KERNEL = "quant_gemm/quant_gemm_registers.cu"
@@ -80,7 +80,7 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
         "consumer_tokens",
         "accumulators",
         "bt_within_m",
-        *SPLIT_RULES,
+        *SPLIT_SIZE_RULES,
         "split_counters",
         *TMA_RULES,
         "shared_memory_fits",
@@ -108,12 +108,7 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
     def violations(self, problem: QuantGemmProblem, config: RegistersConfig) -> list[str]:
         p, c = problem, config
         rules = Rules(self.name)
-        rules.require(
-            "k_whole_code_rows",
-            p.K % 32 == 0,
-            f"TMA loads rows of codes in whole 16-byte pieces: K must be a multiple of 32 (K={p.K}); use the "
-            "tiled or decode template",
-        )
+        code_rows_rule(rules, p)
         rules.require(
             "consumer_tokens",
             c.BW == 128 or c.BT >= 16,
@@ -132,7 +127,7 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
             max(8, power_ceiling(p.M)) >= c.BT,
             f"BT={c.BT} is past M={p.M} rounded up to a power of two: token rows would idle",
         )
-        split_rules(rules, c.splits, True, math.ceil(p.K / BK), split_slots(p.M, p.N))
+        split_rules(rules, c.splits, None, math.ceil(p.K / BK), split_slots(p.M, p.N))
         if c.splits > 1:
             rules.require(
                 "split_counters",
@@ -170,22 +165,8 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
         return LaunchGeometry((blocks, 1, 1), (THREADS, 1, 1), shared_bytes(config))
 
     def args(self, problem: QuantGemmProblem, config: RegistersConfig) -> tuple[Arg, ...]:
-        """The members of ``Cfg::Args``: a_map, codes_map (codes 'tma'), values (the codes: their copies and
-        L2 prefetches),
-        scales, tensor_scale (nvfp4), d, partials and counters (split-K), then M, N, K, nb (scale codes
-        of a row of W) and kb (bytes of a row of codes)."""
-        p = problem
-        nv = (BufferArg("tensor_scale", "const float"),) if p.nvfp4 else ()
-        sizes = (("M", p.M), ("N", p.N), ("K", p.K), ("nb", p.blocks_per_row), ("kb", p.row_bytes))
-        return (
-            *self.tensor_maps(p, config),
-            BufferArg("values", "const unsigned char"),
-            BufferArg("scales", "const unsigned char"),
-            *nv,
-            BufferArg("d", "unsigned short"),
-            *split_args(config.splits),
-            *(ScalarArg("i64", v, name) for name, v in sizes),
-        )
+        """``common.tma_kernel_args`` with the maps a_map and codes_map (codes 'tma')."""
+        return tma_kernel_args(problem, self.tensor_maps(problem, config), config.splits)
 
     def tensor_maps(self, problem: QuantGemmProblem, config: RegistersConfig) -> tuple[TensorMapArg, ...]:
         """A in boxes of BT tokens x 64 (128-byte swizzle) and, codes 'tma', the codes (``values``) in boxes

@@ -16,13 +16,13 @@ from typing import ClassVar
 from ...limits import SM_COUNT, SM_REGISTERS
 from ...rules import Rules, shared_memory_fits
 from ...tma import TensorMapRequest
-from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
+from ..base import Arg, CType, Instantiation, LaunchGeometry, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..gemm.common import TMA_RULES, tma_rules
 from ..gemm.persistent import EPI_BUFFER_BYTES, EPI_BUFFERS, THREADS, WARPGROUP_RULES, warpgroup_rules
-from ..gemm.split_k import SPLIT_RULES, split_args, split_rules, split_slots
+from ..gemm.split_k import SPLIT_RULES, split_rules, split_slots
 from ..gemm.tma_wgmma import WG_BK
-from .common import power_ceiling
+from .common import code_rows_rule, power_ceiling, tma_kernel_args
 from .problem import QuantGemmProblem
 
 KERNEL = "quant_gemm/quant_gemm_wgmma.cu"
@@ -138,12 +138,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
     def violations(self, problem: QuantGemmProblem, config: WgmmaConfig) -> list[str]:
         p, c = problem, config
         rules = Rules(self.name)
-        rules.require(
-            "k_whole_code_rows",
-            p.K % 32 == 0,
-            f"TMA loads rows of codes in whole 16-byte pieces: K must be a multiple of 32 (K={p.K}); use the "
-            "tiled or decode template",
-        )
+        code_rows_rule(rules, p)
         warpgroup_rules(rules, c)
         rules.require(
             "bm_within_m",
@@ -226,21 +221,8 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
         return LaunchGeometry((blocks, 1, 1), (threads(config), 1, 1), shared_bytes(config))
 
     def args(self, problem: QuantGemmProblem, config: WgmmaConfig) -> tuple[Arg, ...]:
-        """The members of ``Cfg::Args``: a_map, codes_map, d_map (epilogue 'tma'), values (the codes, for
-        their L2 prefetches), scales, tensor_scale (nvfp4), d, partials and counters (split-K), then M, N,
-        K, nb (scale codes of a row of W) and kb (bytes of a row of codes)."""
-        p = problem
-        nv = (BufferArg("tensor_scale", "const float"),) if p.nvfp4 else ()
-        sizes = (("M", p.M), ("N", p.N), ("K", p.K), ("nb", p.blocks_per_row), ("kb", p.row_bytes))
-        return (
-            *self.tensor_maps(p, config),
-            BufferArg("values", "const unsigned char"),
-            BufferArg("scales", "const unsigned char"),
-            *nv,
-            BufferArg("d", "unsigned short"),
-            *split_args(config.splits),
-            *(ScalarArg("i64", v, name) for name, v in sizes),
-        )
+        """``common.tma_kernel_args`` with the maps a_map, codes_map and d_map (epilogue 'tma')."""
+        return tma_kernel_args(problem, self.tensor_maps(problem, config), config.splits)
 
     def tensor_maps(self, problem: QuantGemmProblem, config: WgmmaConfig) -> tuple[TensorMapArg, ...]:
         """A in boxes of BM rows x 64 (128-byte swizzle), the codes (``values``) in boxes of BN rows x
