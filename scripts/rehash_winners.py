@@ -233,6 +233,10 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "b97bbb8": "quant_gemm template registers' kernel only (split-K's batched sums): no stored winner uses it",
     "afe1553": "quant_gemm template registers' kernel and rules only (BW 256); its five stored winners are dropped "
     "after the carry and re-recorded (spaces/quant_gemm_registers.toml)",
+    "d7c7646": "fp4::output_scale moved into fp4.cuh and quant_gemm's TMA templates' arguments and K rule into "
+    "common.py: instructions identical (quant_gemm 60 of 60 sampled variants, quant 12 of 12, "
+    "diagnostics/sass_output_scale.json); split_rules skips its epilogue rule only when given None (template "
+    "registers; every other caller passes a bool); Format.check_storage: from_arrays only (run time)",
 }
 
 
