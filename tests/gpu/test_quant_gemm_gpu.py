@@ -124,31 +124,22 @@ def test_wgmma_converters_on_odd_shapes(runner, builder, converters, m, keys, fm
         assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
 
 
-@pytest.mark.parametrize("shape", SPLIT_SHAPES, ids=str)
+# wgmma's split-K takes the TMA epilogue (N % 8 = 0); registers' stores from registers (odd N)
+SPLIT_CASES = [("wgmma", s, ("splits", "converters")) for s in SPLIT_SHAPES] + [
+    ("registers", s, ("splits", "BW")) for s in WGMMA_SHAPES
+]
+
+
+@pytest.mark.parametrize(("template", "shape", "keys"), SPLIT_CASES, ids=str)
 @pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
 @pytest.mark.parametrize("m", [3, 100, 256])
-def test_wgmma_split_k_on_odd_shapes(runner, builder, m, fmt, shape):
+def test_split_k_on_odd_shapes(runner, builder, m, fmt, template, shape, keys):
     """splits > 1 (each tile's K steps over several units, summed through workspace by the last to
-    arrive): each split count and each converter, edge scales, evaluated twice (the arrival counters
-    must be left zero for the next launch)."""
+    arrive; registers per (tile, consumer) part): each split count and each value of ``keys`` once, edge
+    scales, evaluated twice (the arrival counters must be left zero for the next launch)."""
     n, k = shape
     p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
-    for config in spread(p, "wgmma", ("splits", "converters"), only={"splits": [2, 4, 8]}):
-        for _ in range(2):
-            outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
-            assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
-
-
-@pytest.mark.parametrize("shape", WGMMA_SHAPES, ids=str)
-@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4"])
-@pytest.mark.parametrize("m", [3, 100, 256])
-def test_registers_split_k_on_odd_shapes(runner, builder, m, fmt, shape):
-    """Template registers with splits > 1 (each (tile, consumer) part summed by the last unit to arrive):
-    each split count and each tile width once, edge scales, evaluated twice (the arrival counters must be
-    left zero for the next launch)."""
-    n, k = shape
-    p = problem(M=m, N=n, K=k, format=fmt, inputs="edges")
-    for config in spread(p, "registers", ("splits", "BW"), only={"splits": [2, 4, 8]}):
+    for config in spread(p, template, keys, only={"splits": [2, 4, 8]}):
         for _ in range(2):
             outcome = evaluate(runner, builder, QG, p, config, timeout_s=TIMEOUT_S)
             assert outcome.status is Status.OK, (p.key(), config.label(), outcome.message)
