@@ -15,15 +15,16 @@
 // + ROWS - 1 (ROWS = BW / 2: one or two m64 tiles, MT) and all BT tokens; with BW = 64 both take the 64 rows
 // and consumer c tokens c BT / 2 ..; its wgmmas are m64 x NT (NT = BT or BT / 2). Both release every buffer.
 //
-// Consumer thread (warp w, lane 4 g + t) holds the A fragments of its rows 16 w + g and + 8 of each of its
-// m64 tiles (tb::WgmmaRs):
-// of k16 slice s, elements 16 s + 2 t, + 1 and 16 s + 2 t + 8, + 9, the two codes of byte t of the row's
-// 32-bit words 2 s and 2 s + 1 of the step. Per K step it reads its rows' 32 bytes from the ring, decodes
-// them (fp4.cuh: e2m1 bits placed as bfloat16, times the block's factor; MXFP4 scales from 2^2 take a
-// second factor) into one of two register sets, while its wgmmas of the step before read the other, and
-// issues the step's four wgmmas; its scale codes (two a row and step for MXFP4, four for NVFP4) are read
-// from global memory Cfg::SCALES_AHEAD steps ahead. K is a multiple of 32 (rows of codes 16-byte aligned for
-// TMA): a last step half past K reads TMA's zero codes and scale codes 0, which decode to zeros.
+// Consumer thread (warp w, lane 4 g + t) holds the A fragments (tb::WgmmaRs) of its rows 16 w + g and + 8
+// of each of its m64 tiles: of k16 slice s, elements 16 s + 2 t, + 1 and 16 s + 2 t + 8, + 9, the two codes
+// of byte t of the row's 32-bit words 2 s and 2 s + 1 of the step. Per K step and m64 tile it reads its
+// rows' 32 bytes from the ring, decodes them (fp4.cuh: e2m1 bits placed as bfloat16, times the block's
+// factor; MXFP4 scales from 2^2 take a second factor) into one of two register sets while the group of
+// wgmmas before (reading the other) runs, and issues the tile's four wgmmas as one commit group. The unit's
+// first wgmma overwrites the sums (scale-d), so that nothing else writes them while wgmmas run (ptxas would
+// serialize them). Scale codes (two a row and step for MXFP4, four for NVFP4) are read from global memory
+// Cfg::SCALES_AHEAD steps ahead. K is a multiple of 32 (rows of codes 16-byte aligned for TMA): a last step
+// half past K reads TMA's zero codes and scale codes 0, which decode to zeros.
 //
 // Split-K (SPLITS > 1) as persistent_gemm.cuh's: a unit stores its float32 sums of D in slot `split` of
 // `partials`, counts its arrival on its (tile, consumer) counter, and the last to arrive sums the slots of

@@ -279,7 +279,7 @@ SMALL = problem(M=1, N=4096, K=4096)
         (problem(M=256, N=4096, K=128), wgmma(splits=2), wgmma(splits=4), "as many K steps"),
         (problem(M=256, N=16384, K=4096), wgmma(splits=2), wgmma(splits=4), "exceed the workspace"),
         (BIG, tiled(BM=128, BN=128, BK=256, stages=2), tiled(BM=128, BN=128, BK=256, stages=4), "shared memory"),
-        (BIG, registers(BW=64, BT=16), registers(BW=64, BT=8), "BT >= 16 or BW=128"),
+        (BIG, registers(BW=256, BT=8), registers(BW=64, BT=8), "BT >= 16 or BW > 64"),
         (BIG, registers(BW=256, BT=128), registers(BW=256, BT=256), "accumulators a thread"),
         (BIG, registers(BW=256, BT=64, splits=2), registers(BW=256, BT=128, splits=2), "BT=128 with splits=1"),
         (BIG, registers(BW=256, BT=128), registers(BW=256, BT=128, scales_ahead=4), "scales_ahead <= 2"),

@@ -111,8 +111,8 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
         code_rows_rule(rules, p)
         rules.require(
             "consumer_tokens",
-            c.BW == 128 or c.BT >= 16,
-            f"BW=64 gives each consumer half of BT={c.BT} tokens, fewer than a wgmma's 8: BT >= 16 or BW=128",
+            c.BW > 64 or c.BT >= 16,
+            f"BW=64 gives each consumer half of BT={c.BT} tokens, fewer than a wgmma's 8: BT >= 16 or BW > 64",
         )
         if c.BW == 256:
             rules.require(
