@@ -237,6 +237,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "common.py: instructions identical (quant_gemm 60 of 60 sampled variants, quant 12 of 12, "
     "diagnostics/sass_output_scale.json); split_rules skips its epilogue rule only when given None (template "
     "registers; every other caller passes a bool); Format.check_storage: from_arrays only (run time)",
+    "12d714d": "quant_gemm registers: rule consumer_tokens widened (BW 256 with BT 8; no stored configuration is one) "
+    "and a comment of its kernel: every stored configuration stays valid and its instructions cannot change",
 }
 
 
