@@ -35,6 +35,7 @@ from tunebox.build.nvrtc import NvrtcBuilder
 from tunebox.families import get
 from tunebox.params import Config
 from tunebox.records import Status
+from tunebox.search.candidates import candidates, valid_for
 from tunebox.store.evallog import EvalLog
 
 
@@ -59,18 +60,23 @@ def recorded(family_name: str, recordings: list[Path]) -> list[tuple[str, str]]:
     )
 
 
+SPACE_DRAWS = 20_000  # configurations of a template's space checked a problem: all of a smaller space
+
+
 def from_space(family_name: str, problems: list[str], template: str, count: int) -> list[tuple[str, str]]:
-    """``count`` valid configurations of ``template`` (seeded), each on one of ``problems`` in turn."""
+    """``count`` valid configurations of ``template`` (seeded), each on one of ``problems`` in turn, drawn
+    among those of a seeded sample of at most SPACE_DRAWS of its space (quant_gemm wgmma's holds millions,
+    too many to check through the rules)."""
     family = get(family_name)
     space = family.space.restrict({"template": [template]})
     rng = random.Random(template)
-    valid: dict[str, list[Config]] = {}  # each problem's valid configurations, enumerated once
+    valid: dict[str, tuple[Config, ...]] = {}  # each problem's valid configurations (a sample of large spaces)
     drawn: list[tuple[str, str]] = []
     for i in range(count):
         problem = problems[i % len(problems)]
         if problem not in valid:
             parsed = family.parse_problem(json.loads(problem))
-            valid[problem] = [c for c in space if not family.violations(parsed, c)]
+            valid[problem] = candidates(space, valid_for(family, parsed), 0, SPACE_DRAWS).configs
         if valid[problem]:
             drawn.append((problem, json.dumps(dict(rng.choice(valid[problem]).items), sort_keys=True)))
     return drawn
