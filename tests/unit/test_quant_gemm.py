@@ -333,6 +333,9 @@ def test_registers_default_fills_the_sms_and_the_ring() -> None:
         1,
         1,
     )
+    huge = problem(M=2**31, N=64, K=64)  # no ring helps: its default breaks only TMA's 32-bit coordinates
+    broken = F.violations(huge, F.template_config("registers", template.default(huge)))
+    assert len(broken) == 1 and "TMA coordinates are 32-bit" in broken[0], broken
     names = [a.name for a in F.args(BIG, registers(codes="tma"))]
     assert "codes_map" in names and "codes_map" not in [a.name for a in F.args(BIG, registers())]
 

@@ -23,11 +23,17 @@ def split_slots(m: int, n: int) -> int:
     return min(MAX_SPLITS, SPLIT_WORKSPACE_BYTES // (4 * m * n))
 
 
+def counter_tiles(m: int, n: int) -> int:
+    """The tiles of an M x N D whose arrivals the workspace counts (two 32-bit counters each): as many as
+    tiles of COUNTER_TILE there are, so a template with smaller tiles must check it has no more."""
+    return math.ceil(m / COUNTER_TILE) * math.ceil(n / COUNTER_TILE)
+
+
 def split_buffers(m: int, n: int, slots: int) -> tuple[BufferSpec, ...]:
     """The workspace of ``slots`` splits of an M x N D: none below two."""
     if slots < 2:
         return ()
-    tiles = math.ceil(m / COUNTER_TILE) * math.ceil(n / COUNTER_TILE)
+    tiles = counter_tiles(m, n)
     return (
         BufferSpec("partials", (slots, m, n), "float32", "workspace"),
         # a 32-bit counter per tile half (its bytes: workspace types are element types or bytes)

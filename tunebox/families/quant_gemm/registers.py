@@ -14,13 +14,13 @@ import math
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
-from ...limits import SM_COUNT
+from ...limits import MAX_SHARED_BYTES, SM_COUNT
 from ...rules import Rules, shared_memory_fits
 from ...tma import TensorMapRequest
 from ..base import Arg, Instantiation, LaunchGeometry, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..gemm.common import TMA_RULES, tma_rules
-from ..gemm.split_k import COUNTER_TILE, MAX_SPLITS, SPLIT_SIZE_RULES, split_rules, split_slots
+from ..gemm.split_k import COUNTER_TILE, MAX_SPLITS, SPLIT_SIZE_RULES, counter_tiles, split_rules, split_slots
 from .common import code_rows_rule, power_ceiling, tma_kernel_args
 from .problem import QuantGemmProblem
 
@@ -65,11 +65,6 @@ def tiles(p: QuantGemmProblem, config: RegistersConfig) -> int:
     return math.ceil(p.M / config.BT) * math.ceil(p.N / config.BW)
 
 
-def counter_tiles(p: QuantGemmProblem) -> int:
-    """Tiles the workspace's arrival counters cover (two counters each: split_k.split_buffers)."""
-    return math.ceil(p.M / COUNTER_TILE) * math.ceil(p.N / COUNTER_TILE)
-
-
 class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
     """At most one block per SM walks the units (tile, split) of D; 384 threads."""
 
@@ -97,7 +92,8 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
         config = RegistersConfig(
             BW=128, BT=min(256, max(8, power_ceiling(p.M))), stages=2, scales_ahead=2, splits=1, codes="copies"
         )
-        config = next(c for s in SHARED_STAGES if not self.violations(p, c := replace(config, stages=s)))
+        stages = next(s for s in SHARED_STAGES if shared_bytes(replace(config, stages=s)) <= MAX_SHARED_BYTES)
+        config = replace(config, stages=stages)
         for splits in (2, 4, MAX_SPLITS):
             split = replace(config, splits=splits)
             if tiles(p, config) * splits > SM_COUNT or self.violations(p, split):
@@ -131,10 +127,10 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
         if c.splits > 1:
             rules.require(
                 "split_counters",
-                tiles(p, c) <= counter_tiles(p),
+                tiles(p, c) <= counter_tiles(p.M, p.N),
                 lambda: (
                     f"split-K counts arrivals per tile: {tiles(p, c)} tiles of {c.BT} x {c.BW} exceed the "
-                    f"workspace's {counter_tiles(p)} (tiles of {COUNTER_TILE}): a larger BT, or splits = 1"
+                    f"workspace's {counter_tiles(p.M, p.N)} (tiles of {COUNTER_TILE}): a larger BT, or splits = 1"
                 ),
             )
         tma_rules(rules, p, lambda: self.tensor_maps(p, c))
