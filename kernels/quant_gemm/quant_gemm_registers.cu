@@ -54,6 +54,7 @@ struct Tile {
   static constexpr int A_BYTES = BT * BK * 2;
   static constexpr int STAGE = A_BYTES + BW * BK / 2;
   static constexpr int SCALES = Cfg::NVFP4 ? 4 : 2;  // scale codes of a row in a K step
+  static constexpr int SCALE_LOADS = SCALES / Cfg::SCALE_LOAD;  // their loads
 };
 
 template <int I>
@@ -61,37 +62,51 @@ struct Index {
   static constexpr int value = I;
 };
 
-// The scale codes of K step kt of W's row `row`: byte i that of block SCALES kt + i (0 past the row's nb).
+// The scale codes of K step kt of W's row `row` (0 past the row's nb) in loads of Cfg::SCALE_LOAD bytes
+// (a width dividing nb, so that every row's codes start at a multiple of it): into[j] holds the step's
+// codes j SCALE_LOAD .. j SCALE_LOAD + SCALE_LOAD - 1, the first lowest. Nothing reads them before the
+// step's decode (a word combined from narrower loads would wait for them where they are issued, ahead of
+// the wgmmas).
 template <class Cfg>
-__device__ __forceinline__ u32 scale_codes(const u8* __restrict__ scales, int row, int nb, int kt) {
-  constexpr int SCALES = Tile<Cfg>::SCALES;
+__device__ __forceinline__ void scale_codes(const u8* __restrict__ scales, int row, int nb, int kt,
+                                            u32 (&into)[Tile<Cfg>::SCALE_LOADS]) {
+  constexpr int SCALES = Tile<Cfg>::SCALES, L = Cfg::SCALE_LOAD;
   const u8* at = scales + (u32)row * (u32)nb + (u32)(kt * SCALES);
-  u32 codes = 0;
 #pragma unroll
-  for (int i = 0; i < SCALES; ++i)
-    if (kt * SCALES + i < nb) codes |= (u32)__ldg(at + i) << 8 * i;
-  return codes;
+  for (int j = 0; j < SCALES / L; ++j) {
+    u32 codes = 0;
+    if (kt * SCALES + j * L < nb) {
+      if constexpr (L == 4) codes = __ldg(reinterpret_cast<const u32*>(at) + j);
+      else if constexpr (L == 2) codes = __ldg(reinterpret_cast<const unsigned short*>(at) + j);
+      else codes = __ldg(at + j);
+    }
+    into[j] = codes;
+  }
 }
 
 // Row h (0: the thread's first, 1: + 8) of its A fragments of one K step: the two codes of byte t of the
 // row's 32-bit word i (elements 8 i + 2 t and + 1, the first low) times their block's scale, into
-// a[i / 2][h + 2 (i % 2)], the fragment of k16 slice i / 2 (tb::WgmmaRs); sel = t | (4 + t) << 8.
+// a[i / 2][h + 2 (i % 2)], the fragment of k16 slice i / 2 (tb::WgmmaRs); sel = t | (4 + t) << 8. A block
+// whose code needs more than one factor takes a second multiply: MXFP4's scales from 2^2, NVFP4's NaN codes
+// (times NaN; a NaN first factor instead has ptxas serialize the wgmmas, C7513).
 template <class Cfg>
-__device__ __forceinline__ void decode_row(const uint4& lo, const uint4& hi, u32 codes, u32 sel, int h,
+__device__ __forceinline__ void decode_row(const uint4& lo, const uint4& hi,
+                                           const u32 (&codes)[Tile<Cfg>::SCALE_LOADS], u32 sel, int h,
                                            u32 (&a)[BK / 16][4]) {
   constexpr int SCALES = Tile<Cfg>::SCALES, WORDS = 8 / SCALES;  // words of a scale block
   const u32 words[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
 #pragma unroll
   for (int b = 0; b < SCALES; ++b) {
-    const u32 c = codes >> 8 * b & 0xFFu;
-    const u32 factor = Cfg::NVFP4 ? fp4::e4m3_factor(c) : fp4::e8m0_factor(c);
-    const bool big = !Cfg::NVFP4 && fp4::e8m0_big(c);
-    const u32 second = fp4::e8m0_second(c);
+    constexpr int L = Cfg::SCALE_LOAD;
+    const u32 c = codes[b / L] >> 8 * (b % L) & 0xFFu;
+    const u32 factor = Cfg::NVFP4 ? fp4::e4m3_finite_factor(c) : fp4::e8m0_factor(c);
+    const bool twice = Cfg::NVFP4 ? fp4::e4m3_nan(c) : fp4::e8m0_big(c);
+    const u32 second = Cfg::NVFP4 ? fp4::dup(fp4::BF16_NAN) : fp4::e8m0_second(c);
 #pragma unroll
     for (int i = b * WORDS; i < (b + 1) * WORDS; ++i) {
       const u32 pair = __byte_perm(words[i], words[i] >> 4, sel) & 0x000F000Fu;  // byte t's codes, one a half
       u32 v = fp4::bf16x2_mul(fp4::e2m1_spread<0>(pair), factor);
-      if (big) v = fp4::bf16x2_mul(v, second);
+      if (twice) v = fp4::bf16x2_mul(v, second);
       a[i / 2][h + 2 * (i % 2)] = v;
     }
   }
@@ -195,7 +210,7 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
   persistent::Ring<STAGES> ring;
   float acc[MT][NT / 2];
   u32 frag[2][BK / 16][4];  // two sets of an m64 tile's fragments of a step: the wgmmas' A operands
-  u32 ahead[AHEAD][MT][2];  // scale codes of the unit's steps i + AHEAD ... in slot i % AHEAD, for the rows
+  u32 ahead[AHEAD][MT][2][T::SCALE_LOADS];  // scale codes of the unit's steps i + AHEAD ... in slot i % AHEAD
   int previous = 0;     // the ring buffer of the step before, released once its wgmmas are done
 
   for (int unit = blockIdx.x; unit < units; unit += gridDim.x) {
@@ -203,13 +218,13 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
     const int n0 = tile / tiles_t * BW, m0 = tile % tiles_t * BT + tokens;  // the consumer's part of D
     const int2 steps = persistent::split_steps<SPLITS>(unit, k_steps);
     const int count = steps.y;
-    const auto fetch = [&](u32(&into)[MT][2], int i) {
+    const auto fetch = [&](u32(&into)[MT][2][T::SCALE_LOADS], int i) {
       if (i >= count) return;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
         for (int h = 0; h < 2; ++h)  // rows past N: computed, not stored
-          into[mt][h] = scale_codes<Cfg>(a.scales, min(N - 1, n0 + row + 64 * mt + 8 * h), nb, steps.x + i);
+          scale_codes<Cfg>(a.scales, min(N - 1, n0 + row + 64 * mt + 8 * h), nb, steps.x + i, into[mt][h]);
     };
 #pragma unroll
     for (int d = 0; d < AHEAD; ++d) fetch(ahead[d], d);

@@ -62,10 +62,15 @@ __device__ __forceinline__ u32 e8m0_small_factor(u32 c) { return c * 0x00800080u
 
 // NVFP4 (e4m3 code c): the scale times 2^119 (exact; 448 * 2^119 < 2^128), NaN for 0x7F and 0xFF. The
 // products are v * scale * 2^-7: the kernels multiply the sums by 2^7 and the tensor scale.
+// e4m3_finite_factor is that factor for the codes that are not NaN (a number for every code).
 constexpr float NV_UNDO = 128.0f;
-__device__ __forceinline__ u32 e4m3_factor(u32 c) {
-  if ((c & 0x7Fu) == 0x7Fu) return dup(BF16_NAN);
+__device__ __forceinline__ bool e4m3_nan(u32 c) { return (c & 0x7Fu) == 0x7Fu; }
+__device__ __forceinline__ u32 e4m3_finite_factor(u32 c) {
   return dup(quant::as_bits(quant::e4m3_value(c) * 0x1p119f) >> 16);
+}
+__device__ __forceinline__ u32 e4m3_factor(u32 c) {
+  if (e4m3_nan(c)) return dup(BF16_NAN);
+  return e4m3_finite_factor(c);
 }
 // The factor of a kernel's sums: NVFP4's 2^7 (undoing its factors' 2^-7) times the tensor scale (the
 // kernel argument struct's `tensor_scale`), 1 for MXFP4 (Cfg::NVFP4 false).

@@ -21,7 +21,7 @@ from ..base import Arg, Instantiation, LaunchGeometry, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from ..gemm.common import TMA_RULES, tma_rules
 from ..gemm.split_k import COUNTER_TILE, MAX_SPLITS, SPLIT_SIZE_RULES, counter_tiles, split_rules, split_slots
-from .common import code_rows_rule, power_ceiling, tma_kernel_args
+from .common import access_bytes, code_rows_rule, power_ceiling, tma_kernel_args
 from .problem import QuantGemmProblem
 
 KERNEL = "quant_gemm/quant_gemm_registers.cu"
@@ -58,6 +58,12 @@ def stage_bytes(config: RegistersConfig) -> int:
 def shared_bytes(config: RegistersConfig) -> int:
     """The ring, two mbarriers a buffer, and 1024 bytes of alignment."""
     return config.stages * (stage_bytes(config) + 16) + 1024
+
+
+def scale_load(p: QuantGemmProblem) -> int:
+    """Bytes a load of a row's scale codes (the kernel's SCALE_LOAD): all of a K step's (2 for MXFP4, 4 for
+    NVFP4) where the rows' nb is a multiple of that (K a multiple of 64), else the widest access dividing nb."""
+    return min(access_bytes(p.blocks_per_row), BK // p.fmt.block)
 
 
 def tiles(p: QuantGemmProblem, config: RegistersConfig) -> int:
@@ -144,6 +150,7 @@ class RegistersTemplate(KernelTemplate[QuantGemmProblem, RegistersConfig]):
             "quant_gemm_registers",
             {
                 "NVFP4": problem.nvfp4,
+                "SCALE_LOAD": scale_load(problem),
                 "BW": c.BW,
                 "BT": c.BT,
                 "STAGES": c.stages,
