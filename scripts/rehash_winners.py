@@ -239,6 +239,11 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "registers; every other caller passes a bool); Format.check_storage: from_arrays only (run time)",
     "12d714d": "quant_gemm registers: rule consumer_tokens widened (BW 256 with BT 8; no stored configuration is one) "
     "and a comment of its kernel: every stored configuration stays valid and its instructions cannot change",
+    "9dc23b9": "quant_gemm template registers' kernel and module (a step's scale codes in one load, NVFP4's NaN "
+    "codes as a second multiply) and fp4.cuh's e4m3_nan / e4m3_finite_factor (e4m3_factor written on them): "
+    "instructions identical for every other template (decode, stream, tiled, wgmma 18 sampled each) and quant (23), "
+    "diagnostics/sass_scale_loads.json; registers' stored winners are dropped after the carry and re-recorded "
+    "(spaces/quant_gemm_registers.toml)",
     "236b7b5": "split_k.counter_tiles (the same formula, now shared by split_buffers and quant_gemm registers' rule); "
     "registers' default chooses its ring by shared memory alone: the same defaults on 200 problems, no rule changed",
 }
