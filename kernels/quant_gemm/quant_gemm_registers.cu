@@ -19,7 +19,8 @@
 // of each of its m64 tiles: of k16 slice s, elements 16 s + 2 t, + 1 and 16 s + 2 t + 8, + 9, the two codes
 // of byte t of the row's 32-bit words 2 s and 2 s + 1 of the step. Per K step and m64 tile it reads its
 // rows' 32 bytes from the ring, decodes them (fp4.cuh: e2m1 bits placed as bfloat16, times the block's
-// factor; MXFP4 scales from 2^2 take a second factor) into one of two register sets while the group of
+// factor; MXFP4 scales from 2^2 and NaN codes take a second factor, a warp-uniform branch to the decode
+// that applies it when a code of the warp's rows needs one) into one of two register sets while the group of
 // wgmmas before (reading the other) runs, and issues the tile's four wgmmas as one commit group. The unit's
 // first wgmma overwrites the sums (scale-d), so that nothing else writes them while wgmmas run (ptxas would
 // serialize them). Scale codes (two a row and step for MXFP4, four for NVFP4) are read from global memory
@@ -61,17 +62,21 @@ template <int I>
 struct Index {
   static constexpr int value = I;
 };
+template <bool B>
+struct Flag {
+  static constexpr bool value = B;
+};
 
-// The scale codes of K step kt of W's row `row` (0 past the row's nb) in loads of Cfg::SCALE_LOAD bytes
-// (a width dividing nb, so that every row's codes start at a multiple of it): into[j] holds the step's
-// codes j SCALE_LOAD .. j SCALE_LOAD + SCALE_LOAD - 1, the first lowest. Nothing reads them before the
-// step's decode (a word combined from narrower loads would wait for them where they are issued, ahead of
-// the wgmmas).
+// The scale codes of K step kt of a row of W whose codes start at byte `row_at` of `scales` (0 past the
+// row's nb) in loads of Cfg::SCALE_LOAD bytes (a width dividing nb, so that every row's codes start at a
+// multiple of it): into[j] holds the step's codes j SCALE_LOAD .. j SCALE_LOAD + SCALE_LOAD - 1, the first
+// lowest. Nothing reads them before the step's decode (a word combined from narrower loads would wait for
+// them where they are issued, ahead of the wgmmas).
 template <class Cfg>
-__device__ __forceinline__ void scale_codes(const u8* __restrict__ scales, int row, int nb, int kt,
+__device__ __forceinline__ void scale_codes(const u8* __restrict__ scales, u32 row_at, int nb, int kt,
                                             u32 (&into)[Tile<Cfg>::SCALE_LOADS]) {
   constexpr int SCALES = Tile<Cfg>::SCALES, L = Cfg::SCALE_LOAD;
-  const u8* at = scales + (u32)row * (u32)nb + (u32)(kt * SCALES);
+  const u8* at = scales + (row_at + (u32)(kt * SCALES));
 #pragma unroll
   for (int j = 0; j < SCALES / L; ++j) {
     u32 codes = 0;
@@ -86,10 +91,11 @@ __device__ __forceinline__ void scale_codes(const u8* __restrict__ scales, int r
 
 // Row h (0: the thread's first, 1: + 8) of its A fragments of one K step: the two codes of byte t of the
 // row's 32-bit word i (elements 8 i + 2 t and + 1, the first low) times their block's scale, into
-// a[i / 2][h + 2 (i % 2)], the fragment of k16 slice i / 2 (tb::WgmmaRs); sel = t | (4 + t) << 8. A block
-// whose code needs more than one factor takes a second multiply: MXFP4's scales from 2^2, NVFP4's NaN codes
-// (times NaN; a NaN first factor instead has ptxas serialize the wgmmas, C7513).
-template <class Cfg>
+// a[i / 2][h + 2 (i % 2)], the fragment of k16 slice i / 2 (tb::WgmmaRs); sel = t | (4 + t) << 8. ONE: no
+// block's code needs more than one factor (see needs_second), each first factor then one multiply-add (MXFP4)
+// or NVFP4's finite factor. Else a block whose code does takes a second multiply: MXFP4's scales from 2^2,
+// NVFP4's NaN codes (times NaN; a NaN first factor instead has ptxas serialize the wgmmas, C7513).
+template <class Cfg, bool ONE>
 __device__ __forceinline__ void decode_row(const uint4& lo, const uint4& hi,
                                            const u32 (&codes)[Tile<Cfg>::SCALE_LOADS], u32 sel, int h,
                                            u32 (&a)[BK / 16][4]) {
@@ -99,9 +105,16 @@ __device__ __forceinline__ void decode_row(const uint4& lo, const uint4& hi,
   for (int b = 0; b < SCALES; ++b) {
     constexpr int L = Cfg::SCALE_LOAD;
     const u32 c = codes[b / L] >> 8 * (b % L) & 0xFFu;
-    const u32 factor = Cfg::NVFP4 ? fp4::e4m3_finite_factor(c) : fp4::e8m0_factor(c);
-    const bool twice = Cfg::NVFP4 ? fp4::e4m3_nan(c) : fp4::e8m0_big(c);
-    const u32 second = Cfg::NVFP4 ? fp4::dup(fp4::BF16_NAN) : fp4::e8m0_second(c);
+    u32 factor, second = 0;
+    bool twice = false;
+    if constexpr (Cfg::NVFP4) {
+      factor = fp4::e4m3_finite_factor(c);
+      if constexpr (!ONE) twice = fp4::e4m3_nan(c), second = fp4::dup(fp4::BF16_NAN);
+    } else if constexpr (ONE) {
+      factor = fp4::e8m0_small_factor(c);
+    } else {
+      factor = fp4::e8m0_factor(c), twice = fp4::e8m0_big(c), second = fp4::e8m0_second(c);
+    }
 #pragma unroll
     for (int i = b * WORDS; i < (b + 1) * WORDS; ++i) {
       const u32 pair = __byte_perm(words[i], words[i] >> 4, sel) & 0x000F000Fu;  // byte t's codes, one a half
@@ -110,6 +123,19 @@ __device__ __forceinline__ void decode_row(const uint4& lo, const uint4& hi,
       a[i / 2][h + 2 * (i % 2)] = v;
     }
   }
+}
+
+// Whether any of the scale codes (of this thread's rows, one m64 tile and step) needs a second factor:
+// MXFP4's past MX_ONE_FACTOR, NVFP4's NaN codes.
+template <class Cfg>
+__device__ __forceinline__ bool needs_second(const u32 (&codes)[2][Tile<Cfg>::SCALE_LOADS]) {
+  bool any = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int j = 0; j < Tile<Cfg>::SCALE_LOADS; ++j)
+      any |= Cfg::NVFP4 ? fp4::e4m3_any_nan(codes[h][j]) : fp4::e8m0_any_big(codes[h][j]);
+  return any;
 }
 
 // Keeps the compiler from moving a fragment's writes past the next (volatile) instruction.
@@ -218,13 +244,17 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
     const int n0 = tile / tiles_t * BW, m0 = tile % tiles_t * BT + tokens;  // the consumer's part of D
     const int2 steps = persistent::split_steps<SPLITS>(unit, k_steps);
     const int count = steps.y;
+    u32 row_at[MT][2];  // where the scale codes of the thread's rows start (rows past N: computed, not stored)
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) row_at[mt][h] = (u32)min(N - 1, n0 + row + 64 * mt + 8 * h) * (u32)nb;
     const auto fetch = [&](u32(&into)[MT][2][T::SCALE_LOADS], int i) {
       if (i >= count) return;
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-        for (int h = 0; h < 2; ++h)  // rows past N: computed, not stored
-          scale_codes<Cfg>(a.scales, min(N - 1, n0 + row + 64 * mt + 8 * h), nb, steps.x + i, into[mt][h]);
+        for (int h = 0; h < 2; ++h) scale_codes<Cfg>(a.scales, row_at[mt][h], nb, steps.x + i, into[mt][h]);
     };
 #pragma unroll
     for (int d = 0; d < AHEAD; ++d) fetch(ahead[d], d);
@@ -244,11 +274,19 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
         // of the step before with MT = 2) are done: the wait below, a group earlier
         constexpr int P = MT == 1 ? S % 2 : 0;
         u32(&f)[BK / 16][4] = frag[MT == 1 ? P : mt];
+        // one factor a block unless a code of the warp's rows needs two (a warp-uniform branch)
+        const auto decode = [&](auto one) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint4* codes = reinterpret_cast<const uint4*>(stage + T::A_BYTES + (row + 64 * mt + 8 * h) * (BK / 2));
-          decode_row<Cfg>(codes[0], codes[1], ahead[S % AHEAD][mt][h], sel, h, f);
-        }
+          for (int h = 0; h < 2; ++h) {
+            const unsigned char* rows = stage + T::A_BYTES + (row + 64 * mt + 8 * h) * (BK / 2);
+            const uint4* codes = reinterpret_cast<const uint4*>(rows);
+            decode_row<Cfg, decltype(one)::value>(codes[0], codes[1], ahead[S % AHEAD][mt][h], sel, h, f);
+          }
+        };
+        if (__any_sync(0xFFFFFFFFu, needs_second<Cfg>(ahead[S % AHEAD][mt])))
+          decode(Flag<false>{});
+        else
+          decode(Flag<true>{});
         // after the slot's last use, so that its loads may take its registers
         if (mt == MT - 1) fetch(ahead[S % AHEAD], i + AHEAD);
         pin_fragments(f);  // decoded before the fence (else ptxas serializes the wgmmas)

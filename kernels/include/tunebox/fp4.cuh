@@ -59,12 +59,20 @@ __device__ __forceinline__ u32 e8m0_factor(u32 c) {
 __device__ __forceinline__ u32 e8m0_second(u32 c) { return dup(e8m0_big(c) ? (c - 1u) << 7 : 0x3F80u); }
 // e8m0_factor of a code up to MX_ONE_FACTOR in one multiply-add: (c + 126) << 7 in both halves.
 __device__ __forceinline__ u32 e8m0_small_factor(u32 c) { return c * 0x00800080u + 0x3F003F00u; }
+// Whether any byte of q, a word of e8m0 codes, is past MX_ONE_FACTOR (a byte past 128: its top bit and a
+// low bit set; the byte-wise sum carries into no other byte): a second factor, or NaN (255).
+static_assert(MX_ONE_FACTOR == 128u, "e8m0_any_big tests bytes past 128");
+__device__ __forceinline__ bool e8m0_any_big(u32 q) {
+  return (q & ((q & 0x7F7F7F7Fu) + 0x7F7F7F7Fu) & 0x80808080u) != 0;
+}
 
 // NVFP4 (e4m3 code c): the scale times 2^119 (exact; 448 * 2^119 < 2^128), NaN for 0x7F and 0xFF. The
 // products are v * scale * 2^-7: the kernels multiply the sums by 2^7 and the tensor scale.
 // e4m3_finite_factor is that factor for the codes that are not NaN (a number for every code).
 constexpr float NV_UNDO = 128.0f;
 __device__ __forceinline__ bool e4m3_nan(u32 c) { return (c & 0x7Fu) == 0x7Fu; }
+// Whether any byte of q, a word of e4m3 codes, is NaN (its low seven bits all set).
+__device__ __forceinline__ bool e4m3_any_nan(u32 q) { return ((q & 0x7F7F7F7Fu) + 0x01010101u & 0x80808080u) != 0; }
 __device__ __forceinline__ u32 e4m3_finite_factor(u32 c) {
   return dup(quant::as_bits(quant::e4m3_value(c) * 0x1p119f) >> 16);
 }
