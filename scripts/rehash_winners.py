@@ -244,6 +244,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "instructions identical for every other template (decode, stream, tiled, wgmma 18 sampled each) and quant (23), "
     "diagnostics/sass_scale_loads.json; registers' stored winners are dropped after the carry and re-recorded "
     "(spaces/quant_gemm_registers.toml)",
+    "1f7901f": "quant_gemm template registers' kernel (its one-factor decode path) and fp4.cuh's e8m0_any_big / "
+    "e4m3_any_nan, which only that kernel calls: instructions identical for every other template and quant "
+    "(diagnostics/sass_scale_loads.json); no registers winner is stored (dropped at 31150f5, re-recorded next)",
     "236b7b5": "split_k.counter_tiles (the same formula, now shared by split_buffers and quant_gemm registers' rule); "
     "registers' default chooses its ring by shared memory alone: the same defaults on 200 problems, no rule changed",
 }
