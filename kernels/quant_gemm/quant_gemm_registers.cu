@@ -32,6 +32,7 @@
 // the consumer's part in split order. D's elements are stored as alpha * sums (alpha 1, or NVFP4's 2^7
 // times the tensor scale, fp4.cuh) rounded to bfloat16, NaN as 0x7FC0.
 #include "tunebox/async_copy.cuh"
+#include "tunebox/bf16x2.cuh"
 #include "tunebox/bulk.cuh"
 #include "tunebox/fp4.cuh"
 #include "tunebox/persistent_gemm.cuh"
@@ -45,6 +46,7 @@ constexpr int RUN = 512;                 // bytes of a row's codes prefetched in
 constexpr int PRODUCER_REGISTERS = 56;   // the loaders
 constexpr int CONSUMER_REGISTERS = 224;  // 56 + 2 x 224 = 3 x 168, the launch's
 constexpr int EPI_BARRIER = 1;           // named barrier of consumer c's split-K epilogue: EPI_BARRIER + c
+constexpr int SCRATCH = 512;             // bytes of shared memory a consumer warp stages D's stores through
 
 template <class Cfg>
 struct Tile {
@@ -138,6 +140,15 @@ __device__ __forceinline__ bool needs_second(const u32 (&codes)[2][Tile<Cfg>::SC
   return any;
 }
 
+// lo and hi as D's bfloat16 pair: fp4::bf16_out of each (nearest even, NaN as BF16_NAN where the
+// conversion writes its own NaN).
+__device__ __forceinline__ u32 d_pair(float lo, float hi) {
+  u32 d = bf16x2::from_floats(lo, hi);
+  if (lo != lo) d = (d & 0xFFFF0000u) | fp4::BF16_NAN;
+  if (hi != hi) d = (d & 0xFFFFu) | fp4::BF16_NAN << 16;
+  return d;
+}
+
 // Keeps the compiler from moving a fragment's writes past the next (volatile) instruction.
 __device__ __forceinline__ void pin_fragments(u32 (&a)[BK / 16][4]) {
 #pragma unroll
@@ -167,11 +178,13 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
   static_assert((BW == 64 || BW == 128 || BW == 256) && NT >= 8 && NT <= 256 && NT % 8 == 0, "whole wgmma tiles");
   static_assert(MT * NT <= 256, "the accumulators fit a consumer's registers");
   static_assert(T::STAGE % 1024 == 0 && (NT * 128) % 1024 == 0, "every stage and token half on the swizzle period");
-  static_assert(STAGES * T::STAGE + 2 * STAGES * 8 + 1024 <= Cfg::SHARED_BYTES, "the ring and its barriers fit");
+  static_assert(STAGES * T::STAGE + 2 * STAGES * 8 + 8 * SCRATCH + 1024 <= Cfg::SHARED_BYTES,
+                "the ring, its barriers and the consumer warps' scratch fit");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = align_shared<1024>(smem_raw);
   u64* full = reinterpret_cast<u64*>(smem + STAGES * T::STAGE);
   u64* empty = full + STAGES;
+  unsigned char* scratch = reinterpret_cast<unsigned char*>(empty + STAGES);  // SCRATCH a consumer warp
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -328,7 +341,34 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
           }
     };
     if constexpr (SPLITS == 1) {
-      each([&](float v, int m, int n) { a.d[(size_t)m * N + n] = (unsigned short)fp4::bf16_out(alpha * v); });
+      if (NT % 16 == 0 && N % 8 == 0 && m0 + NT <= M && n0 + part + ROWS <= N) {
+        // The part inside D, its rows 16-byte aligned: per m64 tile and pair of token blocks j, j + 1 the
+        // warp's sums as bfloat16 pairs into its scratch by one stmatrix (matrix i: tokens 8 (j + i / 2) ..
+        // of rows 8 (i % 2) .. of the warp's 16, transposed: a token's 8 rows as 16 bytes), then lane l's 16
+        // bytes (matrix l / 8, token l % 8) into D by one store.
+        const int lane = tid % 32;
+        unsigned char* mine = scratch + ((consumer * 4 + warp) * 32 + lane) * 16;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          unsigned short* d = a.d + n0 + part + 64 * mt + 16 * warp + 8 * (lane / 8 % 2);
+#pragma unroll
+          for (int j = 0; j < NT / 8; j += 2) {
+            u32 r[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              const float* pair = &acc[mt][4 * (j + i / 2) + 2 * (i % 2)];
+              r[i] = d_pair(alpha * pair[0], alpha * pair[1]);
+            }
+            stmatrix_x4_trans(mine, r);
+            __syncwarp();
+            const int m = m0 + 8 * (j + lane / 16) + lane % 8;
+            *reinterpret_cast<uint4*>(d + (size_t)m * N) = *reinterpret_cast<const uint4*>(mine);
+            __syncwarp();
+          }
+        }
+      } else {
+        each([&](float v, int m, int n) { a.d[(size_t)m * N + n] = (unsigned short)fp4::bf16_out(alpha * v); });
+      }
     } else {
       // The arrival counted once every thread of the consumer stored its slot; the last unit of the (tile,
       // consumer) sums the part's slots in split order, along D's rows (coalesced; slots of at most 2^23

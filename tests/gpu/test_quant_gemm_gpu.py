@@ -2,11 +2,11 @@
 infinity only bit for bit): every template at M = 1, 3, 16, 64, 256 on odd shapes (odd N; for decode and
 tiled K not a multiple of the block nor of 128, K below one span; for stream, which takes K in whole pieces
 of 512, one chunk, several and a partial last one; for wgmma and registers, which take K in multiples of 32,
-a last K step half past K, and for registers also K a multiple of 64) in both formats, at its default and a
-seeded variant (wgmma's three converters and its split-K on their own; registers' split-K on its own), every
-structural value of each template's parameters once on one odd shape, on inputs with planted NaN, zero,
-subnormal, infinite and large (two-factor) scale blocks; the sweep's shapes at the family default and at
-stream's; sabotaged reductions and stream's scale mapping are caught; the torch baselines match the
+a last K step half past K, and for registers also K a multiple of 64 and N of 8) in both formats, at its
+default and a seeded variant (wgmma's three converters and its split-K on their own; registers' split-K on
+its own), every structural value of each template's parameters once on one odd shape, on inputs with planted
+NaN, zero, subnormal, infinite and large (two-factor) scale blocks; the sweep's shapes at the family default
+and at stream's; sabotaged reductions and stream's scale mapping are caught; the torch baselines match the
 reference and are timed."""
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ TOKENS = [1, 3, 16, 64, 256]
 SHAPES = [(4099, 4111), (33, 300), (7, 100)]  # (N, K): odd N; K % 32, K % 128 != 0; K below one span
 STREAM_SHAPES = [(4099, 2560), (33, 512), (7, 1024)]  # odd N, fewer rows than a warp's; K of 1 to 5 chunks
 WGMMA_SHAPES = [(4099, 4128), (33, 320), (7, 96)]  # odd N; K % 64 = 32 (a half K step past K); one step and a half
-REGISTERS_SHAPES = [*WGMMA_SHAPES, (4099, 4160)]  # and K % 64 = 0: a row's scale codes of a step in one load
+# and K % 64 = 0 (a row's scale codes of a step in one load), N % 8 = 0 (D by 16-byte stores, the last tile partial)
+REGISTERS_SHAPES = [*WGMMA_SHAPES, (4104, 4160)]
 SPLIT_SHAPES = [(4104, 4128), (40, 320), (8, 160)]  # split-K's TMA epilogue: N % 8 = 0; K % 64 = 32; 3 steps
 STRUCTURAL_SHAPES = {
     "decode": (4099, 4111),
@@ -129,7 +130,7 @@ def test_wgmma_converters_on_odd_shapes(runner, builder, converters, m, keys, fm
 
 # wgmma's split-K takes the TMA epilogue (N % 8 = 0); registers' stores from registers (odd N)
 SPLIT_CASES = [("wgmma", s, ("splits", "converters")) for s in SPLIT_SHAPES] + [
-    ("registers", s, ("splits", "BW")) for s in WGMMA_SHAPES
+    ("registers", s, ("splits", "BW")) for s in REGISTERS_SHAPES
 ]
 
 
