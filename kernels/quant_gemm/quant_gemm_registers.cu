@@ -340,12 +340,14 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
             if (m < M && n < N) f(acc[mt][4 * j + e], m, n);
           }
     };
+    // A whole part: inside D, D's rows 16-byte aligned; its stores take no bounds and go by vectors.
+    const bool whole = N % 8 == 0 && m0 + NT <= M && n0 + part + ROWS <= N;
     if constexpr (SPLITS == 1) {
-      if (NT % 16 == 0 && N % 8 == 0 && m0 + NT <= M && n0 + part + ROWS <= N) {
-        // The part inside D, its rows 16-byte aligned: per m64 tile and pair of token blocks j, j + 1 the
-        // warp's sums as bfloat16 pairs into its scratch by one stmatrix (matrix i: tokens 8 (j + i / 2) ..
-        // of rows 8 (i % 2) .. of the warp's 16, transposed: a token's 8 rows as 16 bytes), then lane l's 16
-        // bytes (matrix l / 8, token l % 8) into D by one store.
+      if (NT % 16 == 0 && whole) {
+        // Per m64 tile and pair of token blocks j, j + 1 the warp's sums as bfloat16 pairs into its scratch
+        // by one stmatrix (matrix i: tokens 8 (j + i / 2) .. of rows 8 (i % 2) .. of the warp's 16,
+        // transposed: a token's 8 rows as 16 bytes), then lane l's 16 bytes (matrix l / 8, token l % 8) into
+        // D by one store.
         const int lane = tid % 32;
         unsigned char* mine = scratch + ((consumer * 4 + warp) * 32 + lane) * 16;
 #pragma unroll
@@ -375,7 +377,18 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
       // floats).
       const int slot = M * N;
       float* mine = a.partials + unit % SPLITS * slot;
-      each([&](float v, int m, int n) { mine[m * N + n] = v; });
+      if (whole) {  // the thread's rows 2 t and 2 t + 1 of each token block j, from one address
+        float* at = mine + (size_t)(m0 + 2 * t) * N + n0 + row;
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int j = 0; j < NT / 8; ++j) {
+            float* p = at + (size_t)(8 * j) * N + 64 * mt;
+            p[0] = acc[mt][4 * j], p[N] = acc[mt][4 * j + 1], p[8] = acc[mt][4 * j + 2], p[N + 8] = acc[mt][4 * j + 3];
+          }
+      } else {
+        each([&](float v, int m, int n) { mine[m * N + n] = v; });
+      }
       barrier_sync(EPI_BARRIER + consumer, 128);
       u32 last = 0;
       if (tid == 0) {
@@ -384,25 +397,51 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
         if (last) atomicExch(counter, 0u);  // zero again for the next launch
       }
       if (!barrier_any(EPI_BARRIER + consumer, 128, last)) continue;
-      // Element tid + 128 j of the part (ROWS rows of W a token), BATCH of a thread's at a time with all
-      // their slots' loads in flight together (one L2 round trip a batch, not one an element).
-      constexpr int PER = ROWS * NT / 128, BATCH = PER < 8 ? PER : 8;
-      for (int j0 = 0; j0 < PER; j0 += BATCH) {
-        int at[BATCH];
-        float sum[BATCH];
+      // Element (or with a whole part, 4 consecutive elements) tid + 128 j of the part, ROWS rows of W a
+      // token: BATCH of a thread's at a time with all their slots' loads in flight together (one L2 round
+      // trip a batch, not one an element).
+      if (whole) {
+        constexpr int QUADS = ROWS / 4, PER = ROWS * NT / 512, BATCH = PER < 2 ? PER : 2;
+        for (int j0 = 0; j0 < PER; j0 += BATCH) {
+          int at[BATCH];
+          float4 sum[BATCH];
 #pragma unroll
-        for (int b = 0; b < BATCH; ++b) {
-          const int e = tid + 128 * (j0 + b), m = m0 + e / ROWS, n = n0 + part + e % ROWS;
-          at[b] = m < M && n < N ? m * N + n : -1;
-          sum[b] = __ldcg(a.partials + max(at[b], 0));
+          for (int b = 0; b < BATCH; ++b) {
+            const int e = tid + 128 * (j0 + b);
+            at[b] = (m0 + e / QUADS) * N + n0 + part + 4 * (e % QUADS);
+            sum[b] = __ldcg(reinterpret_cast<const float4*>(a.partials + at[b]));
+          }
+#pragma unroll
+          for (int s = 1; s < SPLITS; ++s)
+#pragma unroll
+            for (int b = 0; b < BATCH; ++b) {
+              const float4 v = __ldcg(reinterpret_cast<const float4*>(a.partials + at[b] + s * slot));
+              sum[b].x += v.x, sum[b].y += v.y, sum[b].z += v.z, sum[b].w += v.w;
+            }
+#pragma unroll
+          for (int b = 0; b < BATCH; ++b)
+            *reinterpret_cast<uint2*>(a.d + at[b]) =
+                make_uint2(d_pair(alpha * sum[b].x, alpha * sum[b].y), d_pair(alpha * sum[b].z, alpha * sum[b].w));
         }
+      } else {
+        constexpr int PER = ROWS * NT / 128, BATCH = PER < 8 ? PER : 8;
+        for (int j0 = 0; j0 < PER; j0 += BATCH) {
+          int at[BATCH];
+          float sum[BATCH];
 #pragma unroll
-        for (int s = 1; s < SPLITS; ++s)
+          for (int b = 0; b < BATCH; ++b) {
+            const int e = tid + 128 * (j0 + b), m = m0 + e / ROWS, n = n0 + part + e % ROWS;
+            at[b] = m < M && n < N ? m * N + n : -1;
+            sum[b] = __ldcg(a.partials + max(at[b], 0));
+          }
 #pragma unroll
-          for (int b = 0; b < BATCH; ++b) sum[b] += __ldcg(a.partials + max(at[b], 0) + s * slot);
+          for (int s = 1; s < SPLITS; ++s)
 #pragma unroll
-        for (int b = 0; b < BATCH; ++b)
-          if (at[b] >= 0) a.d[at[b]] = (unsigned short)fp4::bf16_out(alpha * sum[b]);
+            for (int b = 0; b < BATCH; ++b) sum[b] += __ldcg(a.partials + max(at[b], 0) + s * slot);
+#pragma unroll
+          for (int b = 0; b < BATCH; ++b)
+            if (at[b] >= 0) a.d[at[b]] = (unsigned short)fp4::bf16_out(alpha * sum[b]);
+        }
       }
     }
   }
