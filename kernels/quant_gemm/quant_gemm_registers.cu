@@ -46,7 +46,6 @@ constexpr int RUN = 512;                 // bytes of a row's codes prefetched in
 constexpr int PRODUCER_REGISTERS = 56;   // the loaders
 constexpr int CONSUMER_REGISTERS = 224;  // 56 + 2 x 224 = 3 x 168, the launch's
 constexpr int EPI_BARRIER = 1;           // named barrier of consumer c's split-K epilogue: EPI_BARRIER + c
-constexpr int SCRATCH = 512;             // bytes of shared memory a consumer warp stages D's stores through
 
 template <class Cfg>
 struct Tile {
@@ -178,13 +177,11 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
   static_assert((BW == 64 || BW == 128 || BW == 256) && NT >= 8 && NT <= 256 && NT % 8 == 0, "whole wgmma tiles");
   static_assert(MT * NT <= 256, "the accumulators fit a consumer's registers");
   static_assert(T::STAGE % 1024 == 0 && (NT * 128) % 1024 == 0, "every stage and token half on the swizzle period");
-  static_assert(STAGES * T::STAGE + 2 * STAGES * 8 + 8 * SCRATCH + 1024 <= Cfg::SHARED_BYTES,
-                "the ring, its barriers and the consumer warps' scratch fit");
+  static_assert(STAGES * T::STAGE + 2 * STAGES * 8 + 1024 <= Cfg::SHARED_BYTES, "the ring and its barriers fit");
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   unsigned char* smem = align_shared<1024>(smem_raw);
   u64* full = reinterpret_cast<u64*>(smem + STAGES * T::STAGE);
   u64* empty = full + STAGES;
-  unsigned char* scratch = reinterpret_cast<unsigned char*>(empty + STAGES);  // SCRATCH a consumer warp
   const int warpgroup = threadIdx.x / 128, tid = threadIdx.x % 128;
   if (threadIdx.x == 0) {
     for (int s = 0; s < STAGES; ++s) {
@@ -340,41 +337,13 @@ __global__ void __launch_bounds__(384, 1) quant_gemm_registers(const __grid_cons
             if (m < M && n < N) f(acc[mt][4 * j + e], m, n);
           }
     };
-    // A whole part: inside D, D's rows 16-byte aligned; its stores take no bounds and go by vectors.
-    const bool whole = N % 8 == 0 && m0 + NT <= M && n0 + part + ROWS <= N;
     if constexpr (SPLITS == 1) {
-      if (NT % 16 == 0 && whole) {
-        // Per m64 tile and pair of token blocks j, j + 1 the warp's sums as bfloat16 pairs into its scratch
-        // by one stmatrix (matrix i: tokens 8 (j + i / 2) .. of rows 8 (i % 2) .. of the warp's 16,
-        // transposed: a token's 8 rows as 16 bytes), then lane l's 16 bytes (matrix l / 8, token l % 8) into
-        // D by one store.
-        const int lane = tid % 32;
-        unsigned char* mine = scratch + ((consumer * 4 + warp) * 32 + lane) * 16;
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          unsigned short* d = a.d + n0 + part + 64 * mt + 16 * warp + 8 * (lane / 8 % 2);
-#pragma unroll
-          for (int j = 0; j < NT / 8; j += 2) {
-            u32 r[4];
-#pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              const float* pair = &acc[mt][4 * (j + i / 2) + 2 * (i % 2)];
-              r[i] = d_pair(alpha * pair[0], alpha * pair[1]);
-            }
-            stmatrix_x4_trans(mine, r);
-            __syncwarp();
-            const int m = m0 + 8 * (j + lane / 16) + lane % 8;
-            *reinterpret_cast<uint4*>(d + (size_t)m * N) = *reinterpret_cast<const uint4*>(mine);
-            __syncwarp();
-          }
-        }
-      } else {
-        each([&](float v, int m, int n) { a.d[(size_t)m * N + n] = (unsigned short)fp4::bf16_out(alpha * v); });
-      }
+      each([&](float v, int m, int n) { a.d[(size_t)m * N + n] = (unsigned short)fp4::bf16_out(alpha * v); });
     } else {
       // The arrival counted once every thread of the consumer stored its slot; the last unit of the (tile,
       // consumer) sums the part's slots in split order, along D's rows (coalesced; slots of at most 2^23
-      // floats).
+      // floats). A whole part (inside D, D's rows 16-byte aligned) takes no bounds and stores by vectors.
+      const bool whole = N % 8 == 0 && m0 + NT <= M && n0 + part + ROWS <= N;
       const int slot = M * N;
       float* mine = a.partials + unit % SPLITS * slot;
       if (whole) {  // the thread's rows 2 t and 2 t + 1 of each token block j, from one address

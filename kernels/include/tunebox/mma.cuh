@@ -45,15 +45,6 @@ __device__ __forceinline__ void ldmatrix_x4_trans(const void* row, u32* a) {
                : "r"(shared_address(row)));
 }
 
-// Four 8 x 8 matrices of 16-bit pairs stored transposed (stmatrix.x4.trans): matrix i's register r[i]
-// holds, in lane l, elements (l / 4, 2 (l % 4)) and (l / 4, 2 (l % 4) + 1) (the first low), and lane
-// 8 i + c passes the address of column c of matrix i, where its 8 elements (rows 0 .. 7) land as 16 bytes.
-__device__ __forceinline__ void stmatrix_x4_trans(void* column, const u32 (&r)[4]) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};"
-               ::"r"(shared_address(column)), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
-               : "memory");
-}
-
 // B fragments of two mmas from a shared tile stored N-major (element (n, k) at row n): ldmatrix.x4,
 // lane l passing the address of row n0 + l % 8 + 8 * (l / 16), columns k0 + 8 * (l / 8 % 2) .. + 7;
 // b[0], b[1] the m16n8k16 B fragment of the 16 x 8 block (k0 .., n0 ..), b[2], b[3] that of (k0 .., n0 + 8 ..).

@@ -56,9 +56,8 @@ def stage_bytes(config: RegistersConfig) -> int:
 
 
 def shared_bytes(config: RegistersConfig) -> int:
-    """The ring, two mbarriers a buffer, 512 bytes of each consumer warp's scratch (D's stores) and 1024
-    bytes of alignment."""
-    return config.stages * (stage_bytes(config) + 16) + 8 * 512 + 1024
+    """The ring, two mbarriers a buffer, and 1024 bytes of alignment."""
+    return config.stages * (stage_bytes(config) + 16) + 1024
 
 
 def scale_load(p: QuantGemmProblem) -> int:
