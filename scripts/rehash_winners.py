@@ -247,6 +247,12 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "1f7901f": "quant_gemm template registers' kernel (its one-factor decode path) and fp4.cuh's e8m0_any_big / "
     "e4m3_any_nan, which only that kernel calls: instructions identical for every other template and quant "
     "(diagnostics/sass_scale_loads.json); no registers winner is stored (dropped at 31150f5, re-recorded next)",
+    "63c8a15": "quant_gemm template registers' kernel only (unsplit D through shared scratch, reverted by the "
+    "next commit but one); mma.cuh's and registers.py's changes reverted too (their digests are bd9c525's)",
+    "38755d9": "quant_gemm template registers' kernel only (split-K's whole parts by vectors); its winners are "
+    "dropped after the carry and re-recorded (spaces/quant_gemm_registers.toml)",
+    "0529899": "quant_gemm template registers' kernel only (63c8a15's unsplit path reverted: unsplit variants' "
+    "instructions bd9c525's, nvdisasm of four)",
     "236b7b5": "split_k.counter_tiles (the same formula, now shared by split_buffers and quant_gemm registers' rule); "
     "registers' default chooses its ring by shared memory alone: the same defaults on 200 problems, no rule changed",
 }
