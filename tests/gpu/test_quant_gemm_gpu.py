@@ -28,7 +28,7 @@ TOKENS = [1, 3, 16, 64, 256]
 SHAPES = [(4099, 4111), (33, 300), (7, 100)]  # (N, K): odd N; K % 32, K % 128 != 0; K below one span
 STREAM_SHAPES = [(4099, 2560), (33, 512), (7, 1024)]  # odd N, fewer rows than a warp's; K of 1 to 5 chunks
 WGMMA_SHAPES = [(4099, 4128), (33, 320), (7, 96)]  # odd N; K % 64 = 32 (a half K step past K); one step and a half
-# and K % 64 = 0 (a row's scale codes of a step in one load), N % 8 = 0 (D by 16-byte stores, the last tile partial)
+# and K % 64 = 0 (a row's scale codes of a step in one load), N % 8 = 0 (split-K's whole parts by vectors)
 REGISTERS_SHAPES = [*WGMMA_SHAPES, (4104, 4160)]
 SPLIT_SHAPES = [(4104, 4128), (40, 320), (8, 160)]  # split-K's TMA epilogue: N % 8 = 0; K % 64 = 32; 3 steps
 STRUCTURAL_SHAPES = {

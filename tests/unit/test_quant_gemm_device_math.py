@@ -2,8 +2,9 @@
 with the quant family's reference. Every e2m1 code at every position of a word, times every scale
 code (e8m0 and e4m3), must decode to the bfloat16 bits of the reference's float32 dequantized value
 (NVFP4: times 2^-7, the kernels' factor), with the two-factor path for large e8m0 scales; the
-one-multiply factor of small e8m0 codes must be the general one; the activations' pairing must match
-the codes'; the output rounding must be the reference's."""
+one-multiply factor of small e8m0 codes must be the general one, and the tests of a word of scale codes
+must find each code that takes a second factor; the activations' pairing must match the codes'; the
+output rounding must be the reference's."""
 
 from __future__ import annotations
 
@@ -48,6 +49,8 @@ int main(int argc, char** argv) {  // mode; stdin: u32 words (code word, scale c
     }
   } else if (mode == "round") {
     for (u32 b : in) out.push_back(bf16_out(__uint_as_float(b)));
+  } else if (mode == "any") {
+    for (u32 q : in) out.push_back((e8m0_any_big(q) ? 1u : 0u) | (e4m3_any_nan(q) ? 2u : 0u));
   } else if (mode == "small") {
     for (u32 c : in) out.push_back(e8m0_small_factor(c));
     for (u32 c : in) out.push_back(e8m0_factor(c));
@@ -128,6 +131,26 @@ def test_small_e8m0_codes_take_the_factor_in_one_multiply_add(exe: Path) -> None
     codes = np.arange(129, dtype=np.uint32)  # up to MX_ONE_FACTOR; larger ones take e8m0_factor
     small, general = run(exe, "small", codes).reshape(2, -1)
     np.testing.assert_array_equal(small, general)
+
+
+def test_word_tests_find_every_code_that_takes_a_second_factor(exe: Path) -> None:
+    """e8m0_any_big: a byte of the word past MX_ONE_FACTOR (128; 255, NaN, too); e4m3_any_nan: a NaN
+    byte (0x7F, 0xFF): each code at each byte of words whose other bytes are 0, 128, 127 or random."""
+    rng = np.random.default_rng(3)
+    codes = np.arange(256, dtype=np.uint32)
+    fills = [np.zeros(256, np.uint32), np.full(256, 128, np.uint32), np.full(256, 127, np.uint32)]
+    fills += [rng.integers(0, 256, 256).astype(np.uint32) for _ in range(4)]
+    q = np.concatenate(
+        [
+            codes << (8 * at) | sum(fill << (8 * other) for other in range(4) if other != at)
+            for at in range(4)
+            for fill in fills
+        ]
+    ).astype(np.uint32)
+    got = run(exe, "any", q)
+    lanes = (q[:, None] >> (8 * np.arange(4, dtype=np.uint32))) & 0xFF
+    np.testing.assert_array_equal(got & 1, (lanes > 128).any(axis=1))
+    np.testing.assert_array_equal(got >> 1, ((lanes & 0x7F) == 0x7F).any(axis=1))
 
 
 def test_activations_pair_as_the_codes(exe: Path) -> None:
