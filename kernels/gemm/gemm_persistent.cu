@@ -5,6 +5,7 @@
 // clusters (gemm_persistent_cluster) each block loads its CLUSTER_M-th of a box's K rows and
 // multicasts it to the blocks of its tile column.
 #include "tunebox/persistent_gemm.cuh"
+#include "tunebox/pad_rows.cuh"
 
 namespace {
 

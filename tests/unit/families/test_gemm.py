@@ -46,7 +46,15 @@ def bf16(values) -> np.ndarray:
 
 
 def test_registered() -> None:
-    assert get("gemm") is FAMILY and G.space.names() == ("mma", "wgmma", "padded", "persistent", "decode", "cluster")
+    assert get("gemm") is FAMILY and G.space.names() == (
+        "mma",
+        "wgmma",
+        "padded",
+        "persistent",
+        "padded_persistent",
+        "decode",
+        "cluster",
+    )
 
 
 def test_reference_by_hand_with_padding_everywhere() -> None:

@@ -6,7 +6,7 @@ dimensions ``lda >= K``, ``ldb >= N``, ``ldd >= N`` (any value: rows need not be
 D's elements between N and ``ldd`` are never written (the reference keeps them poison), A's past K
 and B's past N are never read (the seeded inputs fill them with data, so a read would show).
 
-Six templates (the paths), three in ``kernels/gemm/gemm.cu``:
+Seven templates (the paths), three in ``kernels/gemm/gemm.cu``:
 
 - ``mma``: mma.sync m16n8k16 fed by a cp.async pipeline of 1-4 stages, 16-byte chunks where a
   chunk is inside and aligned and zero-filled element copies otherwise (the seed's mixed path);
@@ -33,6 +33,9 @@ Six templates (the paths), three in ``kernels/gemm/gemm.cu``:
   narrow N, long K; TMA epilogue only) cuts each tile's K steps over that many work units; each stores
   its float32 partial sums in workspace, and the last to arrive sums them in split order (the same D
   whichever unit is last) and runs the epilogue.
+- ``padded_persistent``: the persistent kernel for unaligned rows: ``pad_rows`` first copies A and/or B
+  into workspace as for ``padded`` (timed with the product), the persistent kernel reads the copies; D
+  is stored as it is (the direct epilogue where its rows are not whole 16-byte chunks); no split-K.
 - ``decode``: few tokens (M up to a few hundred), where reading B is the time: mma.sync with the
   operands' roles swapped, a cp.async or TMA ring, split-K over a thread-block cluster added in a
   fixed order (kernels/gemm/gemm_decode.cu).
@@ -59,13 +62,22 @@ from .decode import DecodeConfig, DecodeTemplate
 from .mma import MmaConfig, MmaTemplate
 from .operation import GemmOperation, GemmProblem
 from .padded import PaddedTemplate
+from .padded_persistent import PaddedPersistentTemplate
 from .persistent import PersistentConfig, PersistentTemplate
 from .tma_wgmma import WgmmaConfig
 from .wgmma import WgmmaTemplate
 
 FAMILY = Family(
     GemmOperation(),
-    (MmaTemplate(), WgmmaTemplate(), PaddedTemplate(), PersistentTemplate(), DecodeTemplate(), ClusterTemplate()),
+    (
+        MmaTemplate(),
+        WgmmaTemplate(),
+        PaddedTemplate(),
+        PersistentTemplate(),
+        PaddedPersistentTemplate(),
+        DecodeTemplate(),
+        ClusterTemplate(),
+    ),
 )
 
 __all__ = [
@@ -78,6 +90,7 @@ __all__ = [
     "GemmProblem",
     "MmaConfig",
     "MmaTemplate",
+    "PaddedPersistentTemplate",
     "PaddedTemplate",
     "PersistentConfig",
     "PersistentTemplate",

@@ -22,7 +22,7 @@ from ...dtypes import element_type
 from ...limits import CLUSTERS_AT_ONCE, SM_REGISTERS
 from ...rules import Rules
 from ...tma import TensorMapRequest
-from ..base import Arg, BufferArg, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
+from ..base import Arg, BufferArg, CType, Instantiation, LaunchGeometry, ScalarArg, TensorMapArg, instantiate
 from ..contract import KernelTemplate, TemplateConfig, choice
 from .common import MAX_ACCUMULATORS, TMA_RULES, common_rules, output_ctype, output_members, tma_rules
 from .operation import GemmProblem
@@ -127,6 +127,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
     )
     kernel = "gemm/gemm_persistent.cu"
     entry = "gemm_persistent"  # the kernel's function template
+    helpers: ClassVar[tuple[str, ...]] = ()  # helper kernels of the rendered module (launched by prologue)
 
     @staticmethod
     def shared_bytes(config: PersistentConfig) -> int:
@@ -164,11 +165,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         p, c = problem, config
         rules = Rules(self.name)
         warpgroup_rules(rules, c)
-        rules.require(
-            "rows_aligned",
-            not p.unaligned(),
-            f"TMA needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb}): use path 'padded'",
-        )
+        self.alignment_rule(rules, p)
         if c.epilogue == "tma":
             rules.require(
                 "tma_epilogue_chunks",
@@ -184,6 +181,25 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
 
     def cluster_rules(self, rules: Rules, problem: GemmProblem, config: PersistentConfig) -> None:
         """The rules of a cluster's shape (template ``cluster``); none without clusters."""
+
+    def alignment_rule(self, rules: Rules, problem: GemmProblem) -> None:
+        """The rule on the operands' rows: TMA reads them in place, so they must be 16-byte aligned."""
+        p = problem
+        rules.require(
+            "rows_aligned",
+            not p.unaligned(),
+            f"TMA needs 16-byte rows of A and B (lda, ldb multiples of 8; {p.lda}, {p.ldb}): use path "
+            "'padded_persistent'",
+        )
+
+    def operand_source(self, name: str, cols: int, ld: int) -> tuple[str, int]:
+        """The buffer a tensor map of operand ``name`` (``cols`` columns, leading dimension ``ld``) reads,
+        and that buffer's leading dimension: the operand itself."""
+        return name, ld
+
+    def helper_members(self, problem: GemmProblem) -> dict[str, int | bool | CType]:
+        """Members of the configuration struct that only the helper kernels read (none here)."""
+        return {}
 
     def render(self, problem: GemmProblem, config: PersistentConfig) -> Instantiation:
         c = config
@@ -206,7 +222,9 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
                 "PRODUCER_REGISTERS": c.producer_registers,
                 "CONSUMER_REGISTERS": c.consumer_registers,
                 "SHARED_BYTES": self.shared_bytes(c),
+                **self.helper_members(problem),
             },
+            helpers=self.helpers,
             arch_suffix="a",
         )
 
@@ -242,19 +260,20 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         p = problem
         out = element_type(p.out_dtype)
         cluster_m, cluster_n = config.cluster_shape()
+        (a, lda), (b, ldb) = self.operand_source("A", p.K, p.lda), self.operand_source("B", p.N, p.ldb)
         maps = [
-            ("A", "bfloat16", (p.M, p.K), p.lda * 2, (config.BM // cluster_n, WG_BK), "128B"),
-            ("B", "bfloat16", (p.K, p.N), p.ldb * 2, (WG_BK // cluster_m, 64), "128B"),
+            ("a", a, "bfloat16", (p.M, p.K), lda * 2, (config.BM // cluster_n, WG_BK), "128B"),
+            ("b", b, "bfloat16", (p.K, p.N), ldb * 2, (WG_BK // cluster_m, 64), "128B"),
         ]
         if config.epilogue == "tma":
-            maps.append(("D", p.out_dtype, (p.M, p.N), p.ldd * out.itemsize, (64, 128 // out.itemsize), "none"))
+            maps.append(("d", "D", p.out_dtype, (p.M, p.N), p.ldd * out.itemsize, (64, 128 // out.itemsize), "none"))
         return tuple(
             TensorMapArg(
                 buffer,
                 TensorMapRequest(
                     dtype, shape, (pitch, element_type(dtype).itemsize), box, 0, "128B", l2_promotion=promotion
                 ),
-                name=f"{buffer.lower()}_map",
+                name=f"{member}_map",
             )
-            for buffer, dtype, shape, pitch, box, promotion in maps
+            for member, buffer, dtype, shape, pitch, box, promotion in maps
         )

@@ -1,0 +1,82 @@
+"""gemm's template ``padded_persistent`` on the GPU, verified by the worker against the float64 reference
+within the family's tolerance (NaN never passes; D's padding columns must still hold poison): pad_rows
+copying A, B or both (odd K and N, odd leading dimensions), tiny (1 x 1 x 1), small and large ragged
+shapes, bfloat16 and float32 output, alpha and ReLU, both schedules, the direct epilogue and, where D's
+rows are whole 16-byte chunks, the TMA one; the torch baseline times beside it."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from gpu_jobs import evaluate, retime_with_baseline
+
+from tunebox.families import get
+from tunebox.records import Status
+
+pytestmark = pytest.mark.gpu
+GEMM = get("gemm")
+SHAPES = [
+    {"M": 1, "N": 1, "K": 1},
+    {"M": 65, "N": 97, "K": 73},  # both copied
+    {"M": 65, "N": 97, "K": 73, "lda": 80},  # B copied, A read in place
+    {"M": 65, "N": 97, "K": 73, "ldb": 104, "ldd": 104},  # A copied; TMA stores clip at N = 97
+    {"M": 300, "N": 130, "K": 257, "lda": 261, "ldd": 131, "alpha": -0.75, "relu": True},
+    {"M": 511, "N": 4097, "K": 2047},
+    {"M": 4099, "N": 4097, "K": 4095},
+]
+TILES = {"cooperative": ((128, 256), (256, 128)), "pingpong": ((64, 256), (128, 128))}
+
+
+def padded_persistent(**values):
+    return GEMM.config(
+        {
+            "template": "padded_persistent",
+            "BM": 128,
+            "BN": 256,
+            "stages": 4,
+            "schedule": "cooperative",
+            "raster": "m",
+            "group": 8,
+            "epilogue": "direct",
+            "producer_registers": 40,
+            "consumer_registers": 232,
+            "splits": 1,
+            **values,
+        }
+    )
+
+
+def configs_for(problem, schedule):
+    """The schedule's two tile shapes with both epilogues where valid, stages and rasters spread."""
+    configs = []
+    spread = itertools.cycle([(4, "m", 8), (3, "n", 1), (5, "m", 16)])
+    for (bm, bn), epilogue in itertools.product(TILES[schedule], ("direct", "tma")):
+        stages, raster, group = next(spread)
+        config = padded_persistent(
+            BM=bm, BN=bn, stages=stages, schedule=schedule, raster=raster, group=group, epilogue=epilogue
+        )
+        if not GEMM.violations(problem, config):
+            configs.append(config)
+    assert configs
+    return configs
+
+
+@pytest.mark.parametrize("schedule", sorted(TILES))
+@pytest.mark.parametrize("out_dtype", ["bfloat16", "float32"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_padded_persistent_gemm_is_within_tolerance(runner, builder, shape, out_dtype, schedule):
+    problem = GEMM.parse_problem({**shape, "out_dtype": out_dtype})
+    assert problem.unaligned()
+    for config in configs_for(problem, schedule):
+        outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
+        assert outcome.status is Status.OK, (config.label(), outcome.message)
+
+
+def test_times_beside_the_torch_baseline(runner, builder):
+    """A ragged shape timed with its copies, and torch.matmul on the same inputs beside it."""
+    pytest.importorskip("torch")
+    problem = GEMM.parse_problem({"M": 511, "N": 4097, "K": 2047})
+    outcomes = retime_with_baseline(runner, builder, GEMM, problem, padded_persistent())
+    assert outcomes[0].status is Status.OK and len(outcomes[0].samples_ms) >= 10, outcomes[0].message
+    assert outcomes[1].status is Status.OK and outcomes[1].baseline.startswith("torch: "), outcomes[1].message
