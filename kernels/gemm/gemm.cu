@@ -4,7 +4,7 @@
 //
 // A (M x lda) and B (K x ldb) are bfloat16 bits, the sum is float32, D (M x ldd) is bfloat16 or
 // float32 (O = Cfg::O); epilogue is the identity or ReLU (Cfg::RELU). Elements of D at n >= N (up to
-// ldd) are never written; elements of A at k >= K and of B at n >= N are never read. Each kernel takes
+// ldd) are never written; elements of A at k >= K and of B at n >= N never reach D. Each kernel takes
 // its configuration as one struct, `template <class Cfg>`, read by name (Cfg::BM, ...; the templates
 // of tunebox/families/gemm/ render it), and its arguments as one struct passed by value,
 // `const __grid_constant__ typename Cfg::Args a` (pad_rows: `Cfg::pad_rows_args`; the templates'

@@ -138,7 +138,7 @@ def test_rules_each_pass_and_fail() -> None:
     assert_rule(p, config(stages=4), config(stages=5), "shared memory")  # 4 x 48 KiB + 32 KiB of epilogue
     pingpong = {"schedule": "pingpong", "BM": 64, "epilogue": "direct"}  # 40 KiB per stage
     assert_rule(p, config(**pingpong, stages=5), config(**pingpong, stages=6), "shared memory")
-    assert_problem_rule(problem(lda=4104, ldb=4112), problem(ldb=4097), config(), "use path 'padded'")
+    assert_problem_rule(problem(lda=4104, ldb=4112), problem(ldb=4097), config(), "use path 'padded_persistent'")
     rows = "epilogue 'tma' needs D's rows and N in whole 16-byte chunks"
     assert_problem_rule(problem(ldd=4104), problem(ldd=4100), config(), rows)
     assert_rule(problem(ldd=4100), config(epilogue="direct"), config(), "use epilogue 'direct'")

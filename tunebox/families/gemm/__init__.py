@@ -4,7 +4,8 @@
 D bfloat16 or float32 and epilogue the identity or ReLU. A, B and D are row-major with leading
 dimensions ``lda >= K``, ``ldb >= N``, ``ldd >= N`` (any value: rows need not be 16-byte aligned);
 D's elements between N and ``ldd`` are never written (the reference keeps them poison), A's past K
-and B's past N are never read (the seeded inputs fill them with data, so a read would show).
+and B's past N never reach D (the seeded inputs fill them with data, so a use would show; ``pad_rows``
+may load the element before a row's first, another row's, and drops it).
 
 Seven templates (the paths), three in ``kernels/gemm/gemm.cu``:
 
