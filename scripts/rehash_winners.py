@@ -253,6 +253,14 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "dropped after the carry and re-recorded (spaces/quant_gemm_registers.toml)",
     "0529899": "quant_gemm template registers' kernel only (63c8a15's unsplit path reverted: unsplit variants' "
     "instructions bd9c525's, nvdisasm of four)",
+    "de45459": "gemm: template padded_persistent added after the others (the persistent kernel on pad_rows copies; no "
+    "stored winner uses it), persistent.py's hooks (alignment_rule, operand_source, helper_members) giving the same "
+    "rules, maps and renders for template persistent and cluster, pad_rows moved into pad_rows.cuh and padded's "
+    "prologue into padding.py: instructions identical (68 of 68 sampled variants, "
+    "diagnostics/sass_padded_persistent.json)",
+    "d4d79e5": "gemm: pad_rows rewritten (template padded's helper kernel; its two stored winners are dropped after the "
+    "carry and re-recorded by spaces/gemm_ragged.toml) and comments: every other template's instructions identical "
+    "(60 of 60, diagnostics/sass_padded_persistent.json)",
     "236b7b5": "split_k.counter_tiles (the same formula, now shared by split_buffers and quant_gemm registers' rule); "
     "registers' default chooses its ring by shared memory alone: the same defaults on 200 problems, no rule changed",
 }
