@@ -255,7 +255,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "instructions bd9c525's, nvdisasm of four)",
     "de45459": "gemm: template padded_persistent added after the others (the persistent kernel on pad_rows copies; no "
     "stored winner uses it), persistent.py's hooks (alignment_rule, operand_source, helper_members) giving the same "
-    "rules, maps and renders for template persistent and cluster, pad_rows moved into pad_rows.cuh and padded's "
+    "rules, maps and renders for template persistent and cluster (quant_gemm imports only persistent.py's constants "
+    "and warpgroup_rules, unchanged), pad_rows moved into pad_rows.cuh and padded's "
     "prologue into padding.py: instructions identical (68 of 68 sampled variants, "
     "diagnostics/sass_padded_persistent.json)",
     "d4d79e5": "gemm: pad_rows rewritten (template padded's helper kernel; its two stored winners are dropped after the "
