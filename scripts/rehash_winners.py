@@ -259,8 +259,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "and warpgroup_rules, unchanged), pad_rows moved into pad_rows.cuh and padded's "
     "prologue into padding.py: instructions identical (68 of 68 sampled variants, "
     "diagnostics/sass_padded_persistent.json)",
-    "d4d79e5": "gemm: pad_rows rewritten (template padded's helper kernel; its two stored winners are dropped after the "
-    "carry and re-recorded by spaces/gemm_ragged.toml) and comments: every other template's instructions identical "
+    "d4d79e5": "gemm: pad_rows rewritten (template padded's helper kernel; its two stored winners are dropped after "
+    "the carry and re-recorded by spaces/gemm_ragged.toml) and comments: every other template's instructions identical "
     "(60 of 60, diagnostics/sass_padded_persistent.json)",
     "236b7b5": "split_k.counter_tiles (the same formula, now shared by split_buffers and quant_gemm registers' rule); "
     "registers' default chooses its ring by shared memory alone: the same defaults on 200 problems, no rule changed",
