@@ -88,30 +88,27 @@ def test_scatter_and_ragged_and_gemm_launch(launcher, torch):
     torch.testing.assert_close(d, a.float() @ b.float(), rtol=1e-2, atol=5e-2)
 
 
-@pytest.mark.parametrize("path", ["padded", "wgmma"])
+@pytest.mark.parametrize("path", ["padded", "wgmma", "padded_persistent"])
 def test_gemm_launch_through_tensor_maps(tmp_path, torch, path):
     """A stored wgmma winner runs on caller tensors: tensor maps encoded on the caller's addresses,
-    the padded path's workspace allocated by the launcher, D's padding column left alone."""
+    the padded paths' workspace allocated by the launcher, D's padding column left alone."""
     from tunebox.families import get
     from tunebox.records import EvalRecord, Status, Timing, WinnerKey
     from tunebox.runtime.arrays import device_array
     from tunebox.store.winners import WinnersDB
 
     gemm = get("gemm")
-    m, n, k = (1001, 515, 777) if path == "padded" else (1000, 512, 776)
+    m, n, k = (1000, 512, 776) if path == "wgmma" else (1001, 515, 777)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     d = torch.full((m, n + 1), 7.0, device="cuda", dtype=torch.bfloat16)
     problem = gemm.problem_from_arrays({"A": device_array(a), "B": device_array(b), "D": device_array(d)}, K=k, N=n)
-    config = {
-        "template": path,
-        "BM": 128,
-        "BN": 128,
-        "stages": 3,
-        "bounds": "true",
-        "consumers": 1,
-        "tiles_per_block": 2,
-    }
+    config: dict[str, object] = {"template": path, "BM": 128, "BN": 128, "stages": 3}
+    if path == "padded_persistent":  # the persistent kernel on pad_rows copies, D stored directly
+        config |= {"schedule": "pingpong", "raster": "m", "group": 8, "epilogue": "direct"}
+        config |= {"producer_registers": 40, "consumer_registers": 232, "splits": 1}
+    else:
+        config |= {"bounds": "true", "consumers": 1, "tiles_per_block": 2}
     gemm.check(problem, gemm.config(config))
     launcher = Launcher(tmp_path / "winners.sqlite", cache_dir=tmp_path / "cubins")
     record = EvalRecord(
