@@ -44,6 +44,21 @@ def retime_with_baseline(runner, builder, family: Family, problem: Problem, conf
     return runner.run(job)
 
 
+def sabotaged(good: KernelSource, find: str, replace_with: str, header: str | None, folder: str) -> KernelSource:
+    """``good`` with ``find`` replaced by ``replace_with`` in its source, or in the device-library ``header``
+    (a patched copy written under ``folder``, an include folder searched first)."""
+    if header is None:
+        bad = dataclasses.replace(good, code=good.code.replace(find, replace_with))
+        assert bad.code != good.code, f"{find!r} is not in the source"
+        return bad
+    text = (kernels_dir() / "include" / header).read_text()
+    assert find in text, f"{find!r} is not in {header}"
+    patched = Path(folder) / header
+    patched.parent.mkdir(parents=True)
+    patched.write_text(text.replace(find, replace_with))
+    return dataclasses.replace(good, include_dirs=(folder, *good.include_dirs))
+
+
 def assert_sabotage_caught(
     runner,
     builder,
@@ -59,19 +74,9 @@ def assert_sabotage_caught(
     device-library ``header``, e.g. "tunebox/gemm_tiles.cuh": a patched copy in an include folder
     searched first) must fail verification with ``expect`` in the message, and the untouched
     rendering must pass."""
-    good = family.render(problem, config)
     with tempfile.TemporaryDirectory() as folder:
-        if header is None:
-            sabotaged = dataclasses.replace(good, code=good.code.replace(find, replace_with))
-            assert sabotaged.code != good.code, f"{find!r} is not in the source"
-        else:
-            text = (kernels_dir() / "include" / header).read_text()
-            assert find in text, f"{find!r} is not in {header}"
-            patched = Path(folder) / header
-            patched.parent.mkdir(parents=True)
-            patched.write_text(text.replace(find, replace_with))
-            sabotaged = dataclasses.replace(good, include_dirs=(folder, *good.include_dirs))
-        outcome = evaluate(runner, builder, family, problem, config, sabotaged)
+        bad = sabotaged(family.render(problem, config), find, replace_with, header, folder)
+        outcome = evaluate(runner, builder, family, problem, config, bad)
     assert outcome.status is Status.WRONG_RESULT and expect in outcome.message, outcome.message
     assert evaluate(runner, builder, family, problem, config).status is Status.OK
 

@@ -11,11 +11,11 @@ it."""
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
+import tempfile
 
 import pytest
-from gpu_jobs import assert_gemm_launches_agree, assert_sabotage_caught, evaluate, retime_with_baseline
+from gpu_jobs import assert_gemm_launches_agree, assert_sabotage_caught, evaluate, retime_with_baseline, sabotaged
 
 from tunebox.families import get
 from tunebox.records import Status
@@ -123,6 +123,7 @@ def test_a_dropped_k_step_is_caught(runner, builder):
             "const int k_steps = (int)((K + BK - 1) / BK);",
             "const int k_steps = (int)((K + BK - 1) / BK) - 1;",
             expect="elements wrong",
+            header="tunebox/persistent_gemm.cuh",  # the kernel's body (gemm_persistent.cu is its wrapper)
         )
 
 
@@ -177,10 +178,10 @@ def test_counters_a_variant_left_set_do_not_fail_the_next(runner, builder):
     Without the re-zeroing no unit of that variant would arrive last, and D would keep its poison."""
     problem = GEMM.parse_problem({"M": 16, "N": 4096, "K": 4096})
     config = persistent(BM=64, BN=128, schedule="pingpong", splits=4)
-    good = GEMM.render(problem, config)
-    leaky = dataclasses.replace(good, code=good.code.replace("if (last) atomicExch(counter, 0u);", ""))
-    assert leaky.code != good.code
-    evaluate(runner, builder, GEMM, problem, config, leaky)  # its verified launch leaves every counter at 4
+    with tempfile.TemporaryDirectory() as folder:
+        reset = "if (last) atomicExch(counter, 0u);"
+        leaky = sabotaged(GEMM.render(problem, config), reset, "", "tunebox/persistent_gemm.cuh", folder)
+        evaluate(runner, builder, GEMM, problem, config, leaky)  # its verified launch leaves every counter at 4
     outcome = evaluate(runner, builder, GEMM, problem, config)
     assert outcome.status is Status.OK, outcome.message
 
