@@ -12,23 +12,22 @@ from typing import ClassVar
 from ...rules import Rules
 from ..base import CType, KernelLaunch
 from .operation import GemmProblem
-from .padding import HELPERS, PAD_RULES, pad_members, pad_prologue, pad_rules, padded_source
+from .padding import HELPERS, pad_members, pad_prologue, padded_source, unaligned_rule
 from .persistent import PersistentConfig, PersistentTemplate
 
 
 class PaddedPersistentTemplate(PersistentTemplate):
     name = "padded_persistent"
     helpers: ClassVar[tuple[str, ...]] = HELPERS
-    rule_names: ClassVar[tuple[str, ...]] = (
-        *(rule for rule in PersistentTemplate.rule_names if rule != "rows_aligned"),
-        *PAD_RULES,
+    rule_names: ClassVar[tuple[str, ...]] = tuple(
+        "rows_unaligned" if rule == "rows_aligned" else rule for rule in PersistentTemplate.rule_names
     )
 
     def default(self, problem: GemmProblem) -> PersistentConfig | None:
         return None  # a searched template
 
     def alignment_rule(self, rules: Rules, problem: GemmProblem) -> None:
-        pad_rules(rules, problem, "persistent")
+        unaligned_rule(rules, problem, "persistent")
 
     def operand_source(self, name: str, cols: int, ld: int) -> tuple[str, int]:
         return padded_source(name, cols, ld)
