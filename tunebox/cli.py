@@ -140,6 +140,11 @@ def parser() -> argparse.ArgumentParser:
     cv.add_argument(
         "--db", type=Path, help=f"winners database (default: as for query; a raced one: {ENV_DB} or a path)"
     )
+    cv.add_argument(
+        "--prune-stale",
+        action="store_true",
+        help="then delete the stale winners listed (stored under a family's older sources), e.g. once re-recorded",
+    )
     cv.set_defaults(run=commands.coverage)
 
     r = sub.add_parser("report", help="HTML + Markdown report of a sweep")

@@ -115,6 +115,14 @@ def coverage(args: argparse.Namespace) -> int:
         stale = "" if c.current else "  [stale: the family's sources changed; never served as exact]"
         problem = json.dumps(c.problem, sort_keys=True, separators=(",", ":"))
         print(f"  {c.family} on {c.device}: {problem}  {c.median_ms:.4g} ms ({origin}), {versus}{stale}")
+    if args.prune_stale:
+        from .families import get as get_family
+        from .store.winners import WinnersDB
+
+        with WinnersDB(db) as winners:
+            for family in sorted({c.family for c in rows if not c.current}):
+                pruned = winners.prune_stale(family, get_family(family).source_hash())
+                print(f"pruned {pruned} stale winners of {family}")
     return 0
 
 

@@ -193,12 +193,15 @@ class Sweep:
         self.backend.prepare(family, problem, seed)  # the worker builds inputs while the search starts up
         default = family.default_config(problem)
         tuned = stored_tuned(self.db_path, family)
-        keep = [default.as_dict(), *(t.config for t in tuned), *(r.config for r in done.values())]
+        # measured again early, so that a re-run keeps sight of them: the problem's stored winner, and its
+        # winner under the family's older sources (a re-recording after a change of its kernels)
+        stored = stored_winner(family, problem, tuned) or {}
+        previous = stored_winner(family, problem, stored_tuned(self.db_path, family, current=False)) or {}
+        keep = [default.as_dict(), previous, *(t.config for t in tuned), *(r.config for r in done.values())]
         valid = self._valid(named, seed, keep)
         strategy = TimedStrategy(self._strategy(named, valid, done, tuned), self.breakdown)
         held, space = set(valid), self.spec.space
-        stored = stored_winner(family, problem, tuned) or {}  # measured again: a re-run keeps sight of it
-        for values in (default.as_dict(), stored):
+        for values in (default.as_dict(), stored, previous):
             if space.holds(values) and (config := space.validate(values)) in held:
                 strategy.seed(config)
         evaluated = len(done)

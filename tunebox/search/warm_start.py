@@ -74,10 +74,12 @@ def warm_seeds(
     return seeds
 
 
-def stored_tuned(db_path: Path, family: Family[Any]) -> list[Tuned]:
+def stored_tuned(db_path: Path, family: Family[Any], current: bool = True) -> list[Tuned]:
     """The problems tuned before and their winners in the local database at ``db_path``, of
     ``family``'s current sources (none without one: an empty or unreadable database gives none, a
-    write says more later); ``warm_seeds`` picks among them."""
+    write says more later); ``warm_seeds`` picks among them. With ``current`` False, those stored under
+    any other sources of the family instead: winners a change of its code left stale, which a
+    re-recording measures again early (``stored_winner``)."""
     if not Path(db_path).is_file():
         return []
     family_hash = family.source_hash()
@@ -90,7 +92,7 @@ def stored_tuned(db_path: Path, family: Family[Any]) -> list[Tuned]:
     return [
         Tuned(json.loads(w.key.problem_key), w.config)
         for w in stored
-        if w.key.family == family.name and w.key.family_hash == family_hash
+        if w.key.family == family.name and (w.key.family_hash == family_hash) == current
     ]
 
 

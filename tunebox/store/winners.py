@@ -249,6 +249,18 @@ class WinnersDB:
         )
         return stored
 
+    def prune_stale(self, family: str, family_hash: str) -> int:
+        """Delete ``family``'s winners stored under sources other than ``family_hash`` (its current ones:
+        stale winners, never served as exact), once a re-recording has measured them again; the number
+        deleted."""
+        return self._write(
+            lambda conn: (
+                conn.execute(
+                    "DELETE FROM winners WHERE family = ? AND family_hash != ?", (family, family_hash)
+                ).rowcount
+            )
+        )
+
     def get(self, key: WinnerKey) -> Winner | None:
         rows = self._query(f"{self._select} WHERE {_KEY_WHERE}", astuple(key))
         return rows[0] if rows else None

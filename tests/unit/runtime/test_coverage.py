@@ -52,6 +52,27 @@ def test_a_winner_of_other_sources_is_listed_as_stale(tmp_path: Path) -> None:
     assert windows and not any(r.current for r in windows)
 
 
+def test_prune_stale_deletes_the_stale_winners_it_lists_and_nothing_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tunebox coverage --prune-stale``: the winners of older sources go once listed; current ones stay."""
+    db = tmp_path / "w.sqlite"
+    shutil.copy(SHIPPED, db)
+    with sqlite3.connect(db) as raw:
+        raw.execute("UPDATE winners SET family_hash = 'older' WHERE family = 'windows'")
+    raw.close()
+    before = coverage(db)
+    stale = [r for r in before if not r.current]
+    assert stale and {r.family for r in stale} == {"windows"}
+    assert main(["coverage", "--db", str(db), "--prune-stale"]) == 0
+    out = capsys.readouterr().out
+    assert "[stale" in out and f"pruned {len(stale)} stale winners of windows" in out
+    after = coverage(db)
+    assert after == [r for r in before if r.current] and all(r.current for r in after)
+    assert main(["coverage", "--db", str(db), "--prune-stale"]) == 0  # nothing stale: nothing pruned
+    assert "pruned" not in capsys.readouterr().out
+
+
 def test_bad_arguments_say_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(DatabaseError, match="no winners database at"):
         coverage(tmp_path / "absent.sqlite")

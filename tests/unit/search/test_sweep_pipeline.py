@@ -5,6 +5,7 @@ and compile failures never reach the device; the surrogate hears what the compil
 from __future__ import annotations
 
 import re
+import sqlite3
 import threading
 from collections import deque
 from concurrent.futures import Future
@@ -521,6 +522,29 @@ def test_a_rerun_measures_the_stored_winner_among_its_first(tmp_path):
     first = Sweep(spec, FastestAt4(), StubBuilder(), tmp_path / "o1", tmp_path / "w").run()
     winner = first.problems[0].winner
     assert winner is not None and winner.config["BM"] == 4
+    (tmp_path / "queue.toml").write_text(searched("surrogate", 2, BM="[1, 2, 4, 8, 16, 32, 64]"))
+    again = FastestAt4()
+    Sweep(load_sweep(tmp_path / "queue.toml"), again, StubBuilder(), tmp_path / "o2", tmp_path / "w").run()
+    assert spec.space.validate(winner.config).label() in again.submitted[:2]
+
+
+def test_a_rerecording_after_a_kernel_change_measures_the_stale_winner_among_its_first(tmp_path):
+    """The problem's winner stored under the family's older sources (a change of its kernels voided it)
+    is measured again among a re-recording's first evaluations, beside the default."""
+
+    class FastestAt4(QueueBackend):  # BM = 4 measures fastest
+        def next_outcome(self) -> Outcome:
+            label = self.queue.popleft()
+            return Outcome(Status.OK, samples_ms=(0.5 if "BM=4 " in label else 1.0,) * 10)
+
+    (tmp_path / "queue.toml").write_text(searched("surrogate", 30, BM="[1, 2, 4, 8, 16, 32, 64]"))
+    spec = load_sweep(tmp_path / "queue.toml")
+    winner = Sweep(spec, FastestAt4(), StubBuilder(), tmp_path / "o1", tmp_path / "w").run().problems[0].winner
+    assert winner is not None and winner.config["BM"] == 4
+    db = tmp_path / "w"  # the winners database
+    with sqlite3.connect(db) as raw:
+        assert raw.execute("UPDATE winners SET family_hash = 'older'").rowcount == 1
+    raw.close()
     (tmp_path / "queue.toml").write_text(searched("surrogate", 2, BM="[1, 2, 4, 8, 16, 32, 64]"))
     again = FastestAt4()
     Sweep(load_sweep(tmp_path / "queue.toml"), again, StubBuilder(), tmp_path / "o2", tmp_path / "w").run()
