@@ -289,17 +289,18 @@ def test_padded_template_copies_only_the_unaligned_operand() -> None:
         "cols0",
         "ld_src0",
         "ld_dst0",
-    ]  # one copy: the kernel passes it as the second too (gridDim.z = 1 never reads that)
+    ]  # one copy: the kernel passes it as the second too (gridDim.y = 1 never reads that)
     assert [a.value for a in pad.args[2:]] == [4099, 4095, 4095, 4096]
-    assert pad.geometry.grid == (2, 4099, 1) and pad.geometry.block == (256, 1, 1)
+    # 4099 x 512 chunks of 16 bytes, a chunk a thread: 8198 blocks, at most 8 a SM
+    assert pad.geometry.grid == (8 * 132, 1, 1) and pad.geometry.block == (256, 1, 1)
     a_map, b_map = G.args(p, c)[:2]
     assert (a_map.buffer, a_map.request.strides) == ("A_padded", (8192, 2))
     assert (b_map.buffer, b_map.request.strides) == ("B", (8208, 2))
     assert G.geometry(p, c) == G.geometry(p, wgmma()) and G.args(p, c)[2:] == G.args(p, wgmma())[2:]
     both = G.parse_problem({"M": 65, "N": 97, "K": 73})
-    (pad,) = G.prologue(both, wgmma("padded", BN=128))  # one launch copies both: gridDim.z = 2
+    (pad,) = G.prologue(both, wgmma("padded", BN=128))  # one launch copies both: gridDim.y = 2
     assert [pad.args[1].name, pad.args[6].name, pad.args[7].name] == ["A_padded", "B", "B_padded"]
-    assert [a.value for a in pad.args[8:]] == [73, 97, 97, 104] and pad.geometry.grid == (1, 73, 2)
+    assert [a.value for a in pad.args[8:]] == [73, 97, 97, 104] and pad.geometry.grid == (4, 2, 1)
     assert G.render(both, wgmma("padded", BN=128)).helpers == ("pad_rows<Cfg>",)
     assert G.render(both, config()).helpers == () and G.render(both, config()).arch_suffix == ""
 
@@ -352,7 +353,7 @@ def test_the_configuration_struct_names_every_value() -> None:
         "O": "unsigned int",
         "RELU": "true",
         "PAD_THREADS": "256",
-        "PAD_SPAN": "2048",
+        "PAD_UNROLL": "4",
         "PAD_A": "true",
         "PAD_B": "true",
         "pad_rows_args": "pad_rows_args_t",
@@ -505,7 +506,7 @@ def test_no_kernel_keeps_a_stack_frame(compiled) -> None:
 
 def test_kernels_check_the_shared_memory_they_are_given() -> None:
     """Each kernel's compile-time layout against SHARED_BYTES (the templates' shared_bytes): one byte
-    short fails to compile, so the two formulas cannot drift apart; pad_rows checks its span."""
+    short fails to compile, so the two formulas cannot drift apart."""
     p = G.parse_problem({"M": 65, "N": 97, "K": 73})
     cases = [(p, config(swizzle="32B")), (p, wgmma("padded", BN=128, stages=2))]
     sources = []
@@ -517,16 +518,6 @@ def test_kernels_check_the_shared_memory_they_are_given() -> None:
             dataclasses.replace(source, code=source.code.replace(line, line.replace(str(shared), str(shared - 1))))
         )
         assert sources[-1].code != source.code
-    wide = sources[1].code.replace("PAD_SPAN = 2048;", "PAD_SPAN = 4096;")
-    sources.append(
-        dataclasses.replace(
-            sources[1],
-            code=wide.replace(
-                f"SHARED_BYTES = {G.geometry(p, cases[1][1]).shared_bytes - 1};",
-                f"SHARED_BYTES = {G.geometry(p, cases[1][1]).shared_bytes};",
-            ),
-        )
-    )
     builder = NvrtcBuilder("sm_90", workers=1)
     try:
         results = builder.build(sources)
@@ -537,7 +528,6 @@ def test_kernels_check_the_shared_memory_they_are_given() -> None:
         (
             "the stages fit in the dynamic shared memory",
             "the stages and their alignment fit in shared memory",
-            "one 16-byte store per thread covers the span",
         ),
         strict=True,
     ):

@@ -44,13 +44,17 @@ def test_rules_each_pass_and_fail() -> None:
     assert G.violations(problem(N=4096), config(epilogue="tma")) == []
     assert_rule(problem(), config(), config(splits=2), "exceed the workspace's 0 slots")
     assert_rule(problem(), config(), config(BM=64), "BM must be 128 or 256")
+    # pad_rows counts a copy's 16-byte chunks in 32 bits: 2^31 - 2^14 of them pass, 2^31 + 2^14 do not
+    assert G.violations(G.parse_problem({"M": 2**14, "N": 8, "K": 2**20 - 9}), config()) == []
+    huge = G.parse_problem({"M": 2**14, "N": 8, "K": 2**20 + 1})
+    assert any("pad_rows counts a copy's 16-byte chunks in 32 bits" in b for b in G.violations(huge, config()))
     # the persistent template sends ragged problems here
     persistent = G.template_config("persistent", BASE)
     assert any("use path 'padded_persistent'" in b for b in G.violations(problem(), persistent))
 
 
 def test_the_copies_and_the_tensor_maps_that_read_them() -> None:
-    """lda 2047 and ldb 4097 are both unaligned: one pad_rows launch (gridDim.z = 2) copies both into
+    """lda 2047 and ldb 4097 are both unaligned: one pad_rows launch (gridDim.y = 2) copies both into
     rows of 2048 and 4104, and the tensor maps read the copies; with only B unaligned, A is read in place."""
     p = problem()
     assert [(b.name, b.shape) for b in G.buffers(p) if b.role == "workspace"] == [
@@ -58,7 +62,7 @@ def test_the_copies_and_the_tensor_maps_that_read_them() -> None:
         ("B_padded", (2047, 4104)),
     ]
     (pad,) = G.prologue(p, config())
-    assert pad.kernel == "pad_rows" and pad.geometry.grid[2] == 2
+    assert pad.kernel == "pad_rows" and pad.geometry.grid[1] == 2
     assert [a.name for a in pad.args if a.name.endswith("padded")] == ["A_padded", "B_padded"]
     a_map, b_map, d, *_ = G.args(p, config())
     assert (a_map.name, a_map.buffer, a_map.request.strides) == ("a_map", "A_padded", (4096, 2))
@@ -67,7 +71,7 @@ def test_the_copies_and_the_tensor_maps_that_read_them() -> None:
     assert d.name == "D"
     only_b = problem(K=2048)
     (pad,) = G.prologue(only_b, config())
-    assert pad.geometry.grid[2] == 1 and [a.name for a in pad.args[:2]] == ["B", "B_padded"]
+    assert pad.geometry.grid[1] == 1 and [a.name for a in pad.args[:2]] == ["B", "B_padded"]
     a_map, b_map, *_ = G.args(only_b, config())
     assert (a_map.buffer, a_map.request.strides, b_map.buffer) == ("A", (4096, 2), "B_padded")
     render = G.render(only_b, config())

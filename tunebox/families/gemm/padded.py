@@ -7,17 +7,17 @@ from __future__ import annotations
 from ...rules import Rules
 from ..base import CType, KernelLaunch
 from .operation import GemmProblem
-from .padding import HELPERS, pad_members, pad_prologue, padded_source, unaligned_rule
+from .padding import HELPERS, PAD_RULES, pad_members, pad_prologue, pad_rules, padded_source
 from .tma_wgmma import WGMMA_RULES, TmaWgmmaTemplate, WgmmaConfig
 
 
 class PaddedTemplate(TmaWgmmaTemplate):
     name = "padded"
     helpers = HELPERS
-    rule_names = (*WGMMA_RULES, "rows_unaligned")
+    rule_names = (*WGMMA_RULES, *PAD_RULES)
 
     def alignment_rule(self, rules: Rules, problem: GemmProblem) -> None:
-        unaligned_rule(rules, problem, "wgmma")
+        pad_rules(rules, problem, "wgmma")
 
     def operand_source(self, name: str, cols: int, ld: int) -> tuple[str, int]:
         return padded_source(name, cols, ld)

@@ -12,22 +12,23 @@ from typing import ClassVar
 from ...rules import Rules
 from ..base import CType, KernelLaunch
 from .operation import GemmProblem
-from .padding import HELPERS, pad_members, pad_prologue, padded_source, unaligned_rule
+from .padding import HELPERS, PAD_RULES, pad_members, pad_prologue, pad_rules, padded_source
 from .persistent import PersistentConfig, PersistentTemplate
 
 
 class PaddedPersistentTemplate(PersistentTemplate):
     name = "padded_persistent"
     helpers: ClassVar[tuple[str, ...]] = HELPERS
-    rule_names: ClassVar[tuple[str, ...]] = tuple(
-        "rows_unaligned" if rule == "rows_aligned" else rule for rule in PersistentTemplate.rule_names
+    rule_names: ClassVar[tuple[str, ...]] = (
+        *(rule for rule in PersistentTemplate.rule_names if rule != "rows_aligned"),
+        *PAD_RULES,
     )
 
     def default(self, problem: GemmProblem) -> PersistentConfig | None:
         return None  # a searched template
 
     def alignment_rule(self, rules: Rules, problem: GemmProblem) -> None:
-        unaligned_rule(rules, problem, "persistent")
+        pad_rules(rules, problem, "persistent")
 
     def operand_source(self, name: str, cols: int, ld: int) -> tuple[str, int]:
         return padded_source(name, cols, ld)

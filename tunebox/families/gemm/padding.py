@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import math
 
-from ...limits import MAX_GRID_Y
+from ...limits import SM_COUNT
 from ...rules import Rules
 from ..base import Arg, BufferArg, CType, KernelLaunch, LaunchGeometry, ScalarArg
 from .common import input_ctype
 from .operation import GemmProblem, round8
 
 PAD_THREADS = 256  # pad_rows: threads per block
-PAD_SPAN = 8 * PAD_THREADS  # pad_rows: elements of a row per block step (one 16-byte store per thread)
+PAD_UNROLL = 4  # pad_rows: 16-byte chunks a thread has in flight at once
+PAD_BLOCKS = 8 * SM_COUNT  # pad_rows: at most this many blocks (full SMs; threads then take several steps)
+MAX_CHUNKS = 2**31  # pad_rows indexes a copy's 16-byte chunks in 32 bits, with room for its steps
 COPY_SIZES = ("rows", "cols", "ld_src", "ld_dst")  # pad_rows: a copy's scalars (members suffixed 0 or 1)
 HELPERS = ("pad_rows",)  # the helper kernel the rendered module instantiates
+PAD_RULES = ("rows_unaligned", "pad_chunks_32bit")  # pad_rules's
 
 
 def padded_source(name: str, cols: int, ld: int) -> tuple[str, int]:
@@ -26,29 +29,36 @@ def padded_source(name: str, cols: int, ld: int) -> tuple[str, int]:
     return (f"{name}_padded", round8(cols)) if ld % 8 else (name, ld)
 
 
-def unaligned_rule(rules: Rules, problem: GemmProblem, instead: str) -> None:
-    """The rule ``rows_unaligned``: with every row aligned, the template ``instead`` does the same work
-    without the copies."""
+def pad_rules(rules: Rules, problem: GemmProblem, instead: str) -> None:
+    """The rules ``rows_unaligned`` (with every row aligned, the template ``instead`` does the same work
+    without the copies) and ``pad_chunks_32bit``."""
     rules.require(
         "rows_unaligned",
         bool(problem.unaligned()),
         f"the rows of A and B are already 16-byte aligned: path {instead!r} does the same without the copies",
     )
+    largest = max((rows * round8(cols) // 8 for _, rows, cols, _ in problem.unaligned()), default=0)
+    rules.require(
+        "pad_chunks_32bit",
+        largest < MAX_CHUNKS,
+        f"pad_rows counts a copy's 16-byte chunks in 32 bits: {largest} of them (fewer than 2^31): a template that "
+        "reads unaligned rows in place (mma)",
+    )
 
 
 def pad_members(problem: GemmProblem) -> dict[str, int | bool | CType]:
-    """pad_rows's block and span, and which operands it copies (``PAD_A``, ``PAD_B``: the members of
-    its argument struct named after their buffers)."""
+    """pad_rows's block and chunks in flight a thread, and which operands it copies (``PAD_A``, ``PAD_B``:
+    the members of its argument struct named after their buffers)."""
     copied = {name for name, *_ in problem.unaligned()}
-    return {"PAD_THREADS": PAD_THREADS, "PAD_SPAN": PAD_SPAN, "PAD_A": "A" in copied, "PAD_B": "B" in copied}
+    return {"PAD_THREADS": PAD_THREADS, "PAD_UNROLL": PAD_UNROLL, "PAD_A": "A" in copied, "PAD_B": "B" in copied}
 
 
 def pad_prologue(problem: GemmProblem) -> tuple[KernelLaunch, ...]:
-    """One ``pad_rows`` launch copying each operand with unaligned rows into its workspace (gridDim.z =
+    """One ``pad_rows`` launch copying each operand with unaligned rows into its workspace (gridDim.y =
     the number of copies). The members of its ``Cfg::pad_rows_args``, per copy in order (A's first): the
     operand and its workspace (a buffer argument's member is named after its buffer: ``A``,
     ``A_padded``), then rows, cols, ld_src and ld_dst suffixed with the copy's index (``rows0`` ...
-    ``ld_dst1``). With one copy the kernel passes it as the second too (gridDim.z = 1 never reads that)."""
+    ``ld_dst1``). With one copy the kernel passes it as the second too (gridDim.y = 1 never reads that)."""
     copies = problem.unaligned()
     bits = input_ctype(problem)
     args: list[Arg] = []
@@ -58,9 +68,6 @@ def pad_prologue(problem: GemmProblem) -> tuple[KernelLaunch, ...]:
             ScalarArg("i64", v, f"{member}{i}")
             for member, v in zip(COPY_SIZES, (rows, cols, ld, round8(cols)), strict=True)
         ]
-    grid = (
-        math.ceil(max(round8(cols) for _, _, cols, _ in copies) / PAD_SPAN),
-        min(max(rows for _, rows, _, _ in copies), MAX_GRID_Y),
-        len(copies),
-    )
+    chunks = max(rows * round8(cols) // 8 for _, rows, cols, _ in copies)  # the larger copy's
+    grid = (min(math.ceil(chunks / PAD_THREADS), PAD_BLOCKS), len(copies), 1)  # a chunk a thread till the SMs fill
     return (KernelLaunch("pad_rows", LaunchGeometry(grid, (PAD_THREADS, 1, 1), 0), tuple(args)),)
