@@ -34,7 +34,9 @@ PERSISTENT = GEMM.templates["persistent"].default(GEMM.parse_problem({"M": 4096,
 
 
 def padded_persistent(**values):
-    return GEMM.template_config("padded_persistent", dataclasses.replace(PERSISTENT, epilogue="direct", **values))
+    return GEMM.template_config(
+        "padded_persistent", dataclasses.replace(PERSISTENT, **{"epilogue": "direct", **values})
+    )
 
 
 def configs_for(problem, schedule):
