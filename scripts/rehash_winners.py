@@ -262,6 +262,12 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "d4d79e5": "gemm: pad_rows rewritten (template padded's helper kernel; its two stored winners are dropped after "
     "the carry and re-recorded by spaces/gemm_ragged.toml) and comments: every other template's instructions identical "
     "(60 of 60, diagnostics/sass_padded_persistent.json)",
+    "ff7d822": "gemm: pad_rows over the whole grid (template padded's and padded_persistent's helper) and rule "
+    "pad_chunks_32bit, reverted by 4ea605a",
+    "4ea605a": "gemm: the revert of ff7d822 (pad_rows.cuh, padding.py, padded.py, padded_persistent.py as at d4d79e5)",
+    "9b18d89": "gemm: pad_rows over the whole grid, a chunk a thread; rule pad_chunks_32bit (no stored problem is near "
+    "it): every template but padded instruction-identical (60 of 60, diagnostics/sass_padded_persistent.json); the "
+    "padded templates' winners re-recorded (spaces/gemm_ragged.toml) before the carry",
     "236b7b5": "split_k.counter_tiles (the same formula, now shared by split_buffers and quant_gemm registers' rule); "
     "registers' default chooses its ring by shared memory alone: the same defaults on 200 problems, no rule changed",
 }
