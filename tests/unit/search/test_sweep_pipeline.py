@@ -508,44 +508,43 @@ def test_a_space_larger_than_the_limit_is_sampled_with_the_default_kept(tmp_path
     assert default in pools[0] and sum(result.problems[0].counts.values()) == 2  # the budget, the default first
 
 
-def test_a_rerun_measures_the_stored_winner_among_its_first(tmp_path):
-    """A sweep run again into a fresh directory beside the same winners database (a re-recording)
-    measures the problem's stored winner among its first evaluations, so it cannot lose sight of it."""
+class FastestAt4(QueueBackend):
+    """Every variant measures 1 ms but those with BM = 4, 0.5 ms."""
 
-    class FastestAt4(QueueBackend):  # BM = 4 measures fastest
-        def next_outcome(self) -> Outcome:
-            label = self.queue.popleft()
-            return Outcome(Status.OK, samples_ms=(0.5 if "BM=4 " in label else 1.0,) * 10)
+    def next_outcome(self) -> Outcome:
+        label = self.queue.popleft()
+        return Outcome(Status.OK, samples_ms=(0.5 if "BM=4 " in label else 1.0,) * 10)
 
+
+def rerecorded_first(tmp_path, between=lambda: None) -> tuple[str, list[str]]:
+    """A 30-trial sweep stores BM = 4 as its winner; ``between`` runs; a 2-trial re-run of the same sweep into a
+    fresh directory beside the same winners database: (the winner's label, the re-run's evaluations in order)."""
     (tmp_path / "queue.toml").write_text(searched("surrogate", 30, BM="[1, 2, 4, 8, 16, 32, 64]"))
     spec = load_sweep(tmp_path / "queue.toml")
-    first = Sweep(spec, FastestAt4(), StubBuilder(), tmp_path / "o1", tmp_path / "w").run()
-    winner = first.problems[0].winner
+    winner = Sweep(spec, FastestAt4(), StubBuilder(), tmp_path / "o1", tmp_path / "w").run().problems[0].winner
     assert winner is not None and winner.config["BM"] == 4
+    between()
     (tmp_path / "queue.toml").write_text(searched("surrogate", 2, BM="[1, 2, 4, 8, 16, 32, 64]"))
     again = FastestAt4()
     Sweep(load_sweep(tmp_path / "queue.toml"), again, StubBuilder(), tmp_path / "o2", tmp_path / "w").run()
-    assert spec.space.validate(winner.config).label() in again.submitted[:2]
+    return spec.space.validate(winner.config).label(), again.submitted
+
+
+def test_a_rerun_measures_the_stored_winner_among_its_first(tmp_path):
+    """A sweep run again into a fresh directory beside the same winners database (a re-recording)
+    measures the problem's stored winner among its first evaluations, so it cannot lose sight of it."""
+    winner, evaluated = rerecorded_first(tmp_path)
+    assert winner in evaluated[:2]
 
 
 def test_a_rerecording_after_a_kernel_change_measures_the_stale_winner_among_its_first(tmp_path):
     """The problem's winner stored under the family's older sources (a change of its kernels voided it)
     is measured again among a re-recording's first evaluations, beside the default."""
 
-    class FastestAt4(QueueBackend):  # BM = 4 measures fastest
-        def next_outcome(self) -> Outcome:
-            label = self.queue.popleft()
-            return Outcome(Status.OK, samples_ms=(0.5 if "BM=4 " in label else 1.0,) * 10)
+    def kernels_changed() -> None:
+        with sqlite3.connect(tmp_path / "w") as raw:  # the winners database
+            assert raw.execute("UPDATE winners SET family_hash = 'older'").rowcount == 1
+        raw.close()
 
-    (tmp_path / "queue.toml").write_text(searched("surrogate", 30, BM="[1, 2, 4, 8, 16, 32, 64]"))
-    spec = load_sweep(tmp_path / "queue.toml")
-    winner = Sweep(spec, FastestAt4(), StubBuilder(), tmp_path / "o1", tmp_path / "w").run().problems[0].winner
-    assert winner is not None and winner.config["BM"] == 4
-    db = tmp_path / "w"  # the winners database
-    with sqlite3.connect(db) as raw:
-        assert raw.execute("UPDATE winners SET family_hash = 'older'").rowcount == 1
-    raw.close()
-    (tmp_path / "queue.toml").write_text(searched("surrogate", 2, BM="[1, 2, 4, 8, 16, 32, 64]"))
-    again = FastestAt4()
-    Sweep(load_sweep(tmp_path / "queue.toml"), again, StubBuilder(), tmp_path / "o2", tmp_path / "w").run()
-    assert spec.space.validate(winner.config).label() in again.submitted[:2]
+    winner, evaluated = rerecorded_first(tmp_path, kernels_changed)
+    assert winner in evaluated[:2]
