@@ -1,7 +1,7 @@
 // tunebox pad_rows: copies of operands whose rows are not 16-byte aligned into workspace rows that are
 // (family gemm, templates padded and padded_persistent: their TMA loads need 16-byte row pitches). The
 // helper kernel `pad_rows<Cfg>` of the module that includes this header (a prologue launch before the
-// product), with Cfg::PAD_THREADS, Cfg::PAD_SPAN, Cfg::PAD_A, Cfg::PAD_B and `Cfg::pad_rows_args`.
+// product), with Cfg::PAD_THREADS, Cfg::PAD_UNROLL, Cfg::PAD_A, Cfg::PAD_B and `Cfg::pad_rows_args`.
 #pragma once
 
 // Copies the rows x cols matrix `src` (leading dimension ld_src) into `dst` with rows of ld_dst
