@@ -268,6 +268,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "9b18d89": "gemm: pad_rows over the whole grid, a chunk a thread; rule pad_chunks_32bit (no stored problem is near "
     "it): every template but padded instruction-identical (60 of 60, diagnostics/sass_padded_persistent.json); the "
     "padded templates' winners re-recorded (spaces/gemm_ragged.toml) before the carry",
+    "a779e9d": "gemm: a comment of pad_rows.cuh only",
     "236b7b5": "split_k.counter_tiles (the same formula, now shared by split_buffers and quant_gemm registers' rule); "
     "registers' default chooses its ring by shared memory alone: the same defaults on 200 problems, no rule changed",
 }
