@@ -116,6 +116,7 @@ RULE_PROBLEMS: dict[str, list[dict[str, object]]] = {
     ],
     "gemm": [  # M = 2^31: coordinates_32bit (wgmma, padded, persistent), grid_fits (mma: M / BM > 65535)
         {"M": 2**31, "N": 64, "K": 64},
+        {"M": 2**14, "N": 8, "K": 2**20 + 1},  # A's copy of 2^31 + 2^14 chunks: pad_chunks_32bit (padded templates)
     ],
     "quant": [
         {"dtype": "bfloat16", "rows": 1, "cols": 64, "format": "mxfp4", "direction": "quantize"},  # threads_busy
