@@ -5,7 +5,10 @@
 # scatter and gather_elements together: results/benchmarks/gather.json); winners go to
 # results/winners.sqlite. When OUT is set, everything written so far is packed into $OUT/results.tgz
 # after each sweep (a device call returns at most 8 files, and what is under $OUT comes back even if
-# the call is stopped). Usage: bash scripts/gpu-record.sh NAME...
+# the call is stopped). After a change of a family's kernels, leave its old winners in the database: each
+# re-recorded problem measures its winner under the older sources among its first variants; once every stale
+# problem is re-recorded (or carried by scripts/rehash_winners.py), delete the rest with
+# `tunebox coverage FAMILY --db results/winners.sqlite --prune-stale`. Usage: bash scripts/gpu-record.sh NAME...
 set -euo pipefail
 . scripts/gpu-env.sh
 command="bash scripts/gpu-record.sh $*"
