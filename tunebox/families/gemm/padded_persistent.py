@@ -9,16 +9,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from ...rules import Rules
-from ..base import CType, KernelLaunch
 from .operation import GemmProblem
-from .padding import HELPERS, PAD_RULES, pad_members, pad_prologue, pad_rules, padded_source
+from .padding import PAD_RULES, PaddedOperands
 from .persistent import PersistentConfig, PersistentTemplate
 
 
-class PaddedPersistentTemplate(PersistentTemplate):
+class PaddedPersistentTemplate(PaddedOperands, PersistentTemplate):
     name = "padded_persistent"
-    helpers: ClassVar[tuple[str, ...]] = HELPERS
+    aligned_path = "persistent"
     rule_names: ClassVar[tuple[str, ...]] = (
         *(rule for rule in PersistentTemplate.rule_names if rule != "rows_aligned"),
         *PAD_RULES,
@@ -26,15 +24,3 @@ class PaddedPersistentTemplate(PersistentTemplate):
 
     def default(self, problem: GemmProblem) -> PersistentConfig | None:
         return None  # a searched template
-
-    def alignment_rule(self, rules: Rules, problem: GemmProblem) -> None:
-        pad_rules(rules, problem, "persistent")
-
-    def operand_source(self, name: str, cols: int, ld: int) -> tuple[str, int]:
-        return padded_source(name, cols, ld)
-
-    def helper_members(self, problem: GemmProblem) -> dict[str, int | bool | CType]:
-        return pad_members(problem)
-
-    def prologue(self, problem: GemmProblem, config: PersistentConfig) -> tuple[KernelLaunch, ...]:
-        return pad_prologue(problem)

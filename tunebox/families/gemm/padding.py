@@ -1,12 +1,13 @@
 """Copies of the operands whose rows are not 16-byte aligned into workspace rows that are, for the
-templates whose TMA loads need aligned row pitches on such problems (``padded``, ``padded_persistent``):
-one launch of the helper kernel ``pad_rows`` (kernels/include/tunebox/pad_rows.cuh) before the product,
-timed with it. A copy's rows hold ``round8(cols)`` elements, zeros past ``cols``; the tensor maps then
-read the copies (``padded_source``)."""
+templates whose TMA loads need aligned row pitches on such problems (``padded``, ``padded_persistent``:
+``PaddedOperands`` mixed into their kernel's template): one launch of the helper kernel ``pad_rows``
+(kernels/include/tunebox/pad_rows.cuh) before the product, timed with it. A copy's rows hold
+``round8(cols)`` elements, zeros past ``cols``; the tensor maps then read the copies (``padded_source``)."""
 
 from __future__ import annotations
 
 import math
+from typing import Any, ClassVar
 
 from ...limits import SM_COUNT
 from ...rules import Rules
@@ -71,3 +72,24 @@ def pad_prologue(problem: GemmProblem) -> tuple[KernelLaunch, ...]:
     chunks = max(rows * round8(cols) // 8 for _, rows, cols, _ in copies)  # the larger copy's
     grid = (min(math.ceil(chunks / PAD_THREADS), PAD_BLOCKS), len(copies), 1)  # a chunk a thread till the SMs fill
     return (KernelLaunch("pad_rows", LaunchGeometry(grid, (PAD_THREADS, 1, 1), 0), tuple(args)),)
+
+
+class PaddedOperands:
+    """The hooks of a TMA template (``TmaWgmmaTemplate``, ``PersistentTemplate``) that make it read pad_rows's
+    copies: mixed in before the template's class; ``aligned_path`` names the template that does the same
+    work on aligned rows without the copies."""
+
+    helpers: ClassVar[tuple[str, ...]] = HELPERS
+    aligned_path: ClassVar[str]
+
+    def alignment_rule(self, rules: Rules, problem: GemmProblem) -> None:
+        pad_rules(rules, problem, self.aligned_path)
+
+    def operand_source(self, name: str, cols: int, ld: int) -> tuple[str, int]:
+        return padded_source(name, cols, ld)
+
+    def helper_members(self, problem: GemmProblem) -> dict[str, int | bool | CType]:
+        return pad_members(problem)
+
+    def prologue(self, problem: GemmProblem, config: Any) -> tuple[KernelLaunch, ...]:
+        return pad_prologue(problem)
