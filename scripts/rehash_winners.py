@@ -269,6 +269,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "it): every template but padded instruction-identical (60 of 60, diagnostics/sass_padded_persistent.json); the "
     "padded templates' winners re-recorded (spaces/gemm_ragged.toml) before the carry",
     "a779e9d": "gemm: a comment of pad_rows.cuh only",
+    "25774b1": "gemm: the padded templates' hooks moved into padding.PaddedOperands (Python only): 58,800 pairs of the "
+    "gemm sweep files' problems render, bind and break rules identically (scripts/render_identity.py)",
     "236b7b5": "split_k.counter_tiles (the same formula, now shared by split_buffers and quant_gemm registers' rule); "
     "registers' default chooses its ring by shared memory alone: the same defaults on 200 problems, no rule changed",
 }
