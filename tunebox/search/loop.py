@@ -192,11 +192,12 @@ class Sweep:
         seed = input_seed(self.spec.search.seed, problem)
         self.backend.prepare(family, problem, seed)  # the worker builds inputs while the search starts up
         default = family.default_config(problem)
-        tuned = stored_tuned(self.db_path, family)
+        winners = stored_tuned(self.db_path, family)
+        tuned = winners.current
         # measured again early, so that a re-run keeps sight of them: the problem's stored winner, and its
         # winner under the family's older sources (a re-recording after a change of its kernels)
         stored = stored_winner(family, problem, tuned) or {}
-        previous = stored_winner(family, problem, stored_tuned(self.db_path, family, current=False)) or {}
+        previous = stored_winner(family, problem, winners.older) or {}
         keep = [default.as_dict(), previous, *(t.config for t in tuned), *(r.config for r in done.values())]
         valid = self._valid(named, seed, keep)
         strategy = TimedStrategy(self._strategy(named, valid, done, tuned), self.breakdown)

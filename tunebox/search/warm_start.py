@@ -74,26 +74,30 @@ def warm_seeds(
     return seeds
 
 
-def stored_tuned(db_path: Path, family: Family[Any], current: bool = True) -> list[Tuned]:
-    """The problems tuned before and their winners in the local database at ``db_path``, of
-    ``family``'s current sources (none without one: an empty or unreadable database gives none, a
-    write says more later); ``warm_seeds`` picks among them. With ``current`` False, those stored under
-    any other sources of the family instead: winners a change of its code left stale, which a
-    re-recording measures again early (``stored_winner``)."""
+@dataclass(frozen=True)
+class Stored:
+    """A family's winners in a local database: under its current sources (``warm_seeds`` picks among them)
+    and under any other (winners a change of its code left stale, which a re-recording measures again
+    early: ``stored_winner``)."""
+
+    current: list[Tuned]
+    older: list[Tuned]
+
+
+def stored_tuned(db_path: Path, family: Family[Any]) -> Stored:
+    """The problems tuned before and their winners in the local database at ``db_path``, read once (none
+    without one: an empty or unreadable database gives none, a write says more later)."""
     if not Path(db_path).is_file():
-        return []
+        return Stored([], [])
     family_hash = family.source_hash()
     try:
         with WinnersDB(db_path, read_only=True) as db:
-            stored = db.all()
+            rows = [w for w in db.all() if w.key.family == family.name]
     except DatabaseError as exc:
         log.info("%s: no warm start (%s)", db_path, exc)
-        return []
-    return [
-        Tuned(json.loads(w.key.problem_key), w.config)
-        for w in stored
-        if w.key.family == family.name and (w.key.family_hash == family_hash) == current
-    ]
+        return Stored([], [])
+    tuned = [(w.key.family_hash == family_hash, Tuned(json.loads(w.key.problem_key), w.config)) for w in rows]
+    return Stored([t for now, t in tuned if now], [t for now, t in tuned if not now])
 
 
 def stored_winner(family: Family[Any], problem: Any, tuned: Iterable[Tuned]) -> Mapping[str, Any] | None:
