@@ -2,20 +2,21 @@
 
     python scripts/launch_overhead.py OUT.json
 
-Small problems (the GPU finishes each launch long before the host issues the next one, so the loop
-measures the host): a 64 x 64 float32 transpose and a 4096-row bfloat16 gather served by tunebox
-kernels, a 64 x 64 x 64 gemm served by torch.matmul through launch; each beside the torch call a user
-writes. Mean over 20000 calls after 1000 warm ones, synchronised at the ends. Then the parts of the
-kernel path on their own (the floor this host sets): ``cuLaunchKernelEx`` of an empty kernel through
-ctypes with every argument converted once (the call ``DirectLaunch`` makes), ``DirectLaunch.run`` on one
-buffer, the fast path's key of the transpose's call, and the transpose's fast entry given its key (its own
-kernel and argument struct re-pointed and launched: the whole call less this and the key is the glue);
-and a profile of the kernel path (the 15 costliest functions by own time). Needs a GPU and torch.
-"""
+Small problems (the GPU finishes each launch long before the host issues the next one, so the loop measures
+the host): a 64 x 64 float32 transpose and a 4096-row bfloat16 gather served by tunebox kernels, a 64 x 64 x
+64 gemm served by torch.matmul through launch; each beside the torch call a user writes, and the two kernel
+calls bound to their tensors (``Launcher.bind``). Mean over 20000 calls after 1000 warm ones, synchronised at
+the ends. Then the parts of the kernel path on their own (the floor this host sets): ``cuLaunchKernelEx`` of
+an empty kernel through ctypes with every argument converted once (the call ``DirectLaunch`` makes),
+``DirectLaunch.run`` on one buffer, the fast path's key of the transpose's call, and the transpose's fast
+entry given its key (its own kernel and argument struct re-pointed and launched: the whole call less this and
+the key is the glue); and a profile of the kernel path (the 15 costliest functions by own time). Needs a GPU
+and torch."""
 
 from __future__ import annotations
 
 import cProfile
+import datetime
 import io
 import json
 import pstats
@@ -90,9 +91,19 @@ def main(out: Path) -> None:
             lambda: torch.matmul(x, y, out=z),
         ),
     }
+    bound = {  # the kernel cases bound to their tensors (tunebox.bind)
+        "tile_copy transpose 64x64 float32 (kernel)": launcher.bind(
+            "tile_copy", {"src": a, "dst": b}, use="tunebox", transpose=True
+        ),
+        "gather 256 of 4096 rows bfloat16 (kernel)": launcher.bind(
+            "gather", {"A": table, "idx": idx, "out": rows}, use="tunebox", check_bounds=False
+        ),
+    }
     results = {}
     for name, (tunebox_call, torch_call) in cases.items():
         results[name] = {"tunebox_us": per_call_us(tunebox_call), "torch_us": per_call_us(torch_call)}
+        if name in bound:
+            results[name]["bound_us"] = per_call_us(bound[name])
         print(name, results[name], flush=True)
     parts = {name: per_call_us(call) for name, call in host_parts(launcher, a, b).items()}
     print(parts, flush=True)
@@ -108,6 +119,7 @@ def main(out: Path) -> None:
         json.dumps(
             {
                 "device": torch.cuda.get_device_name(),
+                "date": datetime.date.today().isoformat(),
                 "command": "python scripts/launch_overhead.py <out>",
                 "versions": versions(),
                 "calls": CALLS,

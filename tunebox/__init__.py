@@ -1,6 +1,7 @@
 """tunebox: find, keep and serve the fastest correct variant of parameterized CUDA tile kernels.
 
-Three jobs: ``tune`` a sweep, ``lookup``/``launch`` tuned variants at run time, ``report`` results.
+Three jobs: ``tune`` a sweep, ``lookup``/``launch`` (or ``bind``) tuned variants at run time, ``report``
+results.
 Importing ``tunebox`` loads neither Optuna nor matplotlib; ``tune`` and ``report`` import them.
 """
 
@@ -19,7 +20,8 @@ from .errors import (
 )
 from .records import DeviceInfo, EvalRecord, Status
 from .report import render as _render  # noqa: F401  the subpackage first: ``report`` below is the function
-from .runtime.launch import Launcher, launch
+from .runtime.bound import BoundLaunch
+from .runtime.launch import Launcher, bind, launch
 from .runtime.lookup import Lookup, LookupResult, default_db, shared
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from .search.runs import SweepResult
 
 __all__ = [
+    "BoundLaunch",
     "CompileError",
     "DatabaseError",
     "DeviceInfo",
@@ -44,6 +47,7 @@ __all__ = [
     "SpaceError",
     "Status",
     "TuneboxError",
+    "bind",
     "default_db",
     "launch",
     "lookup",

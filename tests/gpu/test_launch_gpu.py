@@ -158,6 +158,35 @@ def test_repeated_calls_take_the_fast_path_on_new_addresses(launcher, torch):
         assert served.ran == "kernel" and torch.equal(b, a.t())
 
 
+def test_a_bound_launch_runs_again_on_its_tensors_and_follows_their_changes(launcher, torch):
+    """``bind`` launches once and returns the call bound to its tensors: new data in the same tensors is
+    transposed right on each call (the fast entry); a tensor swapped in place for another of a new shape
+    (``set_``) goes through the full path, which plans the new problem; another current stream is
+    launched on."""
+    a = torch.randn(1001, 777, device="cuda")
+    b = torch.empty(777, 1001, device="cuda")
+    again = launcher.bind("tile_copy", {"src": a, "dst": b}, use="tunebox", transpose=True)
+    torch.cuda.synchronize()
+    assert torch.equal(b, a.t())
+    for _ in range(3):
+        a.copy_(torch.randn_like(a))
+        b.fill_(float("nan"))
+        served = again()
+        torch.cuda.synchronize()
+        assert served.ran == "kernel" and torch.equal(b, a.t())
+    a.set_(torch.randn(300, 200, device="cuda"))  # same tensor objects, another address and shape
+    b.set_(torch.empty(200, 300, device="cuda"))
+    assert again().ran == "kernel"
+    torch.cuda.synchronize()
+    assert torch.equal(b, a.t())
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        a.copy_(torch.randn_like(a))
+        again()
+    side.synchronize()
+    assert torch.equal(b, a.t())
+
+
 def test_a_misaligned_view_never_reaches_a_kernel(launcher, torch):
     """Views that start 4 bytes into their storage: "auto" serves the library call (right results,
     the fast path too), "tunebox" is refused with what to pass; aligned calls with the same shapes

@@ -48,7 +48,7 @@ def torch_signature(
         addresses.append(address)
         low_bits |= address
     if stream is None:
-        stream = _current_stream(torch, parts[0][3])
+        stream = current_stream(torch, parts[0][3])
     # options in the call's order: another order is another key, never a wrong one
     settings = tuple(options.items()) if options else ()
     if settings:
@@ -64,7 +64,8 @@ def torch_signature(
     return (family_name, use, stream, tuple(parts), settings, aligned), stream, tuple(addresses)
 
 
-def _current_stream(torch: Any, device: int) -> int:
+def current_stream(torch: Any, device: int) -> int:
+    """The handle of torch's current stream on ``device``."""
     raw = _raw_stream(torch)
     return int(raw(device)) if raw is not None else int(torch.cuda.current_stream(device).cuda_stream)
 

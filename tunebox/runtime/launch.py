@@ -12,12 +12,15 @@ A repeated call on torch tensors of the same shapes, types, device, options and 
 path (``fast_path.py``): no parsing, lookup or validation beyond shapes, types, contiguity and
 pointers; a single-kernel plan writes the new addresses into its prebuilt argument struct and calls
 ``cuLaunchKernelEx``. It works
-inside ``torch.cuda.graph`` capture once the plan exists (call it once before capturing).
+inside ``torch.cuda.graph`` capture once the plan exists (call it once before capturing). ``bind``
+goes further for a loop on the same tensors: the bound launch skips the fast path's key too
+(``bound.py``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import threading
@@ -37,6 +40,7 @@ from ..records import DeviceInfo, Status
 from ..runner.protocol import variant_of
 from ..sweep_spec import check_problem
 from .arrays import DeviceArray, device_array, dlpack_only, misaligned, stores
+from .bound import BoundLaunch
 from .fast_path import DirectLaunch, FastEntry, all_torch, library_runner, on_addresses, repointable, torch_signature
 from .first_use import POLICIES, Policy, answer_of, candidates, keep, portfolio, raced_db
 from .lookup import Lookup, LookupResult, default_db, shared
@@ -180,6 +184,24 @@ class Launcher:
                 self._fast[signature[0]] = FastEntry(plan.served, on_addresses(arrays, lambda _a, _s, _p: graph()))
         run()
         return plan.served
+
+    def bind(
+        self,
+        family_name: str,
+        arrays: dict[str, Any],
+        stream: int | None = None,
+        *,
+        use: str = "auto",
+        **options: Any,
+    ) -> BoundLaunch:
+        """Run the call once, as ``__call__`` does, and return it bound to ``arrays`` for the next ones
+        (``bound.py``: each re-reads only the tensors' addresses, shapes and contiguity and the stream)."""
+        self(family_name, arrays, stream, use=use, **options)
+        signature = torch_signature(family_name, arrays, stream, use, options)
+        entry = self._fast.get(signature[0]) if signature is not None else None
+        handle = signature[1] if signature is not None else 0
+        again = functools.partial(self, family_name, arrays, stream, use=use, **options)
+        return BoundLaunch(arrays, entry, handle, stream is not None, again)
 
     def _plan(
         self,
@@ -362,12 +384,25 @@ _default: Launcher | None = None
 ENV_TUNE = "TUNEBOX_TUNE"  # the process-wide launcher's first-use policy (default "off")
 
 
-def launch(
-    family_name: str, arrays: dict[str, Any], stream: int | None = None, *, use: str = "auto", **options: Any
-) -> Served:
-    """Launch with the process-wide ``Launcher`` (winners from ``default_db()``, the first-use policy
-    from ``TUNEBOX_TUNE``); see ``Launcher.__call__``."""
+def default_launcher() -> Launcher:
+    """The process-wide ``Launcher`` (winners from ``default_db()``, the first-use policy from
+    ``TUNEBOX_TUNE``), made on first use."""
     global _default
     if _default is None:
         _default = Launcher(tune=os.environ.get(ENV_TUNE, "off"))  # type: ignore[arg-type]
-    return _default(family_name, arrays, stream, use=use, **options)
+    return _default
+
+
+def launch(
+    family_name: str, arrays: dict[str, Any], stream: int | None = None, *, use: str = "auto", **options: Any
+) -> Served:
+    """Launch with the process-wide ``Launcher``; see ``Launcher.__call__``."""
+    return default_launcher()(family_name, arrays, stream, use=use, **options)
+
+
+def bind(
+    family_name: str, arrays: dict[str, Any], stream: int | None = None, *, use: str = "auto", **options: Any
+) -> BoundLaunch:
+    """``launch`` once, and the same call bound to ``arrays`` for the next ones (process-wide ``Launcher``;
+    see ``Launcher.bind``)."""
+    return default_launcher().bind(family_name, arrays, stream, use=use, **options)
