@@ -22,25 +22,37 @@ FullPath = Callable[[], Served]
 """The call bound, through ``Launcher`` (every check, the plan looked up)."""
 
 
+def _no_entry() -> FastEntry | None:
+    return None
+
+
+def _version_zero() -> int:
+    return 0
+
+
 class BoundLaunch:
-    """Calls ``entry`` on ``arrays`` while each tensor keeps the address, shape and contiguity it had when
-    bound (and, with no stream named, torch's current stream is still ``stream``); else ``full_path``.
-    ``entry`` None (the call has no fast entry): ``full_path`` always."""
+    """Calls the fast entry ``entry()`` on ``arrays`` while each tensor keeps the address, shape and
+    contiguity it had when bound (and, with no stream named, torch's current stream is still ``stream``);
+    else ``full_path``. ``version()`` counts the launcher's replaced plans: when it moves (a background
+    race's winner), the next call takes the full path and the entry is fetched again. No entry (the call
+    has none): ``full_path`` always."""
 
     def __init__(
         self,
         arrays: Mapping[str, Any],
-        entry: FastEntry | None,
         stream: int,
         named_stream: bool,
         full_path: FullPath,
+        entry: Callable[[], FastEntry | None] = _no_entry,
+        version: Callable[[], int] = _version_zero,
     ) -> None:
         self._arrays = dict(arrays)
-        self._entry = entry
         self._stream = stream
         self._follow_stream = not named_stream
         self._full_path = full_path
-        tensors = tuple(self._arrays.values()) if entry is not None else ()  # torch tensors where there is one
+        self._fetch, self._version_now = entry, version
+        self._entry, self._version = entry(), version()
+        tensors = tuple(self._arrays.values()) if entry is not _no_entry else ()  # torch tensors: keyable calls
         self._addresses = tuple(t.data_ptr() for t in tensors)
         self._checks = tuple(zip(tensors, (t.shape for t in tensors), self._addresses, strict=True))
         self._device = tensors[0].get_device() if tensors else -1
@@ -48,6 +60,10 @@ class BoundLaunch:
     def __call__(self) -> Served:
         """Launch again on the bound tensors; says what ran, as ``tunebox.launch`` does."""
         entry = self._entry
+        if self._version_now() != self._version:  # plans replaced: the full path makes the new entry
+            served = self._full_path()
+            self._entry, self._version = self._fetch(), self._version_now()
+            return served
         if entry is not None and self._unchanged() and entry.run(self._arrays, self._stream, self._addresses):
             return entry.served
         return self._full_path()

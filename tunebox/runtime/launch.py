@@ -91,6 +91,7 @@ class Launcher:
         self._builds: dict[KernelSource, BuildResult] = {}  # compiled once per source, whatever the problem
         self._bindings: dict[tuple[str, Problem, int], _Binding] = {}  # per (family, problem, stream)
         self._fast: dict[Hashable, FastEntry] = {}  # repeated torch calls (see the module doc)
+        self._fast_version = 0  # how often ``_fast`` was emptied (plans replaced): bound launches follow
         self._lock = threading.Lock()
         self._device: Any = None
         self.info: DeviceInfo | None = None
@@ -197,11 +198,14 @@ class Launcher:
         """Run the call once, as ``__call__`` does, and return it bound to ``arrays`` for the next ones
         (``bound.py``: each re-reads only the tensors' addresses, shapes and contiguity and the stream)."""
         self(family_name, arrays, stream, use=use, **options)
-        signature = torch_signature(family_name, arrays, stream, use, options)
-        entry = self._fast.get(signature[0]) if signature is not None else None
-        handle = signature[1] if signature is not None else 0
         again = functools.partial(self, family_name, arrays, stream, use=use, **options)
-        return BoundLaunch(arrays, entry, handle, stream is not None, again)
+        signature = torch_signature(family_name, arrays, stream, use, options)
+        if signature is None:  # no fast entry: every call takes the full path
+            return BoundLaunch(arrays, 0, stream is not None, again)
+        key = signature[0]
+        return BoundLaunch(
+            arrays, signature[1], stream is not None, again, lambda: self._fast.get(key), lambda: self._fast_version
+        )
 
     def _plan(
         self,
@@ -303,6 +307,7 @@ class Launcher:
                     if name == family.name and bound_problem == problem:
                         bound.pointers = None  # the launches made for the old plan are made again
                 self._fast.clear()
+                self._fast_version += 1
 
         threading.Thread(target=work, name=f"tunebox-race-{family.name}", daemon=True).start()
 

@@ -58,8 +58,9 @@ class _Calls:
         return Served("kernel", None, None, "full")  # type: ignore[arg-type]
 
 
-def bound(calls: _Calls, arrays, named_stream: bool = False) -> BoundLaunch:
-    return BoundLaunch(arrays, calls.entry(), 1000, named_stream, calls.full_path)
+def bound(calls: _Calls, arrays, named_stream: bool = False, version=lambda: 0) -> BoundLaunch:
+    entry = calls.entry()
+    return BoundLaunch(arrays, 1000, named_stream, calls.full_path, lambda: entry, version)
 
 
 def test_unchanged_tensors_take_the_entry_with_their_bound_addresses(torch):
@@ -97,5 +98,17 @@ def test_an_entry_that_declines_and_a_call_with_none_take_the_full_path(torch):
     assert bound(declines, {"src": _Tensor((4, 4), 0x1000)})().explanation == "full"
     assert declines.full == 1 and len(declines.fast) == 1
     none = _Calls()
-    again = BoundLaunch({"x": object()}, None, 0, False, none.full_path)  # no fast entry: not torch tensors
+    again = BoundLaunch({"x": object()}, 0, False, none.full_path)  # no fast entry: not torch tensors
     assert again().explanation == "full" and none.full == 1
+
+
+def test_replaced_plans_take_the_full_path_once_then_the_new_entry(torch):
+    """A background race's winner empties the launcher's fast table (its version moves): the next call
+    goes through the full path, which makes the new entry, and the calls after use it."""
+    calls, version = _Calls(), [0]
+    again = bound(calls, {"src": _Tensor((4, 4), 0x1000)}, version=lambda: version[0])
+    assert again() is calls.served
+    version[0] = 1
+    assert again().explanation == "full"
+    assert again() is calls.served and again() is calls.served
+    assert calls.full == 1 and len(calls.fast) == 3
