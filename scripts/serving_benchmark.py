@@ -2,17 +2,16 @@
 
     python scripts/serving_benchmark.py results/benchmarks/serving_grid.json OUT.json [--samples N]
 
-For each shape of the grid (chosen and committed before measuring): seeded inputs on the GPU as torch
-tensors; the first ``launch`` (what it served: kernel from an exact / nearest / default answer, or the
-library call; its wall time, compilation included); its output verified against the family's numpy
-reference (bit for bit; gemm within the family's tolerance); then, interleaved on the same inputs with
-the L2 flushed before every sample, the median of what ``launch`` serves, of the library call a user
-makes (the operation's main torch baseline, in place where it has that form), and of the tunebox kernel
-forced (``use="tunebox"``); and the host time per cached launch (``host_us``: 200 calls in batches of 20) beside the
-library call's. ``--tune`` is the launcher's first-use policy (default first_call: the first launch
-of an untuned shape races, within ``--race-budget`` seconds, keeping results in ``--raced``); the
-race's entrants are recorded. Needs a GPU and torch.
-"""
+For each shape of the grid (chosen and committed before measuring): seeded inputs on the GPU as torch tensors;
+the first ``launch`` (what it served: kernel from an exact / nearest / default answer, or the library call;
+its wall time, compilation included); its output verified against the family's numpy reference (bit for bit;
+gemm within the family's tolerance); then, interleaved on the same inputs with the L2 flushed before every
+sample, the median of what ``launch`` serves, of the library call a user makes (the operation's main torch
+baseline, in place where it has that form), and of the tunebox kernel forced (``use="tunebox"``); and the host
+time per cached launch (``host_us``: 200 calls in batches of 20) beside the library call's and beside the same
+call bound to its tensors (``tunebox.bind``: ``bound_host_us``). ``--tune`` is the launcher's first-use policy
+(default first_call: the first launch of an untuned shape races, within ``--race-budget`` seconds, keeping
+results in ``--raced``); the race's entrants are recorded. Needs a GPU and torch."""
 
 from __future__ import annotations
 
@@ -167,6 +166,7 @@ def measure(launcher: Launcher, entry: dict[str, Any], samples: int) -> dict[str
             for r in raced
         ],
         "host_us_per_launch": host_us(runs["served"]),
+        "bound_host_us": host_us(launcher.bind(family.name, arrays, **options)),  # tunebox.bind's calls
         "library_host_us": host_us(library_run),
         "noise": {k: (max(v) - min(v)) / statistics.median(v) for k, v in timed.items()},
     }
