@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .fast_path import FastEntry, current_stream
@@ -22,20 +23,20 @@ FullPath = Callable[[], Served]
 """The call bound, through ``Launcher`` (every check, the plan looked up)."""
 
 
-def _no_entry() -> FastEntry | None:
-    return None
+@dataclass(frozen=True)
+class FastSource:
+    """Where a bound call's fast entry lives: ``entry()`` the launcher's current one, ``version()`` how often
+    the launcher has emptied its fast entries (plans replaced, as by a background race's winner)."""
 
-
-def _version_zero() -> int:
-    return 0
+    entry: Callable[[], FastEntry | None]
+    version: Callable[[], int]
 
 
 class BoundLaunch:
-    """Calls the fast entry ``entry()`` on ``arrays`` while each tensor keeps the address, shape and
-    contiguity it had when bound (and, with no stream named, torch's current stream is still ``stream``);
-    else ``full_path``. ``version()`` counts the launcher's replaced plans: when it moves (a background
-    race's winner), the next call takes the full path and the entry is fetched again. No entry (the call
-    has none): ``full_path`` always."""
+    """Calls the fast entry on ``arrays`` while each tensor keeps the address, shape and contiguity it had
+    when bound (and, with no stream named, torch's current stream is still ``stream``); else ``full_path``.
+    When ``fast``'s version moves, the next call takes the full path and the entry is fetched again.
+    Without ``fast`` (the call has no fast entry): ``full_path`` always."""
 
     def __init__(
         self,
@@ -43,27 +44,30 @@ class BoundLaunch:
         stream: int,
         named_stream: bool,
         full_path: FullPath,
-        entry: Callable[[], FastEntry | None] = _no_entry,
-        version: Callable[[], int] = _version_zero,
+        fast: FastSource | None = None,
     ) -> None:
         self._arrays = dict(arrays)
         self._stream = stream
         self._follow_stream = not named_stream
         self._full_path = full_path
-        self._fetch, self._version_now = entry, version
-        self._entry, self._version = entry(), version()
-        tensors = tuple(self._arrays.values()) if entry is not _no_entry else ()  # torch tensors: keyable calls
+        self._fast = fast
+        self._entry = fast.entry() if fast else None
+        self._version = fast.version() if fast else 0
+        tensors = tuple(self._arrays.values()) if fast else ()  # torch tensors: the call has a fast entry
         self._addresses = tuple(t.data_ptr() for t in tensors)
         self._checks = tuple(zip(tensors, (t.shape for t in tensors), self._addresses, strict=True))
         self._device = tensors[0].get_device() if tensors else -1
 
     def __call__(self) -> Served:
         """Launch again on the bound tensors; says what ran, as ``tunebox.launch`` does."""
-        entry = self._entry
-        if self._version_now() != self._version:  # plans replaced: the full path makes the new entry
+        fast = self._fast
+        if fast is None:
+            return self._full_path()
+        if fast.version() != self._version:  # plans replaced: the full path makes the new entry
             served = self._full_path()
-            self._entry, self._version = self._fetch(), self._version_now()
+            self._entry, self._version = fast.entry(), fast.version()
             return served
+        entry = self._entry
         if entry is not None and self._unchanged() and entry.run(self._arrays, self._stream, self._addresses):
             return entry.served
         return self._full_path()

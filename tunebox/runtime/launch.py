@@ -40,7 +40,7 @@ from ..records import DeviceInfo, Status
 from ..runner.protocol import variant_of
 from ..sweep_spec import check_problem
 from .arrays import DeviceArray, device_array, dlpack_only, misaligned, stores
-from .bound import BoundLaunch
+from .bound import BoundLaunch, FastSource
 from .fast_path import DirectLaunch, FastEntry, all_torch, library_runner, on_addresses, repointable, torch_signature
 from .first_use import POLICIES, Policy, answer_of, candidates, keep, portfolio, raced_db
 from .lookup import Lookup, LookupResult, default_db, shared
@@ -203,9 +203,8 @@ class Launcher:
         if signature is None:  # no fast entry: every call takes the full path
             return BoundLaunch(arrays, 0, stream is not None, again)
         key = signature[0]
-        return BoundLaunch(
-            arrays, signature[1], stream is not None, again, lambda: self._fast.get(key), lambda: self._fast_version
-        )
+        fast = FastSource(lambda: self._fast.get(key), lambda: self._fast_version)
+        return BoundLaunch(arrays, signature[1], stream is not None, again, fast)
 
     def _plan(
         self,

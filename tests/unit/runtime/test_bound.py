@@ -9,7 +9,7 @@ import types
 
 import pytest
 
-from tunebox.runtime.bound import BoundLaunch
+from tunebox.runtime.bound import BoundLaunch, FastSource
 from tunebox.runtime.fast_path import FastEntry
 from tunebox.runtime.serving import Served
 
@@ -60,7 +60,7 @@ class _Calls:
 
 def bound(calls: _Calls, arrays, named_stream: bool = False, version=lambda: 0) -> BoundLaunch:
     entry = calls.entry()
-    return BoundLaunch(arrays, 1000, named_stream, calls.full_path, lambda: entry, version)
+    return BoundLaunch(arrays, 1000, named_stream, calls.full_path, FastSource(lambda: entry, version))
 
 
 def test_unchanged_tensors_take_the_entry_with_their_bound_addresses(torch):
