@@ -1,8 +1,8 @@
 """gemm's template ``padded_persistent`` on the GPU, verified by the worker against the float64 reference
 within the family's tolerance (NaN never passes; D's padding columns must still hold poison): pad_rows
 copying A, B or both (odd K and N, odd leading dimensions), tiny (1 x 1 x 1), small and large ragged
-shapes, bfloat16 and float32 output, alpha and ReLU, both schedules, the direct epilogue and, where D's
-rows are whole 16-byte chunks, the TMA one; the torch baseline times beside it."""
+shapes, bfloat16 and float32 output, alpha and ReLU, both schedules, the direct and staged epilogues and,
+where D's rows are whole 16-byte chunks, the TMA one; the torch baseline times beside it."""
 
 from __future__ import annotations
 
@@ -40,10 +40,10 @@ def padded_persistent(**values):
 
 
 def configs_for(problem, schedule):
-    """The schedule's two tile shapes with both epilogues where valid, stages and rasters spread."""
+    """The schedule's two tile shapes with each epilogue where valid, stages and rasters spread."""
     configs = []
     spread = itertools.cycle([(4, "m", 8), (3, "n", 1), (5, "m", 16)])
-    for (bm, bn), epilogue in itertools.product(TILES[schedule], ("direct", "tma")):
+    for (bm, bn), epilogue in itertools.product(TILES[schedule], ("direct", "tma", "staged")):
         stages, raster, group = next(spread)
         config = padded_persistent(
             BM=bm, BN=bn, stages=stages, schedule=schedule, raster=raster, group=group, epilogue=epilogue
@@ -88,4 +88,21 @@ def test_a_sabotaged_copy_is_caught(runner, builder):
         "w1",
         expect="elements wrong",
         header="tunebox/pad_rows.cuh",
+    )
+
+
+def test_a_sabotaged_staged_row_end_is_caught(runner, builder):
+    """The staged epilogue's lone last element of a chunk whose row starts mid-word (odd rows of ldd = 97)
+    left unwritten: D keeps its poison there."""
+    problem = GEMM.parse_problem({"M": 65, "N": 97, "K": 73})
+    assert_sabotage_caught(
+        runner,
+        builder,
+        GEMM,
+        problem,
+        padded_persistent(epilogue="staged"),
+        "row[STAGED_COLS - 1] = staged[STAGED_COLS - 1];",
+        ";",
+        expect="never written",
+        header="tunebox/persistent_gemm.cuh",
     )

@@ -62,7 +62,7 @@ def configs_for(problem, schedule):
     group widths; invalid combinations (shared memory, D's alignment) left out."""
     configs = []
     spread = itertools.cycle([(4, "m", 8), (3, "n", 1), (5, "m", 16), (2, "n", 4)])
-    for (bm, bn), epilogue in itertools.product(SCHEDULES[schedule], ("tma", "direct")):
+    for (bm, bn), epilogue in itertools.product(SCHEDULES[schedule], ("tma", "direct", "staged")):
         stages, raster, group = next(spread)
         for depth in (stages, 3, 2):
             config = persistent(

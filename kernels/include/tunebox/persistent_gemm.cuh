@@ -77,9 +77,11 @@
 //
 // Epilogue (alpha, ReLU, conversion to O): Cfg::TMA_EPILOGUE (D's rows 16-byte aligned) writes 64-row
 // x 128-byte chunks of a consumer's tile into one of its two shared buffers (128-byte swizzle, no bank
-// conflicts) and stores each with one TMA store, which clips at D's edges; otherwise bounded direct
-// stores from registers. The dynamic shared memory holds the ring, the epilogue buffers and the
-// barriers, from a 1024-byte aligned base (Cfg::SHARED_BYTES covers them plus the alignment).
+// conflicts) and stores each with one TMA store, which clips at D's edges; Cfg::STAGED_EPILOGUE passes
+// each warp's 16 rows x 64 columns through its own shared buffer and stores them row by row
+// (store_staged: D's rows at any alignment); otherwise bounded direct stores from registers. The dynamic
+// shared memory holds the ring, the epilogue buffers (TMA or staged) and the barriers, from a 1024-byte
+// aligned base (Cfg::SHARED_BYTES covers them plus the alignment).
 #pragma once
 
 #include "tunebox/barriers.cuh"
@@ -96,6 +98,9 @@ constexpr int EPI_BYTES = EPI_ROWS * 128;  // an epilogue chunk: 64 rows of one 
 constexpr int EPI_BUFFERS = 2;      // epilogue chunk buffers per consumer
 constexpr int EPI_BARRIER = 1;      // named barrier of consumer c's epilogue: EPI_BARRIER + c
 constexpr int ORDER_BARRIER = 3;    // pingpong: consumer c waits for its mainloop turn on ORDER_BARRIER + c
+constexpr int STAGED_ROWS = 16, STAGED_COLS = 64;  // a warp's chunk of the staged epilogue
+constexpr int STAGED_PITCH = 36;  // element pairs a staged row (36 words = 4 mod 32 banks: no conflicts)
+constexpr int CONSUMER_WARPS = 8;  // two consumer warpgroups
 constexpr int CONVERTERS = 96;     // threads of the producer warpgroup's warps 1-3 (Conversion::BY_PRODUCER)
 constexpr int DECODERS = 128;      // threads of the decoder warpgroup, warpgroup 3 (Conversion::BY_DECODERS)
 constexpr int DECODER_WARPGROUP = 3;
@@ -354,6 +359,62 @@ __device__ __forceinline__ void for_each_pair(float (&acc)[MT][BN / 2], int warp
       }
 }
 
+// Bytes of one consumer warp's staged-epilogue buffer for elements of type O.
+template <class O>
+constexpr int staged_warp_bytes() {
+  return STAGED_ROWS * STAGED_PITCH * 2 * (int)sizeof(O);
+}
+
+// The staged epilogue of the rows row0 .. row0 + 15 of D that a warp holds of one m64 tile (acc: its
+// accumulators in the wgmma m64nBN layout, columns from n0): for each 64-column chunk, every lane writes
+// its pairs into the warp's `buffer` (rows of STAGED_PITCH pairs), then the warp stores the chunk row by
+// row, lane l the l-th pair-aligned word of the row's chunk (where the row starts mid-word, the chunk's
+// first element alone, and its last one alone too), so each row's chunk goes out as one contiguous run
+// instead of the layout's 4-lane pieces of 8 rows. Rows past M and columns past N are not written.
+template <class O, bool EXACT_NAN, int BN>
+__device__ __forceinline__ void store_staged(const float (&acc)[BN / 2], unsigned char* buffer, int lane, i64 row0,
+                                             i64 n0, i64 M, i64 N, i64 ldd, float alpha, bool relu,
+                                             O* __restrict__ D) {
+  using Bits = decltype(Pair<O, EXACT_NAN>(0.f, 0.f).bits);
+  Bits* pairs = reinterpret_cast<Bits*>(buffer);
+  const O* elements = reinterpret_cast<const O*>(buffer);
+  const int g = lane / 4, t4 = lane % 4;
+#pragma unroll
+  for (int q = 0; q < BN / STAGED_COLS; ++q) {
+    const i64 c0 = n0 + q * STAGED_COLS;
+#pragma unroll
+    for (int j = 0; j < STAGED_COLS / 8; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int e = 4 * (q * STAGED_COLS / 8 + j) + 2 * h;
+        pairs[(g + 8 * h) * STAGED_PITCH + 4 * j + t4] =
+            Pair<O, EXACT_NAN>(epilogue_value(acc[e], alpha, relu), epilogue_value(acc[e + 1], alpha, relu)).bits;
+      }
+    __syncwarp();
+    if (c0 < N) {
+      for (int rr = 0; rr < STAGED_ROWS && row0 + rr < M; ++rr) {
+        O* row = D + (row0 + rr) * ldd + c0;
+        const O* staged = elements + rr * STAGED_PITCH * 2;
+        const int lead = (int)(reinterpret_cast<u64>(row) / sizeof(O) % 2);  // the row starts mid-word
+        const int e0 = 2 * lane - lead;                                        // this lane's word: e0, e0 + 1
+        const bool in0 = e0 >= 0 && c0 + e0 < N, in1 = c0 + e0 + 1 < N;
+        if (in0 && in1) {  // the word's elements, read one by one (staged + e0 need not be word-aligned)
+          const O first = staged[e0], second = staged[e0 + 1];
+          Bits word;
+          if constexpr (sizeof(O) == 2) word = (u32)first | (u32)second << 16;
+          else word = make_uint2(first, second);
+          *reinterpret_cast<Bits*>(row + e0) = word;
+        } else {
+          if (in0) row[e0] = staged[e0];
+          if (in1 && e0 + 1 < STAGED_COLS) row[e0 + 1] = staged[e0 + 1];
+        }
+        if (lead && lane == 31 && c0 + STAGED_COLS - 1 < N) row[STAGED_COLS - 1] = staged[STAGED_COLS - 1];
+      }
+    }
+    __syncwarp();  // the chunk is stored before the next one overwrites the buffer
+  }
+}
+
 }  // namespace persistent
 
 
@@ -365,7 +426,7 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   using namespace persistent;
   using O = typename Cfg::O;
   constexpr int BM = Cfg::BM, BN = Cfg::BN, STAGES = Cfg::STAGES, SPLITS = Cfg::SPLITS;
-  constexpr bool COOPERATIVE = Cfg::COOPERATIVE, TMA_EPILOGUE = Cfg::TMA_EPILOGUE;
+  constexpr bool COOPERATIVE = Cfg::COOPERATIVE, TMA_EPILOGUE = Cfg::TMA_EPILOGUE, STAGED = Cfg::STAGED_EPILOGUE;
   constexpr int CM = Cfg::CLUSTER_M, CN = Cfg::CLUSTER_N, CS = CM * CN;  // cluster shape, in tiles
   constexpr u32 A_MASK = CN == 2 ? 1u | 1u << CM : 1u;  // the ranks of the blocks of tile row 0
   constexpr int ROWS = COOPERATIVE ? BM / 2 : BM;  // rows of a tile one consumer multiplies
@@ -380,7 +441,10 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   constexpr int OPERANDS = W::OPERANDS;              // CONVERTS: buffers of B's operand, after the ring
   constexpr int EPI_COLS = 128 / sizeof(O);           // columns of an epilogue chunk
   constexpr int RING_BYTES = STAGES * STAGE, OPERAND_BYTES = OPERANDS * W::OPERAND_BYTES;
-  constexpr int EPI_TOTAL = TMA_EPILOGUE ? 2 * EPI_BUFFERS * EPI_BYTES : 0;
+  constexpr int EPI_TOTAL =
+      TMA_EPILOGUE ? 2 * EPI_BUFFERS * EPI_BYTES : STAGED ? CONSUMER_WARPS * staged_warp_bytes<O>() : 0;
+  static_assert(!(TMA_EPILOGUE && STAGED), "one epilogue");
+  static_assert(!STAGED || BN % STAGED_COLS == 0, "the staged epilogue's whole 64-column chunks");
   static_assert(SPLITS == 1 || CS == 1, "split-K runs without clusters");
   static_assert(CM <= 2 && CN <= 2, "clusters of 1 or 2 tiles along M and N");
   static_assert(ROWS % 64 == 0 && MT >= 1 && MT <= 2 && BN % 64 == 0 && BN <= 256, "whole wgmma tiles");
@@ -476,6 +540,7 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
   const int warp = tid / 32, g = (tid % 32) / 4, t4 = tid % 4;
   const int a_row = COOPERATIVE ? consumer * MT : 0;  // this consumer's first m64 tile in the A box
   unsigned char* my_epi = epi + consumer * EPI_BUFFERS * EPI_BYTES;
+  unsigned char* my_staged = epi + (consumer * 4 + warp) * staged_warp_bytes<O>();
   const bool paired = ldd % 2 == 0 && (u64)D % (2 * sizeof(O)) == 0;  // direct stores of two elements
   Ring<STAGES> ring;
   Ring<OPERANDS ? OPERANDS : 1> operand;  // CONVERTS: B's operand buffer, one a K step as the ring
@@ -636,6 +701,11 @@ __device__ __forceinline__ void persistent_gemm(const TensorMap& a_map, const ty
           }
         }
       }
+    } else if constexpr (STAGED) {
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+        store_staged<O, W::EXACT_NAN, BN>(acc[i], my_staged, tid % 32, m0 + i * 64 + warp * 16, n0, M, N, ldd, alpha,
+                                          Cfg::RELU, D);
     } else {
       for_each_pair<MT, BN>(acc, warp, g, t4, m0, n0, M, N, [&](float& v0, float& v1, i64 r, i64 c, bool inside,
                                                                 bool both) {

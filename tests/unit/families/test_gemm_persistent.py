@@ -209,6 +209,10 @@ def test_geometry_and_tensor_maps() -> None:
     assert geo.grid == (SM_COUNT, 1, 1) and geo.block == (384, 1, 1)
     assert geo.shared_bytes == 4 * (128 + 256) * 128 + 4 * 8192 + 4 * 16 + 1024
     assert G.geometry(p, config(epilogue="direct")).shared_bytes == 4 * 384 * 128 + 4 * 16 + 1024
+    # staged: 8 consumer warps, 16 rows of 36 element pairs each (bfloat16 pairs 4 bytes, float32 8)
+    assert G.geometry(p, config(epilogue="staged")).shared_bytes == 4 * 384 * 128 + 8 * 16 * 36 * 4 + 4 * 16 + 1024
+    wide_staged = G.geometry(problem(out_dtype="float32"), config(epilogue="staged"))
+    assert wide_staged.shared_bytes == 4 * 384 * 128 + 8 * 16 * 36 * 8 + 4 * 16 + 1024
     assert G.geometry(problem(M=300, N=300), config()).grid == (6, 1, 1)  # 3 x 2 tiles
     a_map, b_map, d_map, d, *scalars = G.args(p, config())
     assert [(m.name, m.buffer, m.request.box, m.request.swizzle) for m in (a_map, b_map, d_map)] == [
@@ -254,6 +258,7 @@ def test_the_configuration_struct_names_every_value() -> None:
         "RASTER_M": "false",
         "GROUP": "4",
         "TMA_EPILOGUE": "false",
+        "STAGED_EPILOGUE": "false",
         "PRODUCER_REGISTERS": "40",
         "CONSUMER_REGISTERS": "232",
         "SPLITS": "1",

@@ -7,7 +7,11 @@ run on across tiles, two consumer warpgroups multiply with wgmma (``cooperative`
 ``pingpong``: alternate tiles, one's epilogue beside the other's mainloop), registers move from the
 producer to the consumers with setmaxnreg, and the epilogue stores D through shared memory with TMA
 (``epilogue = "tma"``: D's rows and N 16-byte aligned, since a TMA store writes whole 16-byte chunks
-of a row, past N too, measured on the H200) or directly from registers (``"direct"``). With ``splits``
+of a row, past N too, measured on the H200), directly from registers (``"direct"``: pieces of 8 rows
+an instruction, two elements a thread where D's rows allow, else one), or through a shared buffer per
+consumer warp, row by row (``"staged"``: whole runs of a row at any alignment; on D's odd rows the
+direct stores used about 6 of each 32-byte sector written, and cost up to 15 us at 2048 x 4097 x 2048
+on the H200, results/README.md, session 37). With ``splits``
 > 1 each tile's K steps are cut over that many work units (split-K, for shapes with fewer tiles than
 SMs; TMA epilogue), whose float32 partial sums meet in workspace; the last unit to arrive sums them
 in split order and runs the epilogue."""
@@ -33,6 +37,7 @@ THREADS = 384  # a producer and two consumer warpgroups
 LAUNCH_REGISTERS = SM_REGISTERS // THREADS // 8 * 8  # 168: what each thread starts with
 EPI_BUFFER_BYTES = 64 * 128  # an epilogue chunk: 64 rows of one 128-byte swizzle span
 EPI_BUFFERS = 2  # chunk buffers per consumer (kernels/include/tunebox/persistent_gemm.cuh)
+STAGED_PAIRS = 8 * 16 * 36  # staged epilogue: a buffer of 16 rows x 36 element pairs for each consumer warp
 ROWS = {"cooperative": (128, 256), "pingpong": (64, 128)}  # BM each schedule takes
 
 
@@ -103,7 +108,13 @@ class PersistentConfig(TemplateConfig):
     schedule: str = choice("cooperative", "pingpong", doc="consumers share each tile, or take alternate tiles")
     raster: str = choice("m", "n", doc="tile order: strips of `group` tile rows ('m') or columns ('n')")
     group: int = choice(1, 2, 4, 8, 16, doc="tiles across a strip of the tile order (L2 reuse)")
-    epilogue: str = choice("tma", "direct", doc="D through shared memory and TMA stores, or stored from registers")
+    epilogue: str = choice(
+        "tma",
+        "direct",
+        "staged",
+        doc="D through shared memory and TMA stores, stored from registers, or staged in shared memory by "
+        "warp and stored row by row (D's rows at any alignment)",
+    )
     producer_registers: int = choice(24, 40, doc="registers per thread of the producer warpgroup (setmaxnreg)")
     consumer_registers: int = choice(224, 232, 240, doc="registers per thread of the consumers (setmaxnreg)")
     splits: int = choice(1, 2, 4, 8, doc="work units per tile along K (split-K), summed through workspace in order")
@@ -130,13 +141,17 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
     helpers: ClassVar[tuple[str, ...]] = ()  # helper kernels of the rendered module (launched by prologue)
 
     @staticmethod
-    def shared_bytes(config: PersistentConfig) -> int:
+    def shared_bytes(problem: GemmProblem, config: PersistentConfig) -> int:
         """Dynamic shared memory: the ring's boxes of A (BM x 64) and B (64 x BN), the consumers'
-        epilogue buffers (TMA epilogue), a full and an empty mbarrier per buffer, and 1024 bytes to
-        align the boxes to the swizzle period."""
+        epilogue buffers (TMA epilogue) or their warps' staging buffers (staged epilogue: pairs of
+        D's elements), a full and an empty mbarrier per buffer, and 1024 bytes to align the boxes to
+        the swizzle period."""
         c = config
-        epilogue = 2 * EPI_BUFFERS * EPI_BUFFER_BYTES if c.epilogue == "tma" else 0
-        return c.stages * (c.BM + c.BN) * WG_BK * 2 + epilogue + 2 * c.stages * 8 + 1024
+        buffers = {
+            "tma": 2 * EPI_BUFFERS * EPI_BUFFER_BYTES,
+            "staged": STAGED_PAIRS * 2 * element_type(problem.out_dtype).itemsize,
+        }
+        return c.stages * (c.BM + c.BN) * WG_BK * 2 + buffers.get(c.epilogue, 0) + 2 * c.stages * 8 + 1024
 
     def default(self, problem: GemmProblem) -> PersistentConfig | None:
         if problem.unaligned():
@@ -176,7 +191,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
         split_rules(rules, c.splits, c.epilogue == "tma", math.ceil(p.K / WG_BK), p.split_slots())
         self.cluster_rules(rules, p, c)
         tma_rules(rules, p, lambda: self.tensor_maps(p, c))
-        common_rules(rules, p, c.BM, c.BN, "true", self.shared_bytes(c))
+        common_rules(rules, p, c.BM, c.BN, "true", self.shared_bytes(p, c))
         return rules.broken
 
     def cluster_rules(self, rules: Rules, problem: GemmProblem, config: PersistentConfig) -> None:
@@ -216,12 +231,13 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
                 "RASTER_M": c.raster == "m",
                 "GROUP": c.group,
                 "TMA_EPILOGUE": c.epilogue == "tma",
+                "STAGED_EPILOGUE": c.epilogue == "staged",
                 "SPLITS": c.splits,
                 "CLUSTER_M": cluster_m,
                 "CLUSTER_N": cluster_n,
                 "PRODUCER_REGISTERS": c.producer_registers,
                 "CONSUMER_REGISTERS": c.consumer_registers,
-                "SHARED_BYTES": self.shared_bytes(c),
+                "SHARED_BYTES": self.shared_bytes(problem, c),
                 **self.helper_members(problem),
             },
             helpers=self.helpers,
@@ -239,7 +255,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
             * config.splits
         )
         clusters = min(units, CLUSTERS_AT_ONCE[size])
-        return LaunchGeometry((clusters * size, 1, 1), (THREADS, 1, 1), self.shared_bytes(config))
+        return LaunchGeometry((clusters * size, 1, 1), (THREADS, 1, 1), self.shared_bytes(problem, config))
 
     def args(self, problem: GemmProblem, config: PersistentConfig) -> tuple[Arg, ...]:
         """The members of ``Cfg::Args``: a_map, b_map, d_map (epilogue 'tma'), D, partials and counters

@@ -199,6 +199,7 @@ class WgmmaTemplate(KernelTemplate[QuantGemmProblem, WgmmaConfig]):
                 "RASTER_M": c.raster == "m",
                 "GROUP": c.group,
                 "TMA_EPILOGUE": c.epilogue == "tma",
+                "STAGED_EPILOGUE": False,  # the persistent kernel's staged epilogue: not offered here
                 "SPLITS": c.splits,
                 "CLUSTER_M": 1,
                 "CLUSTER_N": 1,
