@@ -136,6 +136,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "eab369e": "the cluster template's remote release and grid only (cluster.cuh's mbarrier_arrive_cluster, called by "
     "gemm_persistent_cluster alone; limits.CLUSTERS_AT_ONCE, whose entry for one block is SM_COUNT); instructions "
     "identical since e63a2e8 (scripts/sass_identity.py --compare)",
+    "495c618": "epilogue 'staged' added to persistent_gemm.cuh (if constexpr, used by no stored configuration) and "
+    "STAGED_EPILOGUE = false rendered for every other configuration (persistent, quant_gemm wgmma); instructions "
+    "identical (gemm 140 of 140, quant_gemm 100 of 100 sampled variants; diagnostics/sass_staged_epilogue.json)",
     "975217c": "gemm_persistent.cu's comments and names only (block_tile reads the cluster shape from Cfg); "
     "instructions identical (cluster 23, persistent 23, wgmma 23, padded 13, mma 12, decode 12 sampled variants)",
     "b38e892": "tb::Wgmma's operand lists from one macro; instructions identical (persistent 18, cluster 18, wgmma 18, "
