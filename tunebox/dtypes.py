@@ -64,6 +64,17 @@ class ElementType:
             values = bits.view(np.float32 if self.name == "float32" else np.float16)
         return float(np.abs(values).mean(dtype=np.float64))
 
+    def largest_magnitude(self, bits: np.ndarray) -> float:
+        """max |value| of storage bits (0.0 for none; NaN where any value is NaN, as ``np.max``), read
+        from the bits: in these sign-magnitude formats the magnitude bits order as |value| does, with
+        infinity above every finite value and NaNs above infinity. One pass over the bits, no float copy
+        (a 7000 x 7000 bfloat16 array: ``abs(decode(bits)).max()`` took 1.7 s on the CI machine)."""
+        if not bits.size:
+            return 0.0
+        sign = np.array(1 << (8 * self.itemsize - 1), dtype=self.storage)
+        largest = np.bitwise_and(bits, ~sign).max()
+        return float(abs(self.decode(np.array([largest], dtype=self.storage))[0]))
+
 
 ELEMENT_TYPES: dict[str, ElementType] = {
     "float32": ElementType("float32", 4, np.uint32, "unsigned int", 0x7FBADBAD),

@@ -227,3 +227,26 @@ def test_mean_magnitude_is_the_mean_of_the_decoded_magnitudes(name):
         assert et.mean_magnitude(bits) == pytest.approx(float(np.abs(et.decode(bits)).mean()), rel=1e-14)
     wide = et.encode(rng.standard_normal((1000, 16)))
     assert et.mean_magnitude(wide[:, :5]) == pytest.approx(float(np.abs(et.decode(wide[:, :5])).mean()), rel=1e-14)
+
+
+@pytest.mark.parametrize("name", ["float32", "float16", "bfloat16"])
+def test_largest_magnitude_is_the_max_of_the_decoded_magnitudes(name):
+    """The windows sums' tolerance scale, read from the bits: equal to ``max(abs(decode(bits)))`` on
+    arbitrary bit patterns (negative zeros, subnormals, infinities, NaNs, which win as in ``np.max``), on
+    strided views, and 0.0 on no elements."""
+    et = element_type(name)
+    rng = np.random.default_rng(11)
+    with np.errstate(invalid="ignore"):
+        for _ in range(300):
+            bits = rng.integers(0, 1 << (8 * et.itemsize), size=int(rng.integers(1, 40)), dtype=np.uint64)
+            bits = bits.astype(et.storage)
+            expected = float(np.max(np.abs(et.decode(bits))))
+            got = et.largest_magnitude(bits)
+            assert got == expected or (math.isnan(got) and math.isnan(expected)), bits
+    finite = et.encode(rng.standard_normal((300, 40)) * 1e3)
+    finite[7, 3] = et.bits_of(-7e3)  # the largest magnitude is negative
+    assert et.largest_magnitude(finite[:, ::3]) == float(np.max(np.abs(et.decode(finite[:, ::3]))))
+    assert et.largest_magnitude(finite) == abs(float(et.decode(np.array([et.bits_of(-7e3)], et.storage))[0]))
+    assert et.largest_magnitude(finite[:0]) == 0.0
+    signed_zeros = np.array([et.bits_of(-0.0), et.bits_of(0.0)], dtype=et.storage)
+    assert et.largest_magnitude(signed_zeros) == 0.0

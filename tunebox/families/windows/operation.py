@@ -177,8 +177,7 @@ class WindowsOperation(Operation[WindowsProblem]):
         for every allowed window, so a lost or doubled term fails. Other ops are bit-exact."""
         if problem.op != "sum":
             return None
-        a = inputs["A"]
-        largest = float(np.max(np.abs(element_type(problem.element).decode(a)))) if a.size else 0.0
+        largest = element_type(problem.element).largest_magnitude(inputs["A"])
         return Tolerance(rtol=0.0, atol=math.prod(problem.window) * largest * SUM_ATOL_PER_TERM)
 
     def work(self, problem: WindowsProblem) -> Work:
