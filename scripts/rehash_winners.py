@@ -136,6 +136,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "eab369e": "the cluster template's remote release and grid only (cluster.cuh's mbarrier_arrive_cluster, called by "
     "gemm_persistent_cluster alone; limits.CLUSTERS_AT_ONCE, whose entry for one block is SM_COUNT); instructions "
     "identical since e63a2e8 (scripts/sass_identity.py --compare)",
+    "edc9415": "ElementType.largest_magnitude added (dtypes.py) and windows' sum tolerance computed with it: equal "
+    "tolerances on the seeded inputs of the 7 stored windows winners' problems and the serving grid's 6 windows "
+    "shapes (diagnostics/windows_tolerance_identity.json); no kernel, rule or argument changed",
     "495c618": "epilogue 'staged' added to persistent_gemm.cuh (if constexpr, used by no stored configuration) and "
     "STAGED_EPILOGUE = false rendered for every other configuration (persistent, quant_gemm wgmma); instructions "
     "identical (gemm 140 of 140, quant_gemm 100 of 100 sampled variants; diagnostics/sass_staged_epilogue.json)",
