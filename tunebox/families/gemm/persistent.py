@@ -37,7 +37,9 @@ THREADS = 384  # a producer and two consumer warpgroups
 LAUNCH_REGISTERS = SM_REGISTERS // THREADS // 8 * 8  # 168: what each thread starts with
 EPI_BUFFER_BYTES = 64 * 128  # an epilogue chunk: 64 rows of one 128-byte swizzle span
 EPI_BUFFERS = 2  # chunk buffers per consumer (kernels/include/tunebox/persistent_gemm.cuh)
-STAGED_PAIRS = 8 * 16 * 36  # staged epilogue: a buffer of 16 rows x 36 element pairs for each consumer warp
+# staged epilogue: each of the 8 consumer warps' buffer of 16 rows x 36 element pairs (persistent_gemm.cuh's
+# CONSUMER_WARPS, STAGED_ROWS, STAGED_PITCH; its static_assert checks SHARED_BYTES covers them)
+STAGED_PAIRS = 8 * 16 * 36
 ROWS = {"cooperative": (128, 256), "pingpong": (64, 128)}  # BM each schedule takes
 
 
