@@ -161,6 +161,7 @@ def measure(launcher: Launcher, entry: dict[str, Any], samples: int) -> dict[str
         "race": [
             {
                 "seconds": r.seconds,
+                "setup_s": r.setup_s,
                 "entrants": [{"label": e.label, "verdict": e.verdict, "median_ms": e.median_ms} for e in r.entrants],
             }
             for r in raced

@@ -104,12 +104,15 @@ def timing_seconds(run_s: float, sample_s: float, samples: int) -> float:
 
 @dataclass(frozen=True)
 class RaceResult:
-    """Every entrant, the fastest verified kernel (None if none passed) and the library call."""
+    """Every entrant, the fastest verified kernel (None if none passed) and the library call; the race's
+    seconds, and of them ``setup_s`` before the first candidate (the reference, the tolerance, the
+    library call's check, a sample's own cost)."""
 
     entrants: tuple[Entrant, ...]
     kernel: Entrant | None
     library: Entrant | None
     seconds: float
+    setup_s: float = 0.0
 
 
 def race(
@@ -182,6 +185,7 @@ def race(
             **{k: v.data_ptr() for k, v in workspace.items()},
         }
         past = f"left out: past the {budget_s:g} s budget"
+        setup_s = time.perf_counter() - budget.started
         for config in candidates:
             label = config.label()
             if not budget.starts():
@@ -222,7 +226,7 @@ def race(
     kernels = [e for e in final if e.config is not None and e.median_ms is not None]
     kernel = min(kernels, key=lambda e: e.median_ms or 0.0) if kernels else None
     library = next((e for e in final if e.config is None), None)
-    return RaceResult(final, kernel, library, time.perf_counter() - budget.started)
+    return RaceResult(final, kernel, library, time.perf_counter() - budget.started, setup_s)
 
 
 def timed_blocks(labels: list[str], library: str, block: Callable[[str], list[float]]) -> dict[str, list[float]]:
