@@ -22,6 +22,12 @@ def variant(builder, family: Family, problem: Problem, config: Config, source: K
     return variant_of(family, problem, config, build)
 
 
+def first_valid(family: Family, problem: Problem, configs) -> Config | None:
+    """The first of ``configs`` (an iterable, e.g. one configuration at decreasing ring depths) that
+    ``problem`` admits, or None."""
+    return next((config for config in configs if not family.violations(problem, config)), None)
+
+
 def evaluate(
     runner,
     builder,

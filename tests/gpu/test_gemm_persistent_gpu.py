@@ -15,7 +15,14 @@ import itertools
 import tempfile
 
 import pytest
-from gpu_jobs import assert_gemm_launches_agree, assert_sabotage_caught, evaluate, retime_with_baseline, sabotaged
+from gpu_jobs import (
+    assert_gemm_launches_agree,
+    assert_sabotage_caught,
+    evaluate,
+    first_valid,
+    retime_with_baseline,
+    sabotaged,
+)
 
 from tunebox.families import get
 from tunebox.records import Status
@@ -64,13 +71,10 @@ def configs_for(problem, schedule):
     spread = itertools.cycle([(4, "m", 8), (3, "n", 1), (5, "m", 16), (2, "n", 4)])
     for (bm, bn), epilogue in itertools.product(SCHEDULES[schedule], ("tma", "direct", "staged")):
         stages, raster, group = next(spread)
-        for depth in (stages, 3, 2):
-            config = persistent(
-                BM=bm, BN=bn, stages=depth, schedule=schedule, raster=raster, group=group, epilogue=epilogue
-            )
-            if not GEMM.violations(problem, config):
-                configs.append(config)
-                break
+        shape = {"BM": bm, "BN": bn, "schedule": schedule, "raster": raster, "group": group, "epilogue": epilogue}
+        config = first_valid(GEMM, problem, (persistent(**shape, stages=depth) for depth in (stages, 3, 2)))
+        if config is not None:
+            configs.append(config)
     assert configs
     return configs
 
