@@ -39,7 +39,7 @@ def test_rules_each_pass_and_fail() -> None:
     aligned = problem(N=4096, K=2048)
     assert any("path 'persistent' does the same" in b for b in G.violations(aligned, config()))
     assert G.violations(problem(), config()) == []
-    assert_rule(problem(), config(), config(epilogue="tma"), "use epilogue 'direct'")
+    assert_rule(problem(), config(), config(epilogue="tma"), "use epilogue 'staged' or 'direct'")
     # only A unaligned, D's rows whole chunks: the TMA epilogue applies
     assert G.violations(problem(N=4096), config(epilogue="tma")) == []
     assert_rule(problem(), config(), config(splits=2), "exceed the workspace's 0 slots")

@@ -141,7 +141,7 @@ def test_rules_each_pass_and_fail() -> None:
     assert_problem_rule(problem(lda=4104, ldb=4112), problem(ldb=4097), config(), "use path 'padded_persistent'")
     rows = "epilogue 'tma' needs D's rows and N in whole 16-byte chunks"
     assert_problem_rule(problem(ldd=4104), problem(ldd=4100), config(), rows)
-    assert_rule(problem(ldd=4100), config(epilogue="direct"), config(), "use epilogue 'direct'")
+    assert_rule(problem(ldd=4100), config(epilogue="direct"), config(), "use epilogue 'staged' or 'direct'")
     assert G.violations(problem(ldd=4100, out_dtype="float32"), config()) == []  # 16400 bytes: aligned
     # N = 4097 in rows of 4104: the last chunk of a row would be stored whole, over columns 4097 .. 4103
     wide = {"ldb": 4104, "ldd": 4104}

@@ -188,7 +188,7 @@ class PersistentTemplate(KernelTemplate[GemmProblem, PersistentConfig]):
                 "tma_epilogue_chunks",
                 self.tma_stores_fit(p),
                 f"epilogue 'tma' needs D's rows and N in whole 16-byte chunks (ldd={p.ldd}, N={p.N}; a TMA "
-                "store writes whole chunks past N, over D's padding): use epilogue 'direct'",
+                "store writes whole chunks past N, over D's padding): use epilogue 'staged' or 'direct'",
             )
         split_rules(rules, c.splits, c.epilogue == "tma", math.ceil(p.K / WG_BK), p.split_slots())
         self.cluster_rules(rules, p, c)
