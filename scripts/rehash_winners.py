@@ -136,6 +136,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "eab369e": "the cluster template's remote release and grid only (cluster.cuh's mbarrier_arrive_cluster, called by "
     "gemm_persistent_cluster alone; limits.CLUSTERS_AT_ONCE, whose entry for one block is SM_COUNT); instructions "
     "identical since e63a2e8 (scripts/sass_identity.py --compare)",
+    "e88bfec": "the persistent templates' tma_epilogue_chunks message names 'staged' beside 'direct'; no rule, "
+    "render or argument changed",
     "edc9415": "ElementType.largest_magnitude added (dtypes.py) and windows' sum tolerance computed with it: equal "
     "tolerances on the seeded inputs of the 7 stored windows winners' problems and the serving grid's 6 windows "
     "shapes (diagnostics/windows_tolerance_identity.json); no kernel, rule or argument changed",
