@@ -2,7 +2,7 @@
 boxes by TMA multicast), verified by the worker against the float64 reference within the family's
 tolerance: clusters of 2 x 1, 1 x 2 and 2 x 2 tiles with both schedules, on shapes whose tile counts
 are and are not multiples of the cluster's (blocks computing past D's edge store nothing), decode and
-large shapes, odd leading dimensions (direct stores), alpha and ReLU, float32 output; blocks taking
+large shapes, odd leading dimensions (direct and staged stores), alpha and ReLU, float32 output; blocks taking
 many units (the ring's phases with every block's consumers releasing each buffer); a sabotaged
 variant (each block loading the same part of the shared B box) is rejected."""
 
@@ -60,6 +60,20 @@ def test_clustered_gemm_is_within_tolerance(runner, builder, problem_shape, out_
     for config in configs:
         outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
         assert outcome.status is Status.OK, (config.label(), outcome.message)
+
+
+@pytest.mark.parametrize("shape", ["2x1", "1x2", "2x2"])
+@pytest.mark.parametrize("schedule, bm", [("cooperative", 128), ("pingpong", 64)])
+def test_the_staged_epilogue_on_clusters(runner, builder, shape, schedule, bm):
+    """Epilogue 'staged' in every block of a cluster at odd rows of D: ldd = 131 with alpha and ReLU (a ghost
+    tile row under 2 x 1 and 2 x 2: it stores nothing), and float32 D at 1001 x 1001."""
+    odd_float = {"M": 1001, "N": 1001, "K": 300, "lda": 304, "ldb": 1008, "ldd": 1001, "out_dtype": "float32"}
+    for problem_shape in (SHAPES[5], odd_float):
+        problem = GEMM.parse_problem(problem_shape)
+        config = cluster(BM=bm, BN=128, stages=3, schedule=schedule, epilogue="staged", cluster=shape)
+        assert not GEMM.violations(problem, config), config.label()
+        outcome = evaluate(runner, builder, GEMM, problem, config, timeout_s=120)
+        assert outcome.status is Status.OK, (problem_shape, config.label(), outcome.message)
 
 
 @pytest.mark.parametrize("schedule, bm", [("cooperative", 128), ("pingpong", 64)])
