@@ -4,6 +4,7 @@ with the family's torch baseline interleaved."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import tempfile
 from pathlib import Path
 
@@ -22,10 +23,20 @@ def variant(builder, family: Family, problem: Problem, config: Config, source: K
     return variant_of(family, problem, config, build)
 
 
-def first_valid(family: Family, problem: Problem, configs) -> Config | None:
-    """The first of ``configs`` (an iterable, e.g. one configuration at decreasing ring depths) that
-    ``problem`` admits, or None."""
-    return next((config for config in configs if not family.violations(problem, config)), None)
+def spread_configs(family: Family, problem: Problem, make, tiles, epilogues, spread, depths) -> list[Config]:
+    """Each tile shape (BM, BN) of ``tiles`` with each of ``epilogues``, at the next (stages, raster,
+    group) of ``spread`` (cycled), built by ``make(**values)`` at the first ring depth of (stages,
+    *depths) that ``problem`` admits; left out where none does (shared memory, D's alignment)."""
+    configs = []
+    cycle = itertools.cycle(spread)
+    for (bm, bn), epilogue in itertools.product(tiles, epilogues):
+        stages, raster, group = next(cycle)
+        values = {"BM": bm, "BN": bn, "raster": raster, "group": group, "epilogue": epilogue}
+        built = (make(**values, stages=depth) for depth in (stages, *depths))
+        config = next((c for c in built if not family.violations(problem, c)), None)
+        if config is not None:
+            configs.append(config)
+    return configs
 
 
 def evaluate(

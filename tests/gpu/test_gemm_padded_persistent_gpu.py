@@ -7,10 +7,9 @@ where D's rows are whole 16-byte chunks, the TMA one; the torch baseline times b
 from __future__ import annotations
 
 import dataclasses
-import itertools
 
 import pytest
-from gpu_jobs import assert_sabotage_caught, evaluate, first_valid, retime_with_baseline
+from gpu_jobs import assert_sabotage_caught, evaluate, retime_with_baseline, spread_configs
 
 from tunebox.families import get
 from tunebox.records import Status
@@ -42,14 +41,15 @@ def padded_persistent(**values):
 def configs_for(problem, schedule):
     """The schedule's two tile shapes with each epilogue where valid, stages (fewer where shared memory
     asks) and rasters spread."""
-    configs = []
-    spread = itertools.cycle([(4, "m", 8), (3, "n", 1), (5, "m", 16)])
-    for (bm, bn), epilogue in itertools.product(TILES[schedule], ("direct", "tma", "staged")):
-        stages, raster, group = next(spread)
-        shape = {"BM": bm, "BN": bn, "schedule": schedule, "raster": raster, "group": group, "epilogue": epilogue}
-        config = first_valid(GEMM, problem, (padded_persistent(**shape, stages=depth) for depth in (stages, 3)))
-        if config is not None:
-            configs.append(config)
+    configs = spread_configs(
+        GEMM,
+        problem,
+        lambda **values: padded_persistent(schedule=schedule, **values),
+        TILES[schedule],
+        ("direct", "tma", "staged"),
+        [(4, "m", 8), (3, "n", 1), (5, "m", 16)],
+        (3,),
+    )
     assert configs
     return configs
 

@@ -11,7 +11,6 @@ it."""
 
 from __future__ import annotations
 
-import itertools
 import tempfile
 
 import pytest
@@ -19,9 +18,9 @@ from gpu_jobs import (
     assert_gemm_launches_agree,
     assert_sabotage_caught,
     evaluate,
-    first_valid,
     retime_with_baseline,
     sabotaged,
+    spread_configs,
 )
 
 from tunebox.families import get
@@ -65,16 +64,17 @@ def persistent(**values):
 
 
 def configs_for(problem, schedule):
-    """The schedule's tile shapes, each with both epilogues where valid, a spread of stages, rasters and
-    group widths; invalid combinations (shared memory, D's alignment) left out."""
-    configs = []
-    spread = itertools.cycle([(4, "m", 8), (3, "n", 1), (5, "m", 16), (2, "n", 4)])
-    for (bm, bn), epilogue in itertools.product(SCHEDULES[schedule], ("tma", "direct", "staged")):
-        stages, raster, group = next(spread)
-        shape = {"BM": bm, "BN": bn, "schedule": schedule, "raster": raster, "group": group, "epilogue": epilogue}
-        config = first_valid(GEMM, problem, (persistent(**shape, stages=depth) for depth in (stages, 3, 2)))
-        if config is not None:
-            configs.append(config)
+    """The schedule's tile shapes, each with every epilogue where valid, a spread of stages (fewer where
+    shared memory asks), rasters and group widths; invalid combinations (D's alignment) left out."""
+    configs = spread_configs(
+        GEMM,
+        problem,
+        lambda **values: persistent(schedule=schedule, **values),
+        SCHEDULES[schedule],
+        ("tma", "direct", "staged"),
+        [(4, "m", 8), (3, "n", 1), (5, "m", 16), (2, "n", 4)],
+        (3, 2),
+    )
     assert configs
     return configs
 
