@@ -238,6 +238,7 @@ def test_first_call_races_and_later_launchers_reuse_the_result(tmp_path, torch):
     served = first("gemm", {"A": a, "B": b, "D": d})
     torch.cuda.synchronize()
     (result,) = first.races
+    assert 0.0 < result.setup_s < result.seconds, result  # the set-up before the first candidate, within the race
     assert result.library is not None and result.library.verdict == "ok", result
     assert result.kernel is not None, result  # some portfolio kernel passed verification
     faster_kernel = result.kernel.median_ms < result.library.median_ms
