@@ -68,7 +68,8 @@ class ElementType:
         """max |value| of storage bits (0.0 for none; NaN where any value is NaN, as ``np.max``), read
         from the bits: in these sign-magnitude formats the magnitude bits order as |value| does, with
         infinity above every finite value and NaNs above infinity. One pass over the bits, no float copy
-        (a 7000 x 7000 bfloat16 array: ``abs(decode(bits)).max()`` took 1.7 s on the CI machine)."""
+        (serving's 7000 x 7000 bfloat16 windows input: 0.19 s for ``abs(decode(bits)).max()``, 0.020 s here,
+        on the CI machine: results/diagnostics/windows_tolerance_identity.json)."""
         if not bits.size:
             return 0.0
         sign = np.array(1 << (8 * self.itemsize - 1), dtype=self.storage)

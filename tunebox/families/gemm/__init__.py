@@ -29,14 +29,16 @@ Seven templates (the paths), three in ``kernels/gemm/gemm.cu``:
   and B through a TMA ring whose mbarrier phases run on across tiles, two consumer warpgroups issue
   wgmma (``schedule`` "cooperative": both on each tile; "pingpong": alternate tiles, one's epilogue
   beside the other's mainloop), registers move to the consumers with setmaxnreg, and the epilogue
-  stores D with TMA through shared memory (D's rows 16-byte aligned) or directly. A's and B's rows
+  stores D with TMA through shared memory (D's rows 16-byte aligned), directly, or staged through a
+  shared buffer per warp and stored row by row (``epilogue`` "staged"). A's and B's rows
   must be 16-byte aligned. ``splits`` > 1 (split-K, for shapes with fewer tiles than SMs: decode,
   narrow N, long K; TMA epilogue only) cuts each tile's K steps over that many work units; each stores
   its float32 partial sums in workspace, and the last to arrive sums them in split order (the same D
   whichever unit is last) and runs the epilogue.
 - ``padded_persistent``: the persistent kernel for unaligned rows: ``pad_rows`` first copies A and/or B
   into workspace as for ``padded`` (timed with the product), the persistent kernel reads the copies; D
-  is stored as it is (the direct epilogue where its rows are not whole 16-byte chunks); no split-K.
+  is stored as it is (the direct or staged epilogue where its rows are not whole 16-byte chunks); no
+  split-K.
 - ``decode``: few tokens (M up to a few hundred), where reading B is the time: mma.sync with the
   operands' roles swapped, a cp.async or TMA ring, split-K over a thread-block cluster added in a
   fixed order (kernels/gemm/gemm_decode.cu).

@@ -2,8 +2,8 @@
 or B are not 16-byte aligned: one ``pad_rows`` launch first copies those operands into workspace rows
 that are (``padding.py``), then the persistent kernel reads the copies through its tensor maps; the
 copies are timed with the product. D's rows are written as they are: with D's rows or N not whole
-16-byte chunks, only the direct epilogue applies (``tma_epilogue_chunks``); no split-K (its workspace is
-kept for aligned problems)."""
+16-byte chunks, the direct or staged epilogue applies, not TMA stores (``tma_epilogue_chunks``); no
+split-K (its workspace is kept for aligned problems)."""
 
 from __future__ import annotations
 
