@@ -4,8 +4,9 @@ Contracts:
 
 * Writable opens use WAL with ``synchronous=FULL`` (a committed winner survives power loss) and short
   ``BEGIN IMMEDIATE`` transactions retried with jittered backoff, so concurrent writers never fail
-  with "database is locked". Read-only opens use ``mode=ro``, ``query_only`` and, where Python
-  exposes it, ``SQLITE_DBCONFIG_DEFENSIVE``. Both turn ``trusted_schema`` off.
+  with "database is locked". Read-only opens use ``mode=ro`` (and ``immutable`` where the folder
+  cannot be written), ``query_only`` and, where Python exposes it, ``SQLITE_DBCONFIG_DEFENSIVE``. Both
+  turn ``trusted_schema`` off.
 * Opening checks the file before anything is written: a non-SQLite, damaged, foreign or newer-schema
   file raises ``DatabaseError`` and is left byte-identical.
 * Only ``Status.OK`` records with a timing are stored; every row read back is validated, so a
@@ -78,7 +79,7 @@ class WinnersDB:
             if self.read_only:
                 # a reader may serve several threads (``Lookup`` serialises its use of the connection)
                 conn = sqlite3.connect(
-                    self.path.resolve().as_uri() + "?mode=ro",
+                    self._read_only_uri(),
                     uri=True,
                     timeout=60,
                     isolation_level=None,
@@ -95,6 +96,23 @@ class WinnersDB:
             self.close()
             raise
         return self
+
+    def _read_only_uri(self) -> str:
+        """``mode=ro``; where the folder cannot be written (an installed package, a read-only mount) also
+        ``immutable``: SQLite cannot make there the shared-memory file even a reader of a WAL database needs,
+        and nothing can change the file there. A WAL file holding writes not yet in the database cannot be
+        applied by such a reader: refused, saying what to do."""
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        if not self.path.is_file() or os.access(self.path.parent, os.W_OK):
+            return uri
+        wal = self.path.with_name(self.path.name + "-wal")
+        if wal.is_file() and wal.stat().st_size > 0:
+            raise DatabaseError(
+                f"{self.path}: its folder cannot be written, and {wal.name} beside it holds writes not yet in "
+                f"the database, which a reader cannot apply there. Open it once where the folder can be written "
+                f"(or copy the database with {wal.name} to such a folder); nothing was changed."
+            )
+        return uri + "&immutable=1"
 
     def _setup(self, conn: sqlite3.Connection) -> None:
         try:

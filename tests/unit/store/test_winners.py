@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import os
 import sqlite3
 from pathlib import Path
 
@@ -351,3 +352,45 @@ def test_a_tampered_library_time_is_refused(tmp_path: Path, values: tuple[object
     raw.close()
     with WinnersDB(path, read_only=True) as db, pytest.raises(DatabaseError, match="tampered"):
         db.all()
+
+
+def unwritable_folder(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``folder`` unwritable to this process: by its mode, or where that does not bind (root), by what
+    ``os.access`` answers for it."""
+    folder.chmod(0o555)
+    if os.access(folder, os.W_OK):  # root writes anyway
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == folder else real(p, mode))
+
+
+def test_a_database_in_a_folder_that_cannot_be_written_is_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "installed"
+    folder.mkdir()
+    fill(folder / "w.sqlite")  # a WAL database, closed: as shipped
+    assert sorted(p.name for p in folder.iterdir()) == ["w.sqlite"]
+    unwritable_folder(folder, monkeypatch)
+    try:
+        with WinnersDB(folder / "w.sqlite", read_only=True) as db:
+            assert len(db.all()) == 1
+        assert sorted(p.name for p in folder.iterdir()) == ["w.sqlite"]  # no shared-memory file made
+    finally:
+        folder.chmod(0o755)
+
+
+def test_unapplied_writes_in_a_folder_that_cannot_be_written_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "installed"
+    folder.mkdir()
+    fill(folder / "w.sqlite")
+    (folder / "w.sqlite-wal").write_bytes(b"\x37\x7f\x06\x82" + bytes(28))  # a WAL file's header: writes pending
+    before = digest(folder / "w.sqlite")
+    unwritable_folder(folder, monkeypatch)
+    try:
+        with pytest.raises(DatabaseError, match="where the folder can be written"):
+            WinnersDB(folder / "w.sqlite", read_only=True).open()
+    finally:
+        folder.chmod(0o755)
+    assert digest(folder / "w.sqlite") == before
