@@ -264,11 +264,14 @@ class Family(Generic[P]):
     def source_files(self) -> tuple[Path, ...]:
         """Every file a result depends on: the Python modules of the operation and the templates and
         all tunebox modules they import (followed through the import graph), and each template's
-        kernel with everything it includes (followed through the include graph)."""
+        kernel with everything it includes (followed through the include graph). Device sources first,
+        then modules, each in path order: the order of a checkout (``kernels/`` sorts before ``tunebox/``)
+        and of an installed package (``tunebox/kernels/`` among the modules) alike, so the hash does not
+        depend on the layout."""
         modules = {sys.modules[type(part).__module__].__file__ for part in (self.operation, *self.templates.values())}
         python = python_closure(tuple(Path(m) for m in modules if m))
         cuda = cuda_closure(tuple(t.kernel for t in self.templates.values()))
-        return tuple(sorted(set(python) | set(cuda)))
+        return cuda + python
 
     def source_hash(self) -> str:
         """Hash of every file in ``source_files`` (16 hex digits; each file's ``source_graph.digest``:
