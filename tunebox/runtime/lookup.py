@@ -57,9 +57,10 @@ def default_db() -> Path:
 
 @cache
 def shipped_db() -> Path:
-    """``results/winners.sqlite`` beside the package (a checkout), else inside it (installed)."""
+    """``results/winners.sqlite`` beside the package (a checkout), else the copy installed with it
+    (``tunebox/shipped/``, links to ``results/`` in a checkout: pyproject.toml's package data)."""
     package = Path(__file__).resolve().parents[1]
-    checkout, installed = package.parent / "results" / "winners.sqlite", package / "results" / "winners.sqlite"
+    checkout, installed = package.parent / "results" / "winners.sqlite", package / "shipped" / "winners.sqlite"
     if checkout.exists() or installed.exists():
         return checkout if checkout.exists() else installed
     return checkout if checkout.parent.is_dir() else installed  # the one a sweep there would write

@@ -363,9 +363,7 @@ def unwritable_folder(folder: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == folder else real(p, mode))
 
 
-def test_a_database_in_a_folder_that_cannot_be_written_is_read(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_database_in_a_folder_that_cannot_be_written_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = tmp_path / "installed"
     folder.mkdir()
     fill(folder / "w.sqlite")  # a WAL database, closed: as shipped
