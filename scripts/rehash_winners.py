@@ -281,6 +281,8 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "gemm sweep files' problems render, bind and break rules identically (scripts/render_identity.py)",
     "236b7b5": "split_k.counter_tiles (the same formula, now shared by split_buffers and quant_gemm registers' rule); "
     "registers' default chooses its ring by shared memory alone: the same defaults on 200 problems, no rule changed",
+    "d98087e": "Family.source_files lists the device sources, then the modules, each in path order (the order a "
+    "checkout's sorted paths had; an installed package's differed): only the order the hash reads, no result",
 }
 
 
