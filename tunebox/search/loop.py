@@ -34,7 +34,7 @@ from ..runner.backends import Backend, Evaluation
 from ..runner.protocol import Outcome, harness_checked, variant_of
 from ..runner.sanitizer import Sanitizer
 from ..store.evallog import EvalLog, RecordLog
-from ..store.winner_rows import WinnerStore
+from ..store.winner_rows import WinnerStore, refuse_mixing
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec
 from .candidates import among, candidates, valid_for
@@ -131,6 +131,7 @@ class Sweep:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         self.deadline = start + self.spec.search.seconds
+        self._check_winners()
         history = self.log.read()
         outcomes = []
         for index, named in enumerate(self.spec.problems, start=1):
@@ -152,6 +153,17 @@ class Sweep:
             {**result.summary(), "finished": datetime.now(UTC).isoformat(timespec="seconds")},
         )
         return result
+
+    def _check_winners(self) -> None:
+        """Before any work: a damaged winners database, or one holding winners of the other kind (replayed
+        where this sweep measures, or the reverse), raises ``DatabaseError``. A missing one is made by the
+        first winner."""
+        if not self.db_path.exists():
+            return
+        with WinnersDB(self.db_path, read_only=True) as db:
+            others = [w for w in db.all() if w.replayed != self.backend.replayed]
+        if others:
+            refuse_mixing(str(self.db_path), others[0].replayed, self.backend.replayed, len(others))
 
     def _report(self, name: str, done: int, best: float | None, record: EvalRecord | None) -> None:
         """Tell the progress callback where the sweep stands (``self._budgets[-1]``: this problem's)."""

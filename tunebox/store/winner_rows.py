@@ -74,6 +74,18 @@ class WinnerStore(Protocol):
     def all(self) -> list[Winner]: ...
 
 
+def refuse_mixing(where: str, stored_replayed: bool, replayed: bool, count: int = 1) -> None:
+    """Raise ``DatabaseError`` when winners of a replayed sweep would be stored beside measured ones, or
+    the reverse: a replayed winner must never answer as a measurement (nor replace one)."""
+    if stored_replayed == replayed:
+        return
+    stored, new = ("replayed", "measured") if stored_replayed else ("measured", "replayed")
+    raise DatabaseError(
+        f"{where} holds {count} {stored} winner(s); {new} winners are never stored beside them (replayed ones "
+        "go to results/winners-replay.sqlite by default). Name another database (--db); nothing was stored."
+    )
+
+
 def winner_row(key: WinnerKey, record: EvalRecord, library: EvalRecord | None = None) -> tuple[Any, ...]:
     """The row ``put`` stores for ``record`` under ``key`` (key columns, then value columns); raises
     ValueError as ``WinnersDB.put`` documents. Shared by every winners store."""

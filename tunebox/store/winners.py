@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from ..errors import DatabaseError
 from ..records import DeviceInfo, EvalRecord, WinnerKey
-from .winner_rows import KEY_COLUMNS, VALUE_COLUMNS, Winner, validated_winner, winner_row
+from .winner_rows import KEY_COLUMNS, VALUE_COLUMNS, Winner, refuse_mixing, validated_winner, winner_row
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ _SELECT = f"SELECT {', '.join(KEY_COLUMNS + VALUE_COLUMNS)} FROM winners"
 _SELECT_V1 = _SELECT.replace("library, library_ms", "NULL, NULL")  # a version-1 file read as it is
 _LIBRARY_COLUMNS = ("library TEXT", "library_ms REAL CHECK (library_ms IS NULL OR library_ms > 0)")
 _KEY_WHERE = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
-_SELECT_MEDIAN = f"SELECT median_ms FROM winners WHERE {_KEY_WHERE}"
+_SELECT_MEDIAN = f"SELECT median_ms, replayed FROM winners WHERE {_KEY_WHERE}"
 _UPSERT = (
     f"INSERT OR REPLACE INTO winners ({', '.join(KEY_COLUMNS + VALUE_COLUMNS)}) "
     f"VALUES ({', '.join('?' * (len(KEY_COLUMNS) + len(VALUE_COLUMNS)))})"
@@ -245,15 +245,18 @@ class WinnersDB:
 
         Returns whether it was stored. Raises ValueError for a record that is not OK, has no timing,
         a non-finite time, or belongs to another family or device than ``key``, or a library record
-        that is not a baseline's.
+        that is not a baseline's; ``DatabaseError`` where the stored row is replayed and the record
+        measured, or the reverse (``refuse_mixing``).
         """
         row = winner_row(key, record, library)
         median = row[len(KEY_COLUMNS) + 1]
 
         def compare_and_set(conn: sqlite3.Connection) -> bool:
             old = conn.execute(_SELECT_MEDIAN, astuple(key)).fetchone()
-            if old is not None and old[0] <= median:
-                return False
+            if old is not None:
+                refuse_mixing(str(self.path), bool(old[1]), record.replayed)
+                if old[0] <= median:
+                    return False
             conn.execute(_UPSERT, row)
             return True
 

@@ -14,6 +14,7 @@ import pytest
 from sweep_fixtures import DEVICE
 
 from tunebox.build.nvrtc import BuildResult
+from tunebox.errors import DatabaseError
 from tunebox.params import Config
 from tunebox.records import EvalRecord, Status, Timing, canonical_json
 from tunebox.runner.protocol import Outcome
@@ -548,3 +549,29 @@ def test_a_rerecording_after_a_kernel_change_measures_the_stale_winner_among_its
 
     winner, evaluated = rerecorded_first(tmp_path, kernels_changed)
     assert winner in evaluated[:2]
+
+
+class ReplayedQueueBackend(QueueBackend):
+    replayed = True
+
+
+def test_a_replayed_sweep_refuses_a_database_of_measured_winners_before_any_work(tmp_path):
+    sweep(tmp_path, StubBuilder())  # measured winners in w.sqlite
+    before = (tmp_path / "w.sqlite").read_bytes()
+    backend = ReplayedQueueBackend()
+    with pytest.raises(DatabaseError, match=r"holds 1 measured winner.*Name another database"):
+        Sweep(
+            load_sweep(tmp_path / "queue.toml"), backend, StubBuilder(), tmp_path / "replay", tmp_path / "w.sqlite"
+        ).run()
+    assert backend.submitted == [] and not (tmp_path / "replay" / "evals.jsonl").exists()
+    assert (tmp_path / "w.sqlite").read_bytes() == before
+
+
+def test_a_damaged_database_is_refused_before_any_work(tmp_path):
+    path = tmp_path / "queue.toml"
+    path.write_text(SWEEP)
+    (tmp_path / "w.sqlite").write_text("not a database\n")
+    backend = QueueBackend()
+    with pytest.raises(DatabaseError, match="not a readable SQLite database"):
+        Sweep(load_sweep(path), backend, StubBuilder(), tmp_path / "out", tmp_path / "w.sqlite").run()
+    assert backend.submitted == [] and (tmp_path / "w.sqlite").read_text() == "not a database\n"

@@ -392,3 +392,16 @@ def test_unapplied_writes_in_a_folder_that_cannot_be_written_are_refused(
     finally:
         folder.chmod(0o755)
     assert digest(folder / "w.sqlite") == before
+
+
+@pytest.mark.parametrize("stored_replayed", [False, True], ids=["measured stored", "replayed stored"])
+def test_replayed_and_measured_winners_never_replace_each_other(tmp_path: Path, stored_replayed: bool) -> None:
+    path = tmp_path / "w.sqlite"
+    stored = record(1024, median=0.9, replayed=stored_replayed)
+    with WinnersDB(path) as db:
+        db.put(key_of(stored), stored)
+    faster = record(1024, median=0.5, replayed=not stored_replayed)
+    with WinnersDB(path) as db, pytest.raises(DatabaseError, match="never stored beside them"):
+        db.put(key_of(faster), faster)
+    with WinnersDB(path, read_only=True) as db:
+        assert [(w.replayed, w.median_ms) for w in db.all()] == [(stored_replayed, pytest.approx(0.9))]
