@@ -102,6 +102,8 @@ def winner_row(key: WinnerKey, record: EvalRecord, library: EvalRecord | None = 
         raise ValueError(f"a winner needs a finite positive median and noise, got {median}, {noise}")
     if record.family != key.family:
         raise ValueError(f"record of family {record.family!r} stored under {key.family!r}")
+    if not _json_object(key.problem_key):
+        raise ValueError(f"the problem key {key.problem_key[:80]!r} is not a JSON object")
     d = record.device
     if d is not None and (d.name, d.compute_capability, d.nvrtc_version, d.driver_version) != (
         key.device_name,
@@ -137,6 +139,8 @@ def validated_winner(where: str, row: tuple[Any, ...]) -> Winner:
         config = json.loads(config_json)
         if not isinstance(config, dict):
             raise ValueError("config_json is not a JSON object")
+        if not _json_object(key.problem_key):
+            raise ValueError("problem_key is not a JSON object")
         for name, value in (("median_ms", median), ("noise", noise)):
             if not isinstance(value, float | int) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"{name}={value!r} is not a finite non-negative number")
@@ -178,3 +182,11 @@ def validated_winner(where: str, row: tuple[Any, ...]) -> Winner:
         library,
         None if library_ms is None else float(library_ms),
     )
+
+
+def _json_object(text: str) -> bool:
+    """Whether ``text`` is a JSON object (what every problem key is)."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False

@@ -87,7 +87,8 @@ def test_record_without_timing_or_of_another_device_is_refused(tmp_path: Path) -
 @pytest.mark.parametrize("hostile", ["x'); DROP TABLE winners;--", "' OR 1=1 --", '"; DELETE FROM meta; --'])
 def test_injection_looking_keys_are_plain_data(tmp_path: Path, hostile: str) -> None:
     rec = dataclasses.replace(record(1), family=hostile)
-    key = dataclasses.replace(key_of(rec, problem_key=hostile), dtype=hostile, device_name=DEVICE.name)
+    key = dataclasses.replace(key_of(rec, problem_key=canonical_json({"n": hostile})), dtype=hostile)
+    key = dataclasses.replace(key, device_name=DEVICE.name)
     with WinnersDB(tmp_path / "w.sqlite") as db:
         fill_rec = record(2)
         db.put(key_of(fill_rec), fill_rec)
@@ -99,7 +100,8 @@ def test_injection_looking_keys_are_plain_data(tmp_path: Path, hostile: str) -> 
         tables = {r[0] for r in raw.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         assert tables == {"meta", "winners"}
         assert raw.execute("SELECT COUNT(*) FROM winners").fetchone() == (2,)
-        assert raw.execute("SELECT problem_key FROM winners WHERE family = ?", (hostile,)).fetchone() == (hostile,)
+        stored = raw.execute("SELECT problem_key FROM winners WHERE family = ?", (hostile,)).fetchone()
+        assert stored == (canonical_json({"n": hostile}),)
 
 
 def test_candidates_filter_family_device_and_dtype(tmp_path: Path) -> None:
@@ -201,6 +203,8 @@ def test_foreign_sqlite_database_is_refused_untouched(tmp_path: Path) -> None:
         ("record_json", "{}"),
         ("noise", float("inf")),
         ("replayed", 7),
+        ("problem_key", "{bad"),
+        ("problem_key", "[1]"),
     ],
 )
 def test_tampered_row_raises_on_read(tmp_path: Path, column: str, value: object) -> None:
@@ -405,3 +409,9 @@ def test_replayed_and_measured_winners_never_replace_each_other(tmp_path: Path, 
         db.put(key_of(faster), faster)
     with WinnersDB(path, read_only=True) as db:
         assert [(w.replayed, w.median_ms) for w in db.all()] == [(stored_replayed, pytest.approx(0.9))]
+
+
+def test_a_problem_key_that_is_no_json_object_is_refused(tmp_path: Path) -> None:
+    rec = record(1024)
+    with WinnersDB(tmp_path / "w.sqlite") as db, pytest.raises(ValueError, match="not a JSON object"):
+        db.put(key_of(rec, problem_key="{bad"), rec)
