@@ -102,6 +102,12 @@ def tune(
     if overrides:
         settings_now = {**spec.search.__dict__, **overrides}
         spec = replace(spec, search=search_settings(settings_now, str(spec.source)))
+        if trials is not None and spec.search.strategy == "exhaustive":
+            raise SpaceError(
+                f"{spec.source}: trials={trials} does not apply to the exhaustive strategy, which evaluates every "
+                "valid variant of each problem; give a strategy that samples (--strategy surrogate, tpe or random) "
+                "to evaluate that many"
+            )
     if storage is not None:
         return _tune_shared(
             spec,
