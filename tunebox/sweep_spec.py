@@ -159,6 +159,7 @@ def space_slice(family: Family[Any], data: Mapping[str, Any], where: str) -> Tem
         raise SpaceError(f"{where} [space]: {exc}") from None
 
 
+MAX_PROBLEM_DEPTH = 8  # nesting of a problem's fields (lists of lists); the families' deepest is 2
 PADDING_HINT = 'for padding by an infinity or NaN, give padding = "pos_inf", "neg_inf" or "nan" instead of a pad_value'
 
 
@@ -166,9 +167,10 @@ def check_problem(family: str, data: object) -> dict[str, Any]:
     """What every problem description passes before its family sees it, from a sweep file
     (``load_sweep``), a query (``tunebox.api.query``) or a caller's options (``tunebox.launch``): a
     table with text keys holding, anywhere inside it, no number that is not finite (TOML ``inf`` /
-    ``nan``, JSON ``Infinity`` / ``NaN`` / ``1e999``, a float ``inf`` from Python) and no integer
-    beyond 64 bits (TOML's range; JSON's may be any size). Raises InvalidProblem saying what to give
-    instead; returns ``data``."""
+    ``nan``, JSON ``Infinity`` / ``NaN`` / ``1e999``, a float ``inf`` from Python), no integer
+    beyond 64 bits (TOML's range; JSON's may be any size) and nothing nested deeper than
+    ``MAX_PROBLEM_DEPTH``. Raises InvalidProblem saying what to give instead; returns ``data`` with numpy
+    scalars (``np.int64(4096)``, ``np.float32``, ``np.bool_``) as the Python numbers they hold."""
     if not isinstance(data, dict):
         raise InvalidProblem(
             f"{family}: a problem is a table (JSON object) of named fields, got a {type(data).__name__}"
@@ -176,9 +178,14 @@ def check_problem(family: str, data: object) -> dict[str, Any]:
     if not all(isinstance(k, str) for k in data):
         kinds = sorted({type(k).__name__ for k in data if not isinstance(k, str)})
         raise InvalidProblem(f"{family}: a problem's field names are text, not {', '.join(kinds)}")
-    stack: list[tuple[str, object]] = [(k, v) for k, v in data.items()]
+    stack: list[tuple[str, object, int]] = [(k, v, 1) for k, v in data.items()]
     while stack:
-        path, value = stack.pop()
+        path, value, depth = stack.pop()
+        if depth > MAX_PROBLEM_DEPTH:
+            raise InvalidProblem(
+                f"{family}: {path} is nested more than {MAX_PROBLEM_DEPTH} levels deep; a problem's fields are "
+                "numbers, text and lists of them"
+            )
         if isinstance(value, float | np.floating):
             if not math.isfinite(value):
                 raise InvalidProblem(
@@ -192,10 +199,23 @@ def check_problem(family: str, data: object) -> dict[str, Any]:
             if value.dtype.kind in "fc" and not np.isfinite(value).all():
                 raise InvalidProblem(f"{family}: {path} holds a number that is not finite; give finite numbers")
         elif isinstance(value, list | tuple):
-            stack.extend((f"{path}[{i}]", v) for i, v in enumerate(value))
+            stack.extend((f"{path}[{i}]", v, depth + 1) for i, v in enumerate(value))
         elif isinstance(value, dict):
-            stack.extend((f"{path}.{k}", v) for k, v in value.items())
-    return data
+            stack.extend((f"{path}.{k}", v, depth + 1) for k, v in value.items())
+    plain = _plain(data)
+    assert isinstance(plain, dict)
+    return plain
+
+
+def _plain(value: object) -> object:
+    """``value`` with every numpy scalar inside it as the Python number it holds (arrays kept)."""
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_plain(v) for v in value)
+    return value
 
 
 def parse_problem(family: Family[P], data: object) -> P:

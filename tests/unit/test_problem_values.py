@@ -112,6 +112,23 @@ def test_api_query_still_answers_finite_problems() -> None:
     assert api.query("tile_copy", problem, db=REPO / "results" / "winners.sqlite").source == "exact"
 
 
+def test_numpy_numbers_are_the_numbers_they_hold() -> None:
+    """Sizes a caller computed with numpy (``np.int64``) were refused as "must be two integers"."""
+    problem = {"dtype": "float32", "src": [np.int64(16384), np.int32(16384)], "dst": (np.int64(16384), 16384)}
+    assert api.query("tile_copy", problem, db=REPO / "results" / "winners.sqlite").source == "exact"
+    checked = check_problem("tile_copy", {"src": [np.int64(3)], "pad_value": np.float32(0.5), "t": np.bool_(True)})
+    assert checked == {"src": [3], "pad_value": 0.5, "t": True}
+    assert [type(v) for v in (checked["src"][0], checked["pad_value"], checked["t"])] == [int, float, bool]
+
+
+def test_a_problem_nested_too_deeply_is_refused_saying_what_a_field_holds() -> None:
+    deep: list[Any] = []
+    for _ in range(3000):  # deeper than Python's recursion limit: the check walks it without recursing
+        deep = [deep]
+    with pytest.raises(InvalidProblem, match="nested more than 8 levels deep"):
+        check_problem("tile_copy", {"x": deep})
+
+
 def test_api_query_names_an_unknown_family_first() -> None:
     with pytest.raises(SpaceError, match="unknown family 'conv2d'"):
         api.query("conv2d", {"pad_value": math.inf})
@@ -193,5 +210,5 @@ def test_huge_integers_never_reach_a_family() -> None:
 
 def test_finite_problems_pass_unchanged() -> None:
     data = {"dtype": "float32", "src": [64, 64], "dst": [80, 80], "padding": "value", "pad_value": -1e300}
-    assert check_problem("tile_copy", data) is data
+    assert check_problem("tile_copy", data) == data
     assert parse_problem(get("tile_copy"), data).pad_value == -1e300

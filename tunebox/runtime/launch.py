@@ -138,7 +138,7 @@ class Launcher:
             if entry is not None and entry.run(arrays, signature[1], signature[2]):
                 return entry.served
         family = get_family(family_name)
-        check_problem(family_name, options)  # a non-finite pad_value, say, says what to give instead
+        options = check_problem(family_name, options)  # a non-finite pad_value, say, says what to give instead
         # arrays with a stream of their own first (torch, CUDA array interface): the kernel's stream is
         # ``stream`` or theirs; DLPack producers are then asked to make their data ready on it
         described = {name: device_array(a) for name, a in arrays.items() if not dlpack_only(a)}
