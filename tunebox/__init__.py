@@ -84,7 +84,13 @@ def lookup(
     """Exact, nearest or default configuration of ``family`` for ``problem`` on ``device``: the fast
     path (microseconds when warm). ``db`` defaults to ``default_db()``: the ``TUNEBOX_DB``
     environment variable, else the checkout's (or installed package's) ``results/winners.sqlite``;
-    a database that does not exist raises ``DatabaseError``."""
+    a database that does not exist raises ``DatabaseError``; a ``device`` that is no ``DeviceInfo``
+    raises TypeError."""
+    if not isinstance(device, DeviceInfo):
+        raise TypeError(
+            f"device must be a tunebox.DeviceInfo (name, compute capability, driver, NVRTC; a Launcher's "
+            f"device_info() gives this machine's), not {type(device).__name__} {device!r:.60}"
+        )
     return shared(db).query(family, problem, device_info=device)
 
 

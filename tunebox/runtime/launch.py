@@ -45,7 +45,7 @@ from .fast_path import DirectLaunch, FastEntry, all_torch, library_runner, on_ad
 from .first_use import POLICIES, Policy, answer_of, candidates, keep, portfolio, raced_db
 from .lookup import Lookup, LookupResult, default_db, shared
 from .race import RaceResult, race
-from .serving import Served, decide, library_call, library_form
+from .serving import Served, check_use, decide, library_call, library_form
 
 log = logging.getLogger(__name__)
 _Step = tuple[Any, LaunchGeometry, tuple[Arg, ...]]  # a loaded kernel, its geometry, its arguments (not packed)
@@ -137,6 +137,7 @@ class Launcher:
             entry = self._fast.get(signature[0])
             if entry is not None and entry.run(arrays, signature[1], signature[2]):
                 return entry.served
+        check_use(use)
         family = get_family(family_name)
         options = check_problem(family_name, options)  # a non-finite pad_value, say, says what to give instead
         # arrays with a stream of their own first (torch, CUDA array interface): the kernel's stream is

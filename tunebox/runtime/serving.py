@@ -54,13 +54,17 @@ def library_form(family: Family[Any], problem: Problem) -> Baseline | None:
     return main if main.into is not None else None
 
 
+def check_use(use: str) -> None:
+    """A launch's ``use`` is one of ``USES``; else InvalidProblem naming them."""
+    if use not in USES:
+        raise InvalidProblem(f"use must be one of {USES}, got {use!r}")
+
+
 def decide(
     answer: LookupResult, library: Baseline | None, torch_arrays: bool, use: str, misaligned: tuple[str, ...] = ()
 ) -> Served:
     """Kernel or library call for one problem (see the module doc); ``misaligned``: the names of the
     arrays whose addresses no kernel may take."""
-    if use not in USES:
-        raise InvalidProblem(f"use must be one of {USES}, got {use!r}")
     available = library is not None and torch_arrays
     if misaligned:
         where = f"{', '.join(misaligned)} {'is' if len(misaligned) == 1 else 'are'} not {ALIGNMENT}-byte aligned"

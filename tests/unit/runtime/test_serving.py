@@ -4,11 +4,14 @@ call at that very problem, the library call elsewhere when it can run in place o
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tunebox.errors import InvalidProblem
 from tunebox.families.base import Baseline
+from tunebox.runtime.launch import Launcher
 from tunebox.runtime.lookup import LookupResult
 from tunebox.runtime.serving import decide
 
@@ -41,8 +44,13 @@ def test_use_forces_either_side() -> None:
     assert decide(EXACT, IN_PLACE, True, "library").ran == "library"
     with pytest.raises(InvalidProblem, match="use='library' cannot serve this problem: the arrays are not torch"):
         decide(EXACT, IN_PLACE, False, "library")
+
+
+def test_an_unknown_use_is_refused_before_the_arrays_are_looked_at(tmp_path: Path) -> None:
+    """``use="gpu"`` on host arrays was answered with a complaint about the arrays."""
+    arrays = {"src": np.zeros((4, 4), np.float32), "dst": np.zeros((4, 4), np.float32)}
     with pytest.raises(InvalidProblem, match="use must be one of"):
-        decide(EXACT, IN_PLACE, True, "fastest")
+        Launcher(cache_dir=tmp_path)("tile_copy", arrays, use="gpu")
 
 
 def test_misaligned_arrays_get_the_library_call_or_a_refusal_that_says_what_to_pass() -> None:

@@ -176,3 +176,8 @@ def test_threads_share_one_lookup(tmp_path: Path) -> None:
 
     with ThreadPoolExecutor(8) as pool:
         assert set(pool.map(ask, range(400))) == {"exact"}
+
+
+def test_a_device_given_by_name_is_refused_saying_what_to_give(winners: Path) -> None:
+    with pytest.raises(TypeError, match="device must be a tunebox.DeviceInfo.*device_info"):
+        tunebox.lookup("tile_copy", problem_data(*SIZES[137]), "NVIDIA H200", str(winners))  # type: ignore[arg-type]
