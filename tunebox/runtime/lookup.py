@@ -304,7 +304,14 @@ class Lookup:
             if ranked
             else "no comparable tuned problem"
         )
-        return self._default(family, problem, problem_key, f"{reason} on {device.name}")
+        reason += f" on {device.name}"
+        stale = db.stale_count(family.name, family_hash, device.name)
+        if stale:
+            reason += (
+                f"; {stale} of its winners there were tuned on other sources of {family.name}, changed since, and "
+                "are never served: re-run its sweeps (`tunebox coverage` lists them)"
+            )
+        return self._default(family, problem, problem_key, reason)
 
     @staticmethod
     def _valid_for(family: Family[Any], problem: Problem, winner: Winner) -> bool:

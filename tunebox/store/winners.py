@@ -297,6 +297,12 @@ class WinnersDB:
             params += (dtype,)
         return self._query(sql + " ORDER BY problem_key, median_ms", params)
 
+    def stale_count(self, family: str, family_hash: str, device_name: str) -> int:
+        """How many of ``family``'s winners on ``device_name`` were stored under other sources than
+        ``family_hash`` (never served; ``prune_stale`` deletes them)."""
+        sql = "SELECT COUNT(*) FROM winners WHERE family = ? AND family_hash != ? AND device_name = ?"
+        return int(self.conn.execute(sql, (family, family_hash, device_name)).fetchone()[0])
+
     def devices(self, family: str) -> list[DeviceInfo]:
         """The devices (with their toolchains) that hold winners of ``family``, without decoding rows."""
         sql = (

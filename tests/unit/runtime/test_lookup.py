@@ -169,6 +169,8 @@ def test_nearest_ignores_other_devices_and_sources(db_path: Path) -> None:
         put(db, 256, 128, family_hash="0123456789abcdef")
     result = Lookup(db_path).lookup(FAMILY, ToyProblem(256), DEVICE)
     assert (result.source, result.config, result.matched_problem_key) == ("default", blocks(64), None)
+    # the default says why the winner stored for these very shapes is not served (one on this device)
+    assert "; 1 of its winners there were tuned on other sources of toy, changed since" in result.explanation
 
 
 def test_a_race_takes_the_winners_of_the_nearest_problems_first(db_path: Path) -> None:
