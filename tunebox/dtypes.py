@@ -7,7 +7,9 @@ bit pattern and verification compares bits (``-0.0`` and NaN payloads included).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -106,6 +108,31 @@ def padding_bits(etype: ElementType, mode: str, value: float = 0.0) -> int:
     if mode not in values:
         raise InvalidProblem(f"unknown padding {mode!r}; use one of {', '.join(PADDING_MODES)}")
     return etype.bits_of(values[mode])
+
+
+def parse_padding(family: str, data: Mapping[str, Any]) -> tuple[str, float]:
+    """A problem's ``padding`` (default "zero") and ``pad_value`` (a number, given only with padding =
+    "value", finite in the problem's ``dtype``: a larger one would pad with infinity, which padding
+    "pos_inf" / "neg_inf" names). Raises InvalidProblem saying what to give."""
+    padding = data.get("padding", "zero")
+    if padding not in PADDING_MODES:
+        raise InvalidProblem(f"{family}: unknown padding {padding!r}; use one of {PADDING_MODES}")
+    pad_value = data.get("pad_value", 0.0)
+    if type(pad_value) not in (int, float) or (padding != "value" and "pad_value" in data):
+        raise InvalidProblem(f"{family}: pad_value must be a number, given only with padding='value'")
+    try:
+        value = float(pad_value)
+    except OverflowError:
+        raise InvalidProblem(f"{family}: pad_value {pad_value} is too large for a float") from None
+    etype = element_type(data.get("dtype"))
+    with np.errstate(over="ignore"):
+        stored = etype.decode(np.array([etype.bits_of(value)], etype.storage))[0]
+    if math.isinf(stored):
+        raise InvalidProblem(
+            f"{family}: pad_value {value:g} is beyond {etype.name}'s range (it would pad with infinity); for an "
+            "infinite pad give padding = 'pos_inf' or 'neg_inf'"
+        )
+    return padding, value
 
 
 RANDOM_CHUNK_WORDS = 1 << 22  # 64-bit words per independently seeded chunk (32 MiB)

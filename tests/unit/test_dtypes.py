@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from tunebox import dtypes, parallel
-from tunebox.dtypes import ELEMENT_TYPES, PADDING_MODES, element_type, padding_bits, random_bits
+from tunebox.dtypes import ELEMENT_TYPES, PADDING_MODES, element_type, padding_bits, parse_padding, random_bits
 from tunebox.errors import InvalidProblem
+from tunebox.families import get
 
 PADDING = {
     "float32": {
@@ -250,3 +251,39 @@ def test_largest_magnitude_is_the_max_of_the_decoded_magnitudes(name):
     assert et.largest_magnitude(finite[:0]) == 0.0
     signed_zeros = np.array([et.bits_of(-0.0), et.bits_of(0.0)], dtype=et.storage)
     assert et.largest_magnitude(signed_zeros) == 0.0
+
+
+@pytest.mark.parametrize(
+    ("dtype", "largest", "too_large"),
+    [
+        ("float16", 65504.0, 65520.0),
+        ("bfloat16", 3.3895313892515355e38, 3.4e38),
+        ("float32", 3.4028234663852886e38, 1e39),
+    ],
+)
+def test_a_pad_value_beyond_the_type_is_refused_naming_the_infinite_paddings(
+    dtype: str, largest: float, too_large: float
+) -> None:
+    """1e30 as a float16 pad was accepted and padded with infinity (which padding = 'pos_inf' names)."""
+    assert parse_padding("tile_copy", {"dtype": dtype, "padding": "value", "pad_value": -largest}) == (
+        "value",
+        -largest,
+    )
+    for value in (too_large, -too_large, 1e300):  # 65520 rounds to float16's infinity
+        with pytest.raises(InvalidProblem, match=f"beyond {dtype}'s range.*padding = 'pos_inf' or 'neg_inf'"):
+            parse_padding("tile_copy", {"dtype": dtype, "padding": "value", "pad_value": value})
+
+
+@pytest.mark.parametrize(
+    ("family", "problem"),
+    [
+        ("tile_copy", {"src": [64, 64], "dst": [80, 80]}),
+        ("gather", {"rows": 64, "cols": 64, "count": 16}),
+        ("gather_elements", {"rows": 64, "cols": 64, "tile": [8, 8]}),
+        ("windows", {"rows": 64, "cols": 64, "window": [3, 3], "step": [1, 1], "op": "unfold"}),
+    ],
+)
+def test_every_padded_family_refuses_a_pad_value_beyond_its_type(family: str, problem: dict[str, object]) -> None:
+    data = {**problem, "dtype": "float16", "padding": "value", "pad_value": 1e30}
+    with pytest.raises(InvalidProblem, match=f"{family}: pad_value 1e\\+30 is beyond float16's range"):
+        get(family).parse_problem(data)

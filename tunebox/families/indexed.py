@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..dtypes import PADDING_MODES, element_type
+from ..dtypes import element_type
 from ..errors import InvalidProblem
 from ..limits import MAX_GRID_X
 from .base import Problem
@@ -141,20 +141,6 @@ def entries_through(count: int, cumulative_rate: float) -> int:
     """Of ``count`` entries, those taken by the categories whose rates sum to ``cumulative_rate``
     (cumulative rounding: rates summing to 1 take every entry)."""
     return round(min(cumulative_rate, 1.0) * count)
-
-
-def parse_padding(family: str, data: Mapping[str, Any]) -> tuple[str, float]:
-    """``padding`` (default "zero") and ``pad_value`` (only with padding = "value")."""
-    padding = data.get("padding", "zero")
-    if padding not in PADDING_MODES:
-        raise InvalidProblem(f"{family}: unknown padding {padding!r}; use one of {PADDING_MODES}")
-    pad_value = data.get("pad_value", 0.0)
-    if type(pad_value) not in (int, float) or (padding != "value" and "pad_value" in data):
-        raise InvalidProblem(f"{family}: pad_value must be a number, given only with padding='value'")
-    try:
-        return padding, float(pad_value)
-    except OverflowError:
-        raise InvalidProblem(f"{family}: pad_value {pad_value} is too large for a float") from None
 
 
 def reject_unknown(family: str, data: Mapping[str, Any], known: set[str]) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...dtypes import element_type, padding_bits
+from ...dtypes import element_type, padding_bits, parse_padding
 from ...errors import InvalidProblem
 from ..indexed import (
     MAX_ELEMENTS,
@@ -14,7 +14,6 @@ from ..indexed import (
     IndexedProblem,
     check_index_range,
     parse_common,
-    parse_padding,
     parse_promise,
     rate,
     reject_unknown,

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ...dtypes import element_type, padding_bits, random_bits
+from ...dtypes import element_type, padding_bits, parse_padding, random_bits
 from ...errors import InvalidProblem
 from ...parallel import filled
 from ..base import Baseline, BufferSpec, Problem, Work
@@ -24,7 +24,6 @@ from ..indexed import (
     entries_through,
     index_type,
     matrix_shape,
-    parse_padding,
     parse_promise,
     positive,
     rate,

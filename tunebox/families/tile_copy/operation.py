@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ...dtypes import PADDING_MODES, element_type, padding_bits, random_bits
+from ...dtypes import PADDING_MODES, element_type, padding_bits, parse_padding, random_bits
 from ...errors import InvalidProblem
 from ...parallel import filled, for_each_chunk
 from ..base import Baseline, BufferSpec, Problem, Work
@@ -132,19 +132,10 @@ class TileCopyOperation(Operation[TileCopyProblem]):
         transpose = data.get("transpose", False)
         if not isinstance(transpose, bool):
             raise InvalidProblem(f"tile_copy: transpose must be true or false, got {transpose!r}")
-        padding = data.get("padding", "zero")
-        if padding not in PADDING_MODES:
-            raise InvalidProblem(f"tile_copy: unknown padding {padding!r}; use one of {PADDING_MODES}")
-        pad_value = data.get("pad_value", 0.0)
-        if type(pad_value) not in (int, float) or (padding != "value" and "pad_value" in data):
-            raise InvalidProblem("tile_copy: pad_value must be a number, given only with padding='value'")
+        padding, pad_value = parse_padding("tile_copy", data)
         for extent in (src, dst):
             if extent[0] * extent[1] >= 2**40:
                 raise InvalidProblem(f"tile_copy: {list(extent)} has too many elements (limit 2^40)")
-        try:
-            pad_value = float(pad_value)
-        except OverflowError:
-            raise InvalidProblem(f"tile_copy: pad_value {pad_value} is too large for a float") from None
         return TileCopyProblem(data["dtype"], src, dst, origin, transpose, padding, pad_value)
 
     def buffers(self, problem: TileCopyProblem) -> tuple[BufferSpec, ...]:

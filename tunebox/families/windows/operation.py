@@ -10,11 +10,11 @@ from typing import Any
 
 import numpy as np
 
-from ...dtypes import element_type, padding_bits, random_bits
+from ...dtypes import element_type, padding_bits, parse_padding, random_bits
 from ...errors import InvalidProblem
 from ..base import Baseline, BufferSpec, Problem, Tolerance, Work
 from ..contract import Operation
-from ..indexed import MAX_ELEMENTS, parse_padding, positive, reject_unknown
+from ..indexed import MAX_ELEMENTS, positive, reject_unknown
 from .baselines import torch_baselines
 
 KNOWN = {"dtype", "rows", "cols", "window", "step", "op", "padding", "pad_value"}
