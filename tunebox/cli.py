@@ -5,7 +5,9 @@ print."""
 from __future__ import annotations
 
 import argparse
+import errno
 import faulthandler
+import functools
 import json
 import logging
 import os
@@ -19,6 +21,14 @@ from . import commands
 from .errors import TuneboxError
 from .runtime.lookup import ENV_DB, shipped_db
 from .sweep_spec import STRATEGIES
+
+log = logging.getLogger(__name__)
+
+DESCRIPTION = """Autotune GPU kernels: search each kernel family's configurations for the problems a sweep file
+lists, keep the fastest verified variant of each in a winners database, and answer which configuration to
+run for a problem. Start with `tunebox families` (the kernels and what they tune), then
+`tunebox tune spaces/tile_copy.toml` (run or resume a sweep; --backend replay on a machine without a GPU),
+`tunebox query` (the tuned configuration for a problem) and `tunebox report` (a sweep's HTML report)."""
 
 
 def _version() -> str:
@@ -53,13 +63,42 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="tunebox", description=__doc__)
-    top.add_argument("--version", action=_VersionAction, help="print the version and exit")
-    top.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = top.add_subparsers(dest="command", required=True)
+def _at_least(kind: Callable[[str], float], low: float) -> Callable[[str], float]:
+    """An argparse ``type``: ``kind``'s value of the text, refused below ``low``."""
 
-    t = sub.add_parser("tune", help="run or resume a sweep")
+    def parse(text: str) -> float:
+        value = kind(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be {low:g} or more, got {text}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its "invalid ... value" message
+    return parse
+
+
+def _common_options() -> argparse.ArgumentParser:
+    """The options every subcommand takes too, before or after its name (``tunebox -v tune ...`` or
+    ``tunebox tune ... -v``). Unset, they are absent from the namespace (``SUPPRESS``), so that a
+    subcommand's parser never overwrites the value the top one parsed."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="debug logging (a file error's traceback too)",
+    )
+    return common
+
+
+def parser() -> argparse.ArgumentParser:
+    common = _common_options()
+    top = argparse.ArgumentParser(prog="tunebox", description=DESCRIPTION, parents=[common])
+    top.add_argument("--version", action=_VersionAction, help="print the version and exit")
+    sub = top.add_subparsers(dest="command", required=True)
+    add = functools.partial(sub.add_parser, parents=[common])
+
+    t = add("tune", help="run or resume a sweep")
     t.add_argument("sweep", help="sweep file, e.g. spaces/tile_copy.toml")
     t.add_argument(
         "--backend",
@@ -104,14 +143,14 @@ def parser() -> argparse.ArgumentParser:
     )
     t.add_argument(
         "--heartbeat",
-        type=int,
+        type=_at_least(int, 1),
         default=10,
         help="with --storage: seconds between a worker's heartbeats; a worker silent for 3x that has its "
         "running trials queued again (default 10)",
     )
     t.add_argument(
         "--replay-pace",
-        type=float,
+        type=_at_least(float, 0),
         help="on replay: each answer waits this many times its recorded verify + time seconds (for scaling "
         "runs on a CPU)",
     )
@@ -123,7 +162,7 @@ def parser() -> argparse.ArgumentParser:
     )
     t.set_defaults(run=commands.tune)
 
-    q = sub.add_parser("query", help="the tuned configuration for a problem")
+    q = add("query", help="the tuned configuration for a problem")
     q.add_argument("family", help="kernel family (see `tunebox families`)")
     q.add_argument("problem", help='JSON, e.g. \'{"dtype": "float32", "src": [4096, 4096], "dst": [4096, 4096]}\'')
     q.add_argument(
@@ -135,7 +174,7 @@ def parser() -> argparse.ArgumentParser:
     q.add_argument("--device", help="device name (default: the only device in the database)")
     q.set_defaults(run=commands.query)
 
-    cv = sub.add_parser("coverage", help="the problems a winners database covers, with the library's time beside")
+    cv = add("coverage", help="the problems a winners database covers, with the library's time beside")
     cv.add_argument("family", nargs="?", help="only this family (default: every family)")
     cv.add_argument(
         "--db", type=Path, help=f"winners database (default: as for query; a raced one: {ENV_DB} or a path)"
@@ -147,7 +186,7 @@ def parser() -> argparse.ArgumentParser:
     )
     cv.set_defaults(run=commands.coverage)
 
-    r = sub.add_parser("report", help="HTML + Markdown report of a sweep")
+    r = add("report", help="HTML + Markdown report of a sweep")
     r.add_argument("sweep", help="sweep file whose results to report")
     r.add_argument(
         "--results", type=Path, default=Path("results"), help="results directory the sweep wrote (default ./results)"
@@ -158,7 +197,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--replay", action="store_true", help="report the replayed sweep even if a live one exists")
     r.set_defaults(run=commands.report)
 
-    b = sub.add_parser("benchmark", help="benchmark file of live GPU sweeps (winners vs torch)")
+    b = add("benchmark", help="benchmark file of live GPU sweeps (winners vs torch)")
     b.add_argument("sweep", nargs="+", help="sweep files whose live results to include")
     b.add_argument(
         "--results", type=Path, default=Path("results"), help="results directory the sweeps wrote (default ./results)"
@@ -167,21 +206,21 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--command", required=True, help="the exact command that produced the sweep, recorded")
     b.set_defaults(run=commands.benchmark)
 
-    c = sub.add_parser("ceilings", help="measure this GPU's copy bandwidth and bf16 matrix-product rate")
+    c = add("ceilings", help="measure this GPU's copy bandwidth and bf16 matrix-product rate")
     c.add_argument("--out", type=Path, required=True, help="ceilings file (JSON) to write")
     c.add_argument("--command", required=True, help="the exact command that produced the file, recorded")
     c.add_argument("--copy-bytes", type=int, help="bytes copied per launch (default 1 GiB)")
     c.add_argument("--matmul-size", type=int, help="square matrix size (default 8192)")
     c.set_defaults(run=commands.ceilings)
 
-    f = sub.add_parser("families", help="list kernel families: problem fields, templates and their tunables")
+    f = add("families", help="list kernel families: problem fields, templates and their tunables")
     f.set_defaults(run=commands.families)
 
-    s = sub.add_parser("space", help="a sweep file's space: size and valid fraction per problem and template")
+    s = add("space", help="a sweep file's space: size and valid fraction per problem and template")
     s.add_argument("sweep", help="sweep file, e.g. spaces/tile_copy.toml")
     s.set_defaults(run=commands.space)
 
-    st = sub.add_parser(
+    st = add(
         "strategies",
         help="benchmark search strategies on replayed exhaustive recordings (CPU only): evaluations to a "
         "near-optimal target against random search's expectation",
@@ -271,7 +310,8 @@ def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for commands that start workers
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+        level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
     )
     try:
         run: Callable[[argparse.Namespace], int] = args.run  # every subcommand sets one of the handlers above
@@ -282,6 +322,71 @@ def _main(argv: list[str] | None) -> int:
     except json.JSONDecodeError as exc:
         print(f"tunebox: error: the problem is not valid JSON ({exc})", file=sys.stderr)
         return 2
+    except OSError as exc:
+        if exc.filename is None:  # not a file operation (a closed pipe, a socket): not the user's to fix
+            raise
+        log.debug("the failed file operation", exc_info=True)
+        print(f"tunebox: error: {_file_error(exc)}", file=sys.stderr)
+        return 2
+    except RecursionError as exc:
+        kind = _parser_of(exc)
+        if kind is None:  # not a parser's: a bug, with its traceback
+            raise
+        print(
+            f"tunebox: error: {_nested_input(args, kind)}: nested too deeply to read ({kind} nested deeper than "
+            f"Python's recursion limit of {sys.getrecursionlimit()}); give it with fewer levels",
+            file=sys.stderr,
+        )
+        return 2
     except KeyboardInterrupt:
         print("tunebox: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
+
+
+_NOT_ALLOWED = "give a path this user may read or write, or change its permissions"
+_WHAT_TO_DO = {
+    errno.EROFS: "give a path on a writable file system",
+    errno.EACCES: _NOT_ALLOWED,
+    errno.EPERM: _NOT_ALLOWED,
+    errno.ENOENT: "check the path",
+    errno.ENOSPC: "free some space, then run the same command again",
+}
+
+
+def _file_error(exc: OSError) -> str:
+    """``<path>: <what failed>; <what to do>`` for a failed file operation (``exc.filename`` set). A path
+    through a file (``NotADirectoryError``, or ``FileExistsError`` making a directory) names that file."""
+    path = Path(os.fsdecode(exc.filename))
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST) and (blocker := _file_in_the_way(path)) is not None:
+        return f"{blocker}: a file where a directory is needed; give a directory's path, or move the file"
+    what = (exc.strerror or type(exc).__name__).lower()
+    return f"{path}: {what}; {_WHAT_TO_DO.get(exc.errno or 0, 'check the path, then run the same command again')}"
+
+
+def _file_in_the_way(path: Path) -> Path | None:
+    """The first existing part of ``path`` (itself last) that is not a directory, if any."""
+    for part in (*reversed(path.parents), path):
+        if part.exists() and not part.is_dir():
+            return part
+    return None
+
+
+def _parser_of(exc: RecursionError) -> str | None:
+    """The format whose parser raised ``exc`` (its input nested too deeply), "JSON" or "TOML"; else None."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    module = str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0]
+    return {"json": "JSON", "tomllib": "TOML"}.get(module)
+
+
+def _nested_input(args: argparse.Namespace, kind: str) -> str:
+    """What the command read in ``kind``: TOML is only ever a sweep file, and query's JSON its problem."""
+    if kind == "JSON" and args.command == "query":
+        return "the problem"
+    sweeps = getattr(args, "sweep", None) or getattr(args, "sweeps", None)
+    if kind == "TOML" and sweeps:
+        return str(sweeps) if isinstance(sweeps, str) else " or ".join(map(str, sweeps))
+    return f"a {kind} input"

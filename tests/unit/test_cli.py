@@ -324,3 +324,116 @@ def test_sigusr1_prints_every_threads_stack_and_the_command_goes_on():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=REPO)
     assert done.returncode == 0 and done.stdout.strip() == "still running"
     assert done.stderr.lower().count("thread 0x") >= 2 and "Current thread" in done.stderr  # both threads
+
+
+def test_help_describes_tunebox_for_its_users():
+    description = parser().description
+    assert "commands.py" not in description and "print" not in description
+    assert all(f"tunebox {command}" in description for command in ("tune", "query", "report", "families"))
+
+
+@pytest.mark.parametrize("argv", [["-v", "coverage"], ["coverage", "-v"], ["tune", "x.toml", "--verbose"]])
+def test_verbose_is_taken_before_or_after_the_subcommand(argv):
+    assert parser().parse_args(argv).verbose is True
+
+
+@pytest.mark.parametrize(
+    "option, value, fragment",
+    [
+        ("--replay-pace", "-1", "argument --replay-pace: must be 0 or more, got -1"),
+        ("--heartbeat", "-1", "argument --heartbeat: must be 1 or more, got -1"),
+        ("--heartbeat", "0", "argument --heartbeat: must be 1 or more, got 0"),
+        ("--heartbeat", "ten", "argument --heartbeat: invalid int value: 'ten'"),
+    ],
+)
+def test_tune_refuses_negative_pace_and_heartbeat(capsys, option, value, fragment):
+    with pytest.raises(SystemExit) as refused:
+        parser().parse_args(["tune", "x.toml", option, value])
+    assert refused.value.code == 2 and fragment in capsys.readouterr().err
+    assert parser().parse_args(["tune", "x.toml", "--replay-pace", "0"]).replay_pace == 0.0
+
+
+def one_error_line(code: int, out: str, err: str) -> str:
+    assert code == 2 and out == "" and err.startswith("tunebox: error: ") and err.count("\n") == 1, err
+    return err
+
+
+def test_results_under_a_file_is_one_line_naming_the_file(sweep_file, recording, tmp_path, capsys):
+    a_file = tmp_path / "passwd"
+    a_file.write_text("not a directory\n")
+    err = one_error_line(*run(capsys, *replay_argv(sweep_file, recording, a_file, "--quiet")))
+    assert f"{a_file}: a file where a directory is needed; give a directory's path" in err
+
+
+def test_read_only_results_is_one_line_naming_the_lock(sweep_file, recording, tmp_path, capsys, monkeypatch):
+    import errno
+
+    import tunebox.store.lock
+
+    real_open = os.open
+
+    def read_only(path, *args, **kwargs):
+        if str(path).endswith("sweep.lock"):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(tunebox.store.lock.os, "open", read_only)
+    err = one_error_line(*run(capsys, *replay_argv(sweep_file, recording, tmp_path / "r", "--quiet")))
+    lock = tmp_path / "r" / "sweeps" / "small-replay" / "sweep.lock"
+    assert f"{lock}: read-only file system; give a path on a writable file system" in err
+
+
+@pytest.mark.parametrize("out_is", ["a file", "under a file"])
+def test_report_out_on_a_file_is_one_line_naming_the_file(tuned, sweep_file, tmp_path, capsys, out_is):
+    a_file = tmp_path / "passwd"
+    a_file.write_text("not a directory\n")
+    out = a_file if out_is == "a file" else a_file / "reports"
+    code, stdout, err = run(capsys, "report", str(sweep_file), "--results", str(tuned), "--out", str(out))
+    assert f"{a_file}: a file where a directory is needed" in one_error_line(code, stdout, err)
+
+
+def test_report_into_a_read_only_folder_is_one_line_naming_the_file(tuned, sweep_file, tmp_path, capsys, monkeypatch):
+    import errno
+
+    import matplotlib.figure
+
+    def read_only(figure, path, *args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", read_only)
+    out = tmp_path / "rep"
+    code, stdout, err = run(capsys, "report", str(sweep_file), "--results", str(tuned), "--out", str(out))
+    err = one_error_line(code, stdout, err)
+    assert f"{out / 'tile_copy_history.png'}: permission denied; give a path this user may read or write" in err
+
+
+def test_an_os_error_of_no_file_keeps_its_traceback(monkeypatch):
+    import tunebox.commands
+
+    def reset(args):
+        raise ConnectionResetError("not a file operation")
+
+    monkeypatch.setattr(tunebox.commands, "families", reset)
+    with pytest.raises(ConnectionResetError):
+        main(["families"])
+
+
+def test_input_nested_too_deeply_is_one_line(tmp_path, capsys):
+    deep = "[" * 3000 + "]" * 3000
+    err = one_error_line(*run(capsys, "query", "tile_copy", f'{{"x": {deep}}}', "--db", str(tmp_path / "w.sqlite")))
+    assert "the problem: nested too deeply to read (JSON" in err and "give it with fewer levels" in err
+    sweep = tmp_path / "deep.toml"
+    sweep.write_text(f'family = "tile_copy"\nx = {deep}\n')
+    err = one_error_line(*run(capsys, "space", str(sweep)))
+    assert f"{sweep}: nested too deeply to read (TOML" in err
+
+
+def test_a_recursion_error_outside_a_parser_keeps_its_traceback(monkeypatch):
+    import tunebox.commands
+
+    def recurse(args):
+        return recurse(args)
+
+    monkeypatch.setattr(tunebox.commands, "families", recurse)
+    with pytest.raises(RecursionError):
+        main(["families"])
