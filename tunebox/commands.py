@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import DeviceUnavailable, SpaceError
 from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from .progress import Progress
-from .records import Status
+from .records import EvalRecord, Status
+
+if TYPE_CHECKING:
+    from .search.runs import ProblemOutcome
 
 
 def tune(args: argparse.Namespace) -> int:
     from .api import tune
+    from .sweep_spec import load_sweep
 
     if args.devices is not None:
         from .search.per_device import parse_devices, run_per_device
@@ -27,10 +33,11 @@ def tune(args: argparse.Namespace) -> int:
             raise SpaceError("--devices runs one worker per GPU of a shared sweep: give --storage postgresql://... too")
         return run_per_device(args.argv, devices)
 
+    spec = load_sweep(Path(args.sweep))
     progress = Progress(args.quiet)
     try:
         result = tune(
-            Path(args.sweep),
+            spec,
             backend=args.backend,
             recording=args.recording,
             results=args.results,
@@ -48,28 +55,9 @@ def tune(args: argparse.Namespace) -> int:
         progress.end()
     origin = "REPLAYED recorded measurements (no GPU here)" if result.replayed else "measured on the GPU"
     print(f"sweep {result.name}: {result.evaluated} variants evaluated in {result.seconds:.1f} s, {origin}")
+    seconds = args.seconds if args.seconds is not None else spec.search.seconds
     for p in result.problems:
-        counts = ", ".join(f"{k} {v}" for k, v in sorted(p.counts.items()))
-        if p.winner is None or p.winner.timing is None:
-            print(f"  {p.name}: no valid variant ({counts})")
-            continue
-        ms = p.winner.timing.median_ms
-        gbps = p.winner.bandwidth_gbps or 0.0
-        rate = (
-            f"{p.winner.tflops:.0f} TFLOP/s ({p.winner.tflops / BF16_TENSOR_TFLOPS:.0%} of the bf16 peak)"
-            if p.winner.tflops
-            else f"{gbps:.0f} GB/s ({gbps / COPY_LIMIT_GBPS:.0%} of copy limit)"
-        )
-        extra = ""
-        if p.default and p.default.timing:
-            extra += f", {p.default.timing.median_ms / ms:.2f}x the default variant"
-        if p.baseline and p.baseline.timing and p.baseline.status is Status.OK:
-            extra += f", {p.baseline.timing.median_ms / ms:.2f}x {p.baseline.baseline}"
-        stored = "stored" if p.stored else "kept the better stored winner"
-        config = " ".join(f"{k}={v}" for k, v in p.winner.config.items())
-        print(f"  {p.name}: {ms:.4f} ms, {rate}{extra}; {stored}\n    {config}\n    statuses: {counts}")
-        for check in p.sanitized:
-            print(f"    compute-sanitizer: {check.describe()}")
+        print(_outcome(p, progress.budgets.get(p.name), seconds))
     if result.storage is not None:
         print(f"  evaluations and winners: {result.storage}\n  winners copied to: {result.db_path}")
     else:
@@ -78,6 +66,65 @@ def tune(args: argparse.Namespace) -> int:
         parts = ", ".join(f"{k} {v:.1f} s" for k, v in result.breakdown.items() if v > 0)
         print(f"  time by stage: {parts}")
     return 0
+
+
+def _outcome(p: ProblemOutcome, budget: int | None, seconds: float) -> str:
+    """A problem's lines in tune's summary. ``budget``: the variants it was to evaluate (None: not known).
+    Evaluated short of it, it was stopped by the sweep's time budget of ``seconds`` (the search stops a
+    problem early for nothing else): said so, with a winner picked from fewer variants marked as such."""
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(p.counts.items()))
+    evaluated = sum(p.counts.values())
+    cut = budget is not None and evaluated < budget
+    ran_out = (
+        f"the sweep's time budget ({seconds:g} s) ran out; run the same command again to resume "
+        "(or give more --seconds)"
+    )
+    winner = p.winner
+    if winner is None or winner.timing is None:
+        if cut and not evaluated:
+            return f"  {p.name}: not searched: {ran_out}"
+        if cut:
+            return f"  {p.name}: no valid variant among the {evaluated} evaluated of {budget} ({counts}): {ran_out}"
+        return f"  {p.name}: no valid variant" + (f" ({counts})" if counts else "")
+    ms = winner.timing.median_ms
+    extra = ""
+    if p.default and p.default.timing:
+        extra += f", {p.default.timing.median_ms / ms:.2f}x the default variant"
+    if p.baseline and p.baseline.timing and p.baseline.status is Status.OK:
+        extra += f", {p.baseline.timing.median_ms / ms:.2f}x {p.baseline.baseline}"
+    stored = "stored" if p.stored else "kept the better stored winner"
+    config = " ".join(f"{k}={v}" for k, v in winner.config.items())
+    lines = [f"  {p.name}: {ms:.4f} ms, {_rate(winner)}{extra}; {stored}", f"    {config}", f"    statuses: {counts}"]
+    if cut:
+        lines.append(f"    picked from the {evaluated} variants evaluated of its {budget}: {ran_out}")
+    lines += [f"    compute-sanitizer: {check.describe()}" for check in p.sanitized]
+    return "\n".join(lines)
+
+
+def _rate(winner: EvalRecord) -> str:
+    """The winner's arithmetic rate against the bf16 peak, or its bandwidth against the copy limit."""
+    if winner.tflops:
+        return _flop_rate(winner.tflops, winner.tflops / BF16_TENSOR_TFLOPS)
+    gbps = winner.bandwidth_gbps or 0.0
+    return f"{_figure(gbps)} GB/s ({_percent(gbps / COPY_LIMIT_GBPS)} of copy limit)"
+
+
+def _flop_rate(tflops: float, fraction_of_peak: float) -> str:
+    """``tflops`` in TFLOP/s, or GFLOP/s below 1, and its fraction of the bf16 peak: a small problem's
+    rate never reads as 0."""
+    rate = f"{_figure(tflops)} TFLOP/s" if tflops >= 1 else f"{_figure(tflops * 1000)} GFLOP/s"
+    return f"{rate} ({_percent(fraction_of_peak)} of the bf16 peak)"
+
+
+def _percent(fraction: float) -> str:
+    return f"{_figure(fraction * 100)}%"
+
+
+def _figure(value: float) -> str:
+    """``value`` whole from 10 up, else to two significant digits; never in exponent notation."""
+    if value == 0 or abs(value) >= 10:
+        return f"{value:.0f}"
+    return f"{value:.{1 - math.floor(math.log10(abs(value)))}f}"
 
 
 def query(args: argparse.Namespace) -> int:
@@ -141,9 +188,9 @@ def benchmark(args: argparse.Namespace) -> int:
     for case in doc["cases"]:
         ratio = f"{case['ratio']:.2f}x {case['baseline']}" if case["ratio"] else "no baseline"
         rate = (
-            f"{case['tunebox_tflops']:.0f} TFLOP/s ({case['fraction_of_tensor_peak']:.0%} of the bf16 peak)"
+            _flop_rate(case["tunebox_tflops"], case["fraction_of_tensor_peak"])
             if "tunebox_tflops" in case
-            else f"{case['fraction_of_limit']:.0%} of the copy limit"
+            else f"{_percent(case['fraction_of_limit'])} of the copy limit"
         )
         print(f"{case['name']}: {case['tunebox_ms']:.4f} ms, {rate}, {ratio}")
     print(f"wrote {args.out}")

@@ -34,7 +34,8 @@ def describe(p: SweepProgress) -> str:
 class Progress:
     """The sweep's live line on stderr (see ``describe``). On a terminal it is rewritten in place with
     ``\\r`` (at most ten times a second); otherwise a line every ``interval`` seconds, and one as each
-    problem starts and ends."""
+    problem starts and ends. Quiet or not, ``budgets`` keeps each started problem's budget of variants,
+    by name, as its start announced it."""
 
     def __init__(
         self,
@@ -49,12 +50,15 @@ class Progress:
         self.clock = clock
         self._last = float("-inf")
         self._width = 0  # of the line on the terminal, while one is shown
+        self.budgets: dict[str, int] = {}
 
     @property
     def stream(self) -> TextIO:
         return self._stream or sys.stderr
 
     def __call__(self, p: SweepProgress) -> None:
+        if p.record is None:  # a problem starts
+            self.budgets[p.problem] = p.budget
         if self.quiet:
             return
         tty = self.stream.isatty()

@@ -16,7 +16,8 @@ from fake_clock import Clock
 from sweep_fixtures import replay_argv
 
 from tunebox.cli import main, parser
-from tunebox.search.runs import SweepProgress
+from tunebox.records import EvalRecord, Status, Timing
+from tunebox.search.runs import ProblemOutcome, SweepProgress, SweepResult
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -437,3 +438,50 @@ def test_a_recursion_error_outside_a_parser_keeps_its_traceback(monkeypatch):
     monkeypatch.setattr(tunebox.commands, "families", recurse)
     with pytest.raises(RecursionError):
         main(["families"])
+
+
+def outcome(name: str, counts: dict[str, int], ms: float | None = None, flops: int = 0) -> ProblemOutcome:
+    winner = None
+    if ms is not None:
+        timing = Timing((ms,) * 5)
+        winner = EvalRecord("gemm", {}, {"BM": 64}, Status.OK, timing=timing, bytes_moved=10**6, flops=flops)
+    return ProblemOutcome(name, None, winner, None, None, True, counts)  # type: ignore[arg-type]
+
+
+def fake_tune(monkeypatch, outcomes: list[ProblemOutcome], budgets: dict[str, int]) -> None:
+    """``api.tune`` announcing each problem with its budget, then returning ``outcomes``."""
+    import tunebox.api
+
+    def tune(spec, progress, **_):
+        for index, named in enumerate(spec.problems, start=1):
+            budget = budgets[named.name]
+            progress(SweepProgress(named.name, index, 2, 0, budget, 0, 24, 0, 1.0, None, 0.0))
+        return SweepResult("small", True, tuple(outcomes), 5, 7.0)
+
+    monkeypatch.setattr(tunebox.api, "tune", tune)
+
+
+def test_problems_the_time_budget_cut_short_are_reported_so(sweep_file, monkeypatch, capsys):
+    outcomes = [outcome("copy", {"ok": 4, "wrong_result": 1}, ms=0.5), outcome("transpose", {})]
+    fake_tune(monkeypatch, outcomes, {"copy": 12, "transpose": 12})
+    code, out, _ = run(capsys, "tune", str(sweep_file), "--seconds", "7", "--quiet")
+    ran_out = "the sweep's time budget (7 s) ran out; run the same command again to resume"
+    assert code == 0 and f"    picked from the 5 variants evaluated of its 12: {ran_out}" in out
+    assert f"  transpose: not searched: {ran_out}" in out and "no valid variant" not in out
+
+
+def test_problems_searched_in_full_are_not_marked(sweep_file, monkeypatch, capsys):
+    outcomes = [outcome("copy", {"ok": 12}, ms=0.5), outcome("transpose", {"compile_error": 3})]
+    fake_tune(monkeypatch, outcomes, {"copy": 12, "transpose": 3})
+    code, out, _ = run(capsys, "tune", str(sweep_file), "--quiet")
+    assert code == 0 and "time budget" not in out and "picked from" not in out
+    assert "  transpose: no valid variant (compile_error 3)\n" in out
+
+
+def test_a_small_problems_rate_never_reads_as_zero(sweep_file, monkeypatch, capsys):
+    flops = 2 * 65 * 97 * 73  # 0.92 MFLOP in 9 us: 0.1 TFLOP/s, 0.010% of the peak
+    outcomes = [outcome("copy", {"ok": 12}, ms=0.009, flops=flops), outcome("transpose", {"ok": 12}, ms=1.0)]
+    fake_tune(monkeypatch, outcomes, {"copy": 12, "transpose": 12})
+    out = run(capsys, "tune", str(sweep_file), "--quiet")[1]
+    assert "copy: 0.0090 ms, 102 GFLOP/s (0.010% of the bf16 peak)" in out
+    assert "transpose: 1.0000 ms, 1.0 GB/s (0.024% of copy limit)" in out
