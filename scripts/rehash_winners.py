@@ -281,6 +281,9 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "gemm sweep files' problems render, bind and break rules identically (scripts/render_identity.py)",
     "236b7b5": "split_k.counter_tiles (the same formula, now shared by split_buffers and quant_gemm registers' rule); "
     "registers' default chooses its ring by shared memory alone: the same defaults on 200 problems, no rule changed",
+    "525c7e1": "parse_padding moved to dtypes.py (from indexed.py and tile_copy's copy of it) and refusing a pad_value "
+    "beyond the problem's type: every stored winner's and sweep file's problem parses identically (491 of 491); no "
+    "kernel, render, geometry or argument changed",
     "d98087e": "Family.source_files lists the device sources, then the modules, each in path order (the order a "
     "checkout's sorted paths had; an installed package's differed): only the order the hash reads, no result",
 }
