@@ -76,7 +76,12 @@ def load_sweep(path: Path) -> SweepSpec:
         raise SpaceError(f"{where}: cannot read the sweep file ({exc.strerror})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise SpaceError(f"{where}: not valid TOML ({exc})") from None
+    except RecursionError:
+        message = "nested too deeply to read; a sweep file's values are one or two levels deep"
+        raise SpaceError(f"{where}: {message}") from None
     _reject_unknown(data, {"name", "family", "search", "space", "problems"}, where)
+    if "family" not in data:
+        raise SpaceError(f'{where}: no family; add e.g. family = "tile_copy" (`tunebox families` lists them)')
     try:
         family = get_family(data.get("family"))
     except SpaceError as exc:

@@ -141,7 +141,13 @@ def test_unknown_family(tmp_path: Path) -> None:
 
 
 def test_missing_family(tmp_path: Path) -> None:
-    raises(tmp_path, GOOD.replace('family = "tile_copy"\n', ""), "family", names_file=False)
+    """An empty file said 'unknown family None'."""
+    raises(tmp_path, GOOD.replace('family = "tile_copy"\n', ""), "no family; add e.g. family = ", names_file=False)
+    raises(tmp_path, "", "no family; add e.g. family = ")
+
+
+def test_a_file_nested_too_deeply_says_so(tmp_path: Path) -> None:
+    raises(tmp_path, "x = " + "[" * 5000 + "]" * 5000 + "\n", "nested too deeply")
 
 
 @pytest.mark.parametrize("value", ['["tile_copy"]', '{ name = "tile_copy" }', "3"])
