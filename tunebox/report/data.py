@@ -43,8 +43,9 @@ class ReportInputs:
 
     ``records``: the family's evaluation log in evaluation order (records of other families are
     ignored). ``default_configs``: problem key (``canonical_json(problem)``) -> the family's untuned
-    default config. ``problem_names``: problem key -> display name; unnamed problems are shown as
-    ``k=v`` pairs. ``copy_limit_gbps``: the device's copy bandwidth (read + write) in GB/s.
+    default config. ``problem_names``: problem key -> display name, for every problem of the sweep
+    (those without evaluations are named as missing); unnamed problems are shown as ``k=v`` pairs.
+    ``copy_limit_gbps``: the device's copy bandwidth (read + write) in GB/s.
     ``tensor_peak_tflops``: the device's dense bf16 tensor-core peak in TFLOP/s. ``coverage``: the
     family's problems in the winners database the sweep stored into (``tunebox.runtime.coverage``;
     empty: none, or no database).

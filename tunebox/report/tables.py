@@ -180,6 +180,14 @@ def headline_of(events: pd.DataFrame, tally: dict[str, int], inputs: ReportInput
         f"{tally['problems']} problem(s), {tally['variants']} variant(s) evaluated, "
         f"{', '.join(extra)}; {total} evaluation(s) in all."
     )
+    evaluated = set(events["problem_key"])
+    missing = [name for key, name in inputs.problem_names.items() if key not in evaluated]
+    if missing:
+        shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
+        counted += (
+            f" {len(missing)} of the sweep's {len(inputs.problem_names)} problems have no evaluation yet ({shown}):"
+            " the sweep is unfinished, and running `tunebox tune` on its file again resumes it."
+        )
     if inputs.arithmetic:
         basis = (
             f"Rates in TFLOP/s (the problem's floating-point operations per median time) against the dense "

@@ -627,3 +627,13 @@ def test_tunebox_report_stays_the_function_whatever_imports_its_subpackage() -> 
     must not become ``tunebox.report`` the package after a first report or an import of it."""
     code = "import tunebox.report.render, tunebox.report.tables, tunebox; assert callable(tunebox.report)"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_an_unfinished_sweep_is_reported_as_such_naming_the_problems_not_evaluated(tmp_path: Path) -> None:
+    """A report of an interrupted sweep showed its winners with no word of the problems it never reached."""
+    only_small = tuple(r for r in _records() if r.problem != LARGE)
+    markdown = build_report(_inputs(only_small), tmp_path / "out", "copy").markdown.read_text(encoding="utf-8")
+    assert "1 of the sweep's 2 problems have no evaluation yet (" in markdown
+    assert "the sweep is unfinished, and running `tunebox tune` on its file again resumes it." in markdown
+    complete = build_report(_inputs(), tmp_path / "all", "copy").markdown.read_text(encoding="utf-8")
+    assert "no evaluation yet" not in complete
