@@ -256,7 +256,7 @@ def report(
     sweep: Path, *, results: Path = DEFAULT_RESULTS, out: Path = Path("reports"), replay: bool = False
 ) -> ReportFiles:
     """Write the HTML + Markdown report of a sweep's evaluation log (live GPU sweep preferred), with the
-    coverage of the winners database that sweep stored into."""
+    coverage of the winners database that sweep stored into, as ``<out>/<sweep's name>.html`` and ``.md``."""
     from .report import ReportInputs, build_report
     from .runtime.coverage import coverage
 
@@ -272,4 +272,4 @@ def report(
     db = results / ("winners.sqlite" if path == live else "winners-replay.sqlite")  # where that sweep stored
     covered = tuple(coverage(db, spec.family.name)) if db.is_file() else ()
     inputs = ReportInputs(spec.family.name, records, defaults, names, coverage=covered)
-    return build_report(inputs, out, f"tunebox sweep {spec.name}")
+    return build_report(inputs, out, f"tunebox sweep {spec.name}", stem=spec.name)

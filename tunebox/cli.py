@@ -329,12 +329,12 @@ def _main(argv: list[str] | None) -> int:
         print(f"tunebox: error: {_file_error(exc)}", file=sys.stderr)
         return 2
     except RecursionError as exc:
-        kind = _parser_of(exc)
-        if kind is None:  # not a parser's: a bug, with its traceback
+        if not _raised_by_json(exc):  # not the JSON reader's (a sweep file's TOML says so itself): a bug
             raise
+        what = "the problem" if args.command == "query" else "a JSON input"
         print(
-            f"tunebox: error: {_nested_input(args, kind)}: nested too deeply to read ({kind} nested deeper than "
-            f"Python's recursion limit of {sys.getrecursionlimit()}); give it with fewer levels",
+            f"tunebox: error: {what}: nested too deeply to read (JSON nested deeper than Python's recursion "
+            f"limit of {sys.getrecursionlimit()}); give it with fewer levels",
             file=sys.stderr,
         )
         return 2
@@ -371,22 +371,11 @@ def _file_in_the_way(path: Path) -> Path | None:
     return None
 
 
-def _parser_of(exc: RecursionError) -> str | None:
-    """The format whose parser raised ``exc`` (its input nested too deeply), "JSON" or "TOML"; else None."""
+def _raised_by_json(exc: RecursionError) -> bool:
+    """Whether ``exc`` was raised inside the json module (its input nested too deeply)."""
     tb = exc.__traceback__
     if tb is None:
-        return None
+        return False
     while tb.tb_next is not None:
         tb = tb.tb_next
-    module = str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0]
-    return {"json": "JSON", "tomllib": "TOML"}.get(module)
-
-
-def _nested_input(args: argparse.Namespace, kind: str) -> str:
-    """What the command read in ``kind``: TOML is only ever a sweep file, and query's JSON its problem."""
-    if kind == "JSON" and args.command == "query":
-        return "the problem"
-    sweeps = getattr(args, "sweep", None) or getattr(args, "sweeps", None)
-    if kind == "TOML" and sweeps:
-        return str(sweeps) if isinstance(sweeps, str) else " or ".join(map(str, sweeps))
-    return f"a {kind} input"
+    return str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0] == "json"

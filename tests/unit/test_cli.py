@@ -52,9 +52,9 @@ def test_query_answers_exact_nearest_and_default(tuned, capsys):
 def test_report_writes_html_with_plots(tuned, sweep_file, tmp_path, capsys):
     code, out, _ = run(capsys, "report", str(sweep_file), "--results", str(tuned), "--out", str(tmp_path / "rep"))
     assert code == 0
-    html = (tmp_path / "rep" / "tile_copy.html").read_text()
+    html = (tmp_path / "rep" / "small.html").read_text()
     assert html.startswith("<!DOCTYPE html>") and "data:image/png;base64," in html and "replayed" in html
-    assert (tmp_path / "rep" / "tile_copy.md").exists()
+    assert (tmp_path / "rep" / "small.md").exists()
 
 
 def test_shipped_winners_answer_the_benchmark_problem(capsys):
@@ -405,7 +405,7 @@ def test_report_into_a_read_only_folder_is_one_line_naming_the_file(tuned, sweep
     out = tmp_path / "rep"
     code, stdout, err = run(capsys, "report", str(sweep_file), "--results", str(tuned), "--out", str(out))
     err = one_error_line(code, stdout, err)
-    assert f"{out / 'tile_copy_history.png'}: permission denied; give a path this user may read or write" in err
+    assert f"{out / 'small_history.png'}: permission denied; give a path this user may read or write" in err
 
 
 def test_an_os_error_of_no_file_keeps_its_traceback(monkeypatch):
@@ -426,7 +426,7 @@ def test_input_nested_too_deeply_is_one_line(tmp_path, capsys):
     sweep = tmp_path / "deep.toml"
     sweep.write_text(f'family = "tile_copy"\nx = {deep}\n')
     err = one_error_line(*run(capsys, "space", str(sweep)))
-    assert f"{sweep}: nested too deeply to read (TOML" in err
+    assert f"{sweep}: nested too deeply to read; a sweep file's values are one or two levels deep" in err
 
 
 def test_a_recursion_error_outside_a_parser_keeps_its_traceback(monkeypatch):

@@ -36,22 +36,23 @@ _SAFE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _NO_SPEEDUP = "No speed-up plot: no default variant or library baseline was timed successfully."
 
 
-def build_report(inputs: ReportInputs, out_dir: Path, title: str) -> ReportFiles:
-    """Write ``<family>.html``, ``<family>.md`` and the PNG plots ``<family>_history.png``, then
-    ``<family>_roofline.png`` (arithmetic families: TFLOP/s against the copy limit and the bf16 peak)
-    or ``<family>_bandwidth.png`` (data movement: GB/s against the copy limit), then
-    ``<family>_speedup.png``.
+def build_report(inputs: ReportInputs, out_dir: Path, title: str, stem: str | None = None) -> ReportFiles:
+    """Write ``<stem>.html``, ``<stem>.md`` and the PNG plots ``<stem>_history.png``, then
+    ``<stem>_roofline.png`` (arithmetic families: TFLOP/s against the copy limit and the bf16 peak)
+    or ``<stem>_bandwidth.png`` (data movement: GB/s against the copy limit), then
+    ``<stem>_speedup.png``. ``stem``: the sweep's name (default the family's), so that two sweeps of one
+    family write two reports.
 
     The speed-up plot is left out when no problem has a timed default variant or library baseline;
     a plot this report does not write is removed if a stale one is there. Raises ValueError when there
-    are no evaluations or the family name is not a safe file name.
+    are no evaluations or the stem is not a safe file name.
     """
-    if not _SAFE_NAME.fullmatch(inputs.family):
-        raise ValueError(f"family name {inputs.family!r} is not usable as a file name")
+    stem = inputs.family if stem is None else stem
+    if not _SAFE_NAME.fullmatch(stem):
+        raise ValueError(f"report name {stem!r} is not usable as a file name")
     events = evaluations_frame(inputs)
     winners = winners_frame(inputs)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = inputs.family
     arithmetic = inputs.arithmetic
     rate_plot = (out_dir / f"{stem}_roofline.png", out_dir / f"{stem}_bandwidth.png")
     images = [(plot_history(history_frame(inputs), out_dir / f"{stem}_history.png"), "Optimization history")]

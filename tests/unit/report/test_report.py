@@ -637,3 +637,18 @@ def test_an_unfinished_sweep_is_reported_as_such_naming_the_problems_not_evaluat
     assert "the sweep is unfinished, and running `tunebox tune` on its file again resumes it." in markdown
     complete = build_report(_inputs(), tmp_path / "all", "copy").markdown.read_text(encoding="utf-8")
     assert "no evaluation yet" not in complete
+
+
+def test_two_sweeps_of_one_family_write_two_reports(tmp_path: Path) -> None:
+    """Reports were named after the family: gemm_grid.toml's overwrote gemm.toml's."""
+    first = build_report(_inputs(), tmp_path, "first", stem="copy_small")
+    second = build_report(_inputs(), tmp_path, "second", stem="copy_large")
+    assert (first.html.name, second.html.name) == ("copy_small.html", "copy_large.html")
+    assert first.html.exists() and "first" in first.html.read_text(encoding="utf-8")
+    assert {p.name for p in second.images} == {
+        "copy_large_history.png",
+        "copy_large_bandwidth.png",
+        "copy_large_speedup.png",
+    }
+    with pytest.raises(ValueError, match="report name '../x' is not usable as a file name"):
+        build_report(_inputs(), tmp_path, "x", stem="../x")
