@@ -235,8 +235,7 @@ def families(args: argparse.Namespace) -> int:
 
 
 def space(args: argparse.Namespace) -> int:
-    from .search.loop_settings import LoopSettings
-    from .space_report import space_report
+    from .space_report import REPORT_DRAWS, space_report
     from .sweep_spec import load_sweep
 
     spec = load_sweep(Path(args.sweep))
@@ -244,7 +243,7 @@ def space(args: argparse.Namespace) -> int:
         f"{spec.name} ({spec.family.name}): templates {', '.join(spec.space.names())}; the search proposes "
         "valid configurations only"
     )
-    for problem in space_report(spec):
+    for problem in space_report(spec, REPORT_DRAWS):  # each problem printed as it is counted
         about = "about " if problem.estimated else ""
         print(
             f"  {problem.name}: {about}{problem.valid} valid of {problem.size} ({problem.valid / problem.size:.1%})"
@@ -252,8 +251,8 @@ def space(args: argparse.Namespace) -> int:
             else f"  {problem.name}: empty space"
         )
         for t in problem.templates:
-            sampled = f" (estimated from {LoopSettings.enumerated} drawn)" if t.estimated else ""
-            print(f"    {t.template:<10} {t.valid:>7} valid of {t.size:>7} ({t.fraction:.1%}){sampled}")
+            sampled = f" (estimated from {REPORT_DRAWS} drawn)" if t.estimated else ""
+            print(f"    {t.template:<10} {t.valid:>7} valid of {t.size:>7} ({t.fraction:.1%}){sampled}", flush=True)
     return 0
 
 

@@ -2,12 +2,13 @@
 
 The search draws only from the valid configurations (``search.strategy``), so every configuration a
 sweep proposes is valid; this report says how many there are to draw from. A template's slice larger than
-the loop enumerates (``LoopSettings.enumerated``) is counted on the sweep's uniform sample of it
+``limit`` configurations (``tunebox space``: ``REPORT_DRAWS``) is counted on a uniform sample of it
 (``search/candidates.py``) and its valid count estimated from that.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .params import TemplateSpaces
@@ -46,11 +47,13 @@ class ProblemSpace:
         return any(t.estimated for t in self.templates)
 
 
-def space_report(spec: SweepSpec, limit: int = LoopSettings.enumerated) -> tuple[ProblemSpace, ...]:
-    """Per problem of the sweep, each kept template's size and valid count (estimated from ``limit``
-    configurations drawn uniformly where the template holds more)."""
+REPORT_DRAWS = 20_000  # configurations a template's slice is estimated from in `tunebox space` (about 0.5 s)
+
+
+def space_report(spec: SweepSpec, limit: int = LoopSettings.enumerated) -> Iterator[ProblemSpace]:
+    """Per problem of the sweep in turn, each kept template's size and valid count (estimated from
+    ``limit`` configurations drawn uniformly where the template holds more)."""
     family = spec.family
-    report = []
     for named in spec.problems:
         counts = []
         for name, space in spec.space.templates:
@@ -64,5 +67,4 @@ def space_report(spec: SweepSpec, limit: int = LoopSettings.enumerated) -> tuple
             if drawn.sampled:
                 valid = round(valid * space.size() / drawn.checked)
             counts.append(TemplateCount(name, space.size(), valid, drawn.sampled))
-        report.append(ProblemSpace(named.name, tuple(counts)))
-    return tuple(report)
+        yield ProblemSpace(named.name, tuple(counts))
