@@ -160,10 +160,11 @@ class Sweep:
         first winner."""
         if not self.db_path.exists():
             return
-        with WinnersDB(self.db_path, read_only=True) as db:
-            others = [w for w in db.all() if w.replayed != self.backend.replayed]
+        replayed = self.backend.replayed
+        with WinnersDB(self.db_path, read_only=True) as db:  # opening checks the file
+            others = db.kind_count(not replayed)
         if others:
-            refuse_mixing(str(self.db_path), others[0].replayed, self.backend.replayed, len(others))
+            refuse_mixing(str(self.db_path), not replayed, replayed, others)
 
     def _report(self, name: str, done: int, best: float | None, record: EvalRecord | None) -> None:
         """Tell the progress callback where the sweep stands (``self._budgets[-1]``: this problem's)."""

@@ -297,6 +297,10 @@ class WinnersDB:
             params += (dtype,)
         return self._query(sql + " ORDER BY problem_key, median_ms", params)
 
+    def kind_count(self, replayed: bool) -> int:
+        """How many winners are replayed (``replayed``) or measured (not)."""
+        return int(self.conn.execute("SELECT COUNT(*) FROM winners WHERE replayed = ?", (int(replayed),)).fetchone()[0])
+
     def stale_count(self, family: str, family_hash: str, device_name: str) -> int:
         """How many of ``family``'s winners on ``device_name`` were stored under other sources than
         ``family_hash`` (never served; ``prune_stale`` deletes them)."""
