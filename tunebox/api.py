@@ -180,7 +180,7 @@ def _tune_shared(
     end the sweep's winners are copied from the database into the local winners database ``db`` (the
     default one otherwise), where ``tunebox query`` and ``tunebox.lookup`` find them."""
     from .search.distributed import DistributedSweep, Heartbeat
-    from .store.postgres import is_postgres_url
+    from .store.postgres import is_postgres_url, storage_error
 
     if not is_postgres_url(storage):
         raise SpaceError(f"--storage takes a PostgreSQL URL (postgresql://user:password@host/db), not {storage!r}")
@@ -203,6 +203,10 @@ def _tune_shared(
             sanitizer=sanitizer,
         )
         result = sweep.run()
+    except Exception as exc:  # the server lost or a right missing: said in one line, the sweep resumable
+        if (told := storage_error(storage, exc)) is None:
+            raise
+        raise told from exc
     finally:
         builder.close(abandon=True)  # compiles still running are spare asks: unwanted
         chosen.close()

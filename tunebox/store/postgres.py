@@ -95,6 +95,30 @@ def redacted(url: str) -> str:
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
 
 
+def storage_error(url: str, exc: BaseException) -> DatabaseError | None:
+    """What to tell the user of a PostgreSQL or SQLAlchemy (Optuna's storage) error of a shared sweep on
+    ``url``: a missing right, a lost server (resumable) or another refusal; None for any other exception."""
+    import psycopg
+    from sqlalchemy.exc import SQLAlchemyError  # Optuna's RDB storage: an Optuna dependency
+
+    if not isinstance(exc, psycopg.Error | SQLAlchemyError):
+        return None
+    cause = getattr(exc, "orig", None) or exc  # SQLAlchemy's wraps the driver's
+    first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    where = redacted(url)
+    if isinstance(cause, psycopg.errors.InsufficientPrivilege):
+        return DatabaseError(
+            f"{where}: the user may not create or use tunebox's tables ({first}); a shared sweep needs them: "
+            "GRANT CREATE ON SCHEMA public TO that user, or give a database it owns"
+        )
+    if isinstance(cause, psycopg.OperationalError):
+        return DatabaseError(
+            f"{where}: lost the PostgreSQL server ({first}); every evaluation stored there is kept: once it is "
+            "back, run the same command again to resume"
+        )
+    return DatabaseError(f"{where}: PostgreSQL refused the sweep's request ({first})")
+
+
 def connect(url: str) -> psycopg.Connection[Any]:
     """An autocommit connection to ``url`` with tunebox's tables in place."""
     try:

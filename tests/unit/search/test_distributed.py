@@ -16,6 +16,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import sqlalchemy.exc
 from sweep_fixtures import DEVICE, replay_argv, write_recording, write_sweep
 
 from tunebox.api import tune
@@ -23,7 +24,7 @@ from tunebox.errors import DatabaseError
 from tunebox.records import EvalRecord, Status, Timing, WinnerKey, canonical_json
 from tunebox.search.shared_models import shared_model
 from tunebox.store.evallog import EvalLog
-from tunebox.store.postgres import SCHEMA_VERSION, PgRecords, PgWinnersDB, redacted, sqlalchemy_url
+from tunebox.store.postgres import SCHEMA_VERSION, PgRecords, PgWinnersDB, redacted, sqlalchemy_url, storage_error
 from tunebox.store.winners import WinnersDB
 from tunebox.sweep_spec import load_sweep
 
@@ -344,3 +345,30 @@ def test_devices_needs_storage_and_indices(tmp_path, extra, message, capsys):
     sweep = write_sweep(tmp_path)
     assert main(["tune", str(sweep), "--backend", "replay", *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_user_without_the_right_to_create_tables_is_told_what_to_grant(url, tmp_path, recording, sweep_file):
+    """It ended in a psycopg InsufficientPrivilege traceback."""
+    role = f"ro_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw'")
+        admin.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+    limited = url.replace("://postgres:@", f"://{role}:pw@")
+    out = subprocess.run(
+        [sys.executable, "-m", "tunebox", *replay_argv(sweep_file, recording, tmp_path, "--storage", limited)],
+        capture_output=True, text=True, cwd=REPO,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert "may not create or use tunebox's tables" in out.stderr and "GRANT CREATE ON SCHEMA public" in out.stderr
+    assert "Traceback" not in out.stderr and ":pw@" not in out.stderr
+
+
+def test_a_lost_server_is_one_line_saying_the_sweep_resumes():
+    lost = psycopg.OperationalError("terminating connection due to administrator command")
+    told = storage_error("postgresql://me:secret@db/tune", lost)
+    assert isinstance(told, DatabaseError) and "secret" not in str(told)
+    assert "lost the PostgreSQL server (terminating connection" in str(told)
+    assert "run the same command again" in str(told)
+    wrapped = sqlalchemy.exc.OperationalError("SELECT 1", {}, lost)  # as Optuna's storage raises it
+    assert "lost the PostgreSQL server" in str(storage_error("postgresql://db/tune", wrapped))
+    assert storage_error("postgresql://db/tune", ValueError("a bug")) is None
