@@ -22,7 +22,7 @@ from .runtime.lookup import LookupResult, shared
 from .search.loop import Sweep
 from .search.loop_settings import LoopSettings
 from .search.runs import SweepProgress, SweepResult
-from .store.evallog import EvalLog
+from .store.evallog import EvalLog, check_log_family
 from .store.lock import SweepLock
 from .store.recordings import shipped_recording
 from .sweep_spec import SweepSpec, check_problem, load_sweep, search_settings
@@ -30,6 +30,7 @@ from .sweep_spec import SweepSpec, check_problem, load_sweep, search_settings
 log = logging.getLogger(__name__)
 
 DEFAULT_RESULTS = Path("results")
+PathText = str | os.PathLike[str]  # a path as the caller gives it
 DEFAULT_LOOP = LoopSettings()
 
 
@@ -52,6 +53,10 @@ def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backe
     return ReplayBackend(path, EvalLog(path).read(), spec.family.name)  # another family's: ReplayMiss at once
 
 
+def _path(path: PathText | None) -> Path | None:
+    return None if path is None else Path(path)
+
+
 def _check_backend_name(backend: str) -> None:
     if backend not in ("auto", "gpu", "replay"):
         raise SpaceError(f"unknown backend {backend!r}; use auto, gpu or replay")
@@ -65,12 +70,12 @@ def _replays(backend: str) -> bool:
 
 
 def tune(
-    sweep: Path | SweepSpec,
+    sweep: PathText | SweepSpec,
     *,
     backend: str = "auto",
-    recording: Path | None = None,
-    results: Path = DEFAULT_RESULTS,
-    db: Path | None = None,
+    recording: PathText | None = None,
+    results: PathText = DEFAULT_RESULTS,
+    db: PathText | None = None,
     trials: int | None = None,
     seconds: float | None = None,
     strategy: str | None = None,
@@ -97,7 +102,8 @@ def tune(
     ``replay_pace``: on replay, each answer waits that many times its recorded verify + time seconds.
     ``sanitize``: run each problem's finalists under compute-sanitizer (memcheck, racecheck, synccheck)
     before a winner is stored, passing over any it reports on (default off: see ``_sanitizer``)."""
-    spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(sweep)
+    spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(Path(sweep))
+    results, db, recording = Path(results), _path(db), _path(recording)
     overrides = {k: v for k, v in (("trials", trials), ("seconds", seconds), ("strategy", strategy)) if v is not None}
     if overrides:
         settings_now = {**spec.search.__dict__, **overrides}
@@ -257,23 +263,35 @@ def query(
 
 
 def report(
-    sweep: Path, *, results: Path = DEFAULT_RESULTS, out: Path = Path("reports"), replay: bool = False
+    sweep: PathText,
+    *,
+    results: PathText = DEFAULT_RESULTS,
+    out: PathText = Path("reports"),
+    replay: bool = False,
+    db: PathText | None = None,
 ) -> ReportFiles:
     """Write the HTML + Markdown report of a sweep's evaluation log (live GPU sweep preferred), with the
-    coverage of the winners database that sweep stored into, as ``<out>/<sweep's name>.html`` and ``.md``."""
+    coverage of the winners database that sweep stored into (``db``, default the one ``tune`` stores into
+    by default), as ``<out>/<sweep's name>.html`` and ``.md``. A sweep shared through PostgreSQL keeps its
+    evaluations there, where this does not read them."""
     from .report import ReportInputs, build_report
     from .runtime.coverage import coverage
 
-    spec = load_sweep(sweep)
+    spec, results, out = load_sweep(Path(sweep)), Path(results), Path(out)
     live = results / "sweeps" / spec.name / "evals.jsonl"
     replayed = results / "sweeps" / f"{spec.name}-replay" / "evals.jsonl"
     path = live if live.exists() and not replay else replayed
     records = tuple(EvalLog(path).read())
     if not records:
-        raise SpaceError(f"no evaluations in {path}: run `tunebox tune {sweep}` first")
+        raise SpaceError(
+            f"no evaluations in {path}: run `tunebox tune {sweep}` first (a sweep shared through --storage "
+            "keeps its evaluations in PostgreSQL, which reports do not read)"
+        )
+    check_log_family(path, records, spec.family.name)
     names = {p.problem.key(): p.name for p in spec.problems}
     defaults = {p.problem.key(): spec.family.default_config(p.problem).as_dict() for p in spec.problems}
-    db = results / ("winners.sqlite" if path == live else "winners-replay.sqlite")  # where that sweep stored
+    stored = results / ("winners.sqlite" if path == live else "winners-replay.sqlite")  # where tune stores
+    db = stored if db is None else Path(db)
     covered = tuple(coverage(db, spec.family.name)) if db.is_file() else ()
     inputs = ReportInputs(spec.family.name, records, defaults, names, coverage=covered)
     return build_report(inputs, out, f"tunebox sweep {spec.name}", stem=spec.name)

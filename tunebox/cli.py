@@ -195,6 +195,12 @@ def parser() -> argparse.ArgumentParser:
         "--out", type=Path, default=Path("reports"), help="directory for the report's files (default ./reports)"
     )
     r.add_argument("--replay", action="store_true", help="report the replayed sweep even if a live one exists")
+    r.add_argument(
+        "--db",
+        type=Path,
+        help="winners database whose coverage to show: the one the sweep stored into, if tune was given --db "
+        "(default <results>/winners.sqlite, or winners-replay.sqlite for a replayed sweep)",
+    )
     r.set_defaults(run=commands.report)
 
     b = add("benchmark", help="benchmark file of live GPU sweeps (winners vs torch)")

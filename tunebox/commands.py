@@ -176,7 +176,7 @@ def coverage(args: argparse.Namespace) -> int:
 def report(args: argparse.Namespace) -> int:
     from .api import report
 
-    files = report(Path(args.sweep), results=args.results, out=args.out, replay=args.replay)
+    files = report(Path(args.sweep), results=args.results, out=args.out, replay=args.replay, db=args.db)
     print(f"wrote {files.html} and {files.markdown}")
     return 0
 

@@ -44,10 +44,11 @@ def results(
     """
     from .records import canonical_json
     from .report.data import results_frame
-    from .store.evallog import EvalLog
+    from .store.evallog import EvalLog, check_log_family
 
     path = Path(source)
     names: dict[str, str] = {}
+    family = None  # a sweep file's: its log must hold that family's records only
     if path.is_dir():
         log = path / LOG_NAME
     elif path.suffix in (".jsonl", ".json") or path.name.endswith(COMPRESSED):
@@ -59,6 +60,10 @@ def results(
         spec = load_sweep(path)
         log = sweep_log(spec.name, DEFAULT_RESULTS if results is None else Path(results), replay)
         names = {canonical_json(p.problem.to_dict()): p.name for p in spec.problems}
+        family = spec.family.name
     if not log.is_file():
         raise SpaceError(f"no evaluation log at {log}: run `tunebox tune` on the sweep first")
-    return results_frame(EvalLog(log).read(), names)
+    records = EvalLog(log).read()
+    if family is not None:
+        check_log_family(log, records, family)
+    return results_frame(records, names)

@@ -33,7 +33,7 @@ from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json, fas
 from ..runner.backends import Backend, Evaluation
 from ..runner.protocol import Outcome, harness_checked, variant_of
 from ..runner.sanitizer import Sanitizer
-from ..store.evallog import EvalLog, RecordLog
+from ..store.evallog import EvalLog, RecordLog, check_log_family
 from ..store.winner_rows import WinnerStore, refuse_mixing
 from ..store.winners import WinnersDB
 from ..sweep_spec import NamedProblem, SweepSpec

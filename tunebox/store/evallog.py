@@ -178,3 +178,14 @@ class EvalLog:
                 f"{self.path}: evaluation log version {version} was written by a newer tunebox; "
                 f"upgrade tunebox to read it (this one reads version {SCHEMA_VERSION})."
             )
+
+
+def check_log_family(path: Path, records: Sequence[EvalRecord], family: str) -> None:
+    """A sweep's log holds its family's records only: another family's raise ``DatabaseError`` saying to
+    move the log aside (a results directory reused by a sweep of the same name and another family)."""
+    others = sorted({r.family for r in records} - {family})
+    if others:
+        raise DatabaseError(
+            f"{path} holds records of {', '.join(others)}, not of {family} only: a sweep directory holds one "
+            "sweep's log. Move it aside, or give another --results; nothing was changed."
+        )

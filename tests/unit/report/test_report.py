@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 import tunebox
-from tunebox.errors import SpaceError
+from tunebox.errors import DatabaseError, SpaceError
 from tunebox.limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from tunebox.records import DeviceInfo, EvalRecord, Status, Timing, canonical_json
 from tunebox.report import ReportInputs, build_report, results_frame
@@ -34,6 +34,7 @@ from tunebox.report.data import (
     winners_frame,
 )
 from tunebox.store.evallog import EvalLog
+from tunebox.sweep_spec import load_sweep
 
 FAMILY = "tile_copy"
 DEVICE = DeviceInfo("NVIDIA H200", "9.0", "13000", "13.0")
@@ -652,3 +653,40 @@ def test_two_sweeps_of_one_family_write_two_reports(tmp_path: Path) -> None:
     }
     with pytest.raises(ValueError, match="report name '../x' is not usable as a file name"):
         build_report(_inputs(), tmp_path, "x", stem="../x")
+
+
+def test_paths_given_as_text_and_the_database_a_sweep_was_given(
+    sweep_file: Path, recording: Path, tmp_path: Path
+) -> None:
+    """tune and report refused text paths (TypeError: unsupported operand type(s) for /: 'str' and 'str'), and
+    a report showed the default database's coverage where the sweep had stored into another."""
+    db = str(tmp_path / "mine.sqlite")
+    tunebox.tune(
+        str(sweep_file), backend="replay", recording=str(recording), results=str(tmp_path / "r"), db=db, trials=3
+    )
+    files = tunebox.report(str(sweep_file), results=str(tmp_path / "r"), out=str(tmp_path / "out"), replay=True, db=db)
+    section = _md_section(
+        files.markdown.read_text("utf-8"), "Coverage: the problems the winners database answers exactly"
+    )
+    assert len(_md_rows(section)) == 2
+    default = tunebox.report(str(sweep_file), results=str(tmp_path / "r"), out=str(tmp_path / "d"), replay=True)
+    assert "holds no tile_copy winner" in default.markdown.read_text("utf-8")
+
+
+def test_a_log_of_another_family_is_refused_by_tune_report_and_results(
+    sweep_file: Path, recording: Path, tmp_path: Path
+) -> None:
+    """A results directory whose sweep log holds gather's records: report raised a bare ValueError, tune
+    appended tile_copy's records to it, results returned gather's frame."""
+    spec = load_sweep(sweep_file)
+    log = tmp_path / "r" / "sweeps" / f"{spec.name}-replay" / "evals.jsonl"
+    log.parent.mkdir(parents=True)
+    EvalLog(log).append(_rec({"n": 1}, {"x": 1}, samples=(0.1,), family="gather"))
+    before = log.read_bytes()
+    with pytest.raises(DatabaseError, match=r"holds records of gather, not of tile_copy only.*Move it aside"):
+        tunebox.tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r", trials=3)
+    with pytest.raises(DatabaseError, match="holds records of gather"):
+        tunebox.report(sweep_file, results=tmp_path / "r", out=tmp_path / "out", replay=True)
+    with pytest.raises(DatabaseError, match="holds records of gather"):
+        tunebox.results(sweep_file, results=tmp_path / "r", replay=True)
+    assert log.read_bytes() == before
