@@ -133,6 +133,7 @@ class Sweep:
         self.deadline = start + self.spec.search.seconds
         self._check_winners()
         history = self.log.read()
+        check_log_family(self.log_path or self.out_dir, history, self.family.name)
         outcomes = []
         for index, named in enumerate(self.spec.problems, start=1):
             self._index = index
@@ -157,11 +158,11 @@ class Sweep:
     def _check_winners(self) -> None:
         """Before any work: a damaged winners database, or one holding winners of the other kind (replayed
         where this sweep measures, or the reverse), raises ``DatabaseError``. A missing one is made by the
-        first winner."""
+        first winner. An empty one (a sweep killed while making it) is opened for writing, which completes it."""
         if not self.db_path.exists():
             return
         replayed = self.backend.replayed
-        with WinnersDB(self.db_path, read_only=True) as db:  # opening checks the file
+        with WinnersDB(self.db_path) as db:  # opening checks the file
             others = db.kind_count(not replayed)
         if others:
             refuse_mixing(str(self.db_path), not replayed, replayed, others)

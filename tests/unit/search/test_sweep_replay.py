@@ -82,6 +82,16 @@ def test_resume_never_reruns_an_evaluation(sweep_file, recording, tmp_path):
     assert len(configs) == len(set(configs)) == 20
 
 
+def test_a_winners_database_left_empty_by_a_kill_is_completed_on_resume(sweep_file, recording, tmp_path):
+    """A sweep killed after SQLite made the file but before the schema: the next run finishes the file."""
+    results = tmp_path / "r"
+    results.mkdir()
+    with sqlite3.connect(results / "winners-replay.sqlite") as conn:
+        conn.execute("PRAGMA journal_mode = WAL")
+    result = tune(sweep_file, backend="replay", recording=recording, results=results)
+    assert all(p.stored for p in result.problems)
+
+
 def test_systematic_failures_trip_the_breaker(sweep_file, tmp_path):
     recording = write_recording(sweep_file, tmp_path / "rec.jsonl", lambda c: Status.RUNTIME_ERROR)
     with pytest.raises(SweepAborted, match="runtime_error"):
@@ -98,15 +108,15 @@ def test_kill_minus_nine_then_resume(sweep_file, recording, tmp_path):
         *replay_argv(sweep_file, recording, results, "--trials", "25", "--quiet"),
     ]
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
-    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     log = results / "sweeps" / "small-replay" / "evals.jsonl"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and (not log.exists() or log.read_text().count("\n") < 6):
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    _, stderr = proc.communicate()
     killed_at = len(screen_configs(results))
-    assert 0 < killed_at < 50
+    assert 0 < killed_at < 50, f"{killed_at} configurations logged when killed (exit {proc.returncode}): {stderr}"
     done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     configs = screen_configs(results)
