@@ -27,6 +27,11 @@ def gpu_status() -> tuple[bool, str]:
     if done.returncode == 0:
         return True, f"{done.stdout.strip()} CUDA device(s)"
     last = (done.stderr.strip().splitlines() or ["unknown error"])[-1]
-    if "DynamicLibNotFoundError" in last or "libcuda" in last:
-        return False, "no NVIDIA driver on this machine"
-    return False, last[:200]
+    return False, unavailable_reason(last)
+
+
+def unavailable_reason(error: str) -> str:
+    """Why CUDA could not start, in words, from the error it raised (its last line)."""
+    if any(sign in error for sign in ("DynamicLibNotFoundError", "libcuda", "NVIDIA driver library")):
+        return "no NVIDIA driver on this machine"
+    return error[:200]

@@ -31,12 +31,13 @@ from typing import Any
 
 from ..build.nvrtc import BuildResult, NvrtcBuilder, nvrtc_version
 from ..cuda_api import load_kernel, pack, steps_launcher, zero_bytes
-from ..errors import CompileError, InvalidProblem
+from ..errors import CompileError, DeviceUnavailable, InvalidProblem
 from ..families import get as get_family
 from ..families.base import Arg, BufferArg, BufferSpec, KernelSource, LaunchGeometry, Problem, TensorMapArg
 from ..families.contract import Family
 from ..params import Config
 from ..records import DeviceInfo, Status
+from ..runner.probe import unavailable_reason
 from ..runner.protocol import variant_of
 from ..sweep_spec import check_problem
 from .arrays import DeviceArray, device_array, dlpack_only, misaligned, stores
@@ -103,8 +104,12 @@ class Launcher:
         from cuda.bindings import driver
         from cuda.core import Device
 
-        dev = Device()
-        dev.set_current()
+        try:
+            dev = Device()
+            dev.set_current()
+        except Exception as exc:  # no driver (cuda-pathfinder), no device or a broken one (the driver)
+            reason = unavailable_reason(f"{type(exc).__name__}: {exc}")
+            raise DeviceUnavailable(f"tunebox.launch needs a CUDA GPU: {reason}") from exc
         cc = dev.compute_capability
         err, version = driver.cuDriverGetVersion()
         self._device = dev
@@ -145,7 +150,7 @@ class Launcher:
         described = {name: device_array(a) for name, a in arrays.items() if not dlpack_only(a)}
         handle = int(stream if stream is not None else next((d.stream for d in described.values() if d.stream), 0) or 0)
         described = {name: described.get(name) or device_array(a, handle) for name, a in arrays.items()}
-        problem = family.problem_from_arrays(described, **options)
+        problem = _problem_of(family, described, options)
         _check_buffers(family, problem, described)
         torch_arrays = all_torch(arrays)
         offset = misaligned(described)
@@ -360,6 +365,20 @@ def workspace_of(family: Family[Any], problem: Problem, config: Config) -> tuple
     args = (*family.args(problem, config), *(a for step in family.prologue(problem, config) for a in step.args))
     used = {a.name for a in args if isinstance(a, BufferArg)} | {a.buffer for a in args if isinstance(a, TensorMapArg)}
     return tuple(b for b in family.buffers(problem) if b.role == "workspace" and b.name in used)
+
+
+def _problem_of(family: Family[Any], arrays: Mapping[str, DeviceArray], options: Mapping[str, Any]) -> Problem:
+    """The problem ``arrays`` and ``options`` describe; a missing array is an InvalidProblem naming it."""
+    try:
+        return family.problem_from_arrays(arrays, **options)
+    except KeyError as exc:
+        missing = exc.args[0] if exc.args else None
+        if not isinstance(missing, str) or missing in arrays:
+            raise
+        raise InvalidProblem(
+            f"{family.name} needs an array named {missing!r} (got {sorted(arrays) or 'none'}): pass each "
+            "input and output by its buffer name, as the README's launch examples do"
+        ) from exc
 
 
 def _check_buffers(family: Family[Any], problem: Problem, described: Mapping[str, DeviceArray]) -> None:

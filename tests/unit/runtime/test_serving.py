@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tunebox.errors import InvalidProblem
+from tunebox.errors import DeviceUnavailable, InvalidProblem
 from tunebox.families.base import Baseline
 from tunebox.runtime.launch import Launcher
 from tunebox.runtime.lookup import LookupResult
@@ -51,6 +51,27 @@ def test_an_unknown_use_is_refused_before_the_arrays_are_looked_at(tmp_path: Pat
     arrays = {"src": np.zeros((4, 4), np.float32), "dst": np.zeros((4, 4), np.float32)}
     with pytest.raises(InvalidProblem, match="use must be one of"):
         Launcher(cache_dir=tmp_path)("tile_copy", arrays, use="gpu")
+
+
+def test_a_missing_array_is_named() -> None:
+    """It was a bare KeyError('src') from the family's operation."""
+    with pytest.raises(InvalidProblem, match="tile_copy needs an array named 'src' \\(got none\\)"):
+        Launcher()("tile_copy", {})
+
+
+def test_no_usable_device_is_device_unavailable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a driver cuda-pathfinder raised its own error from the first ``launch`` or ``device_info``."""
+    import cuda.core
+
+    class NoDriver(RuntimeError):
+        pass
+
+    def no_device() -> None:
+        raise NoDriver('"cuda" is an NVIDIA driver library and can only be found via system search.')
+
+    monkeypatch.setattr(cuda.core, "Device", no_device)
+    with pytest.raises(DeviceUnavailable, match="needs a CUDA GPU: no NVIDIA driver on this machine"):
+        Launcher().device_info()
 
 
 def test_misaligned_arrays_get_the_library_call_or_a_refusal_that_says_what_to_pass() -> None:
