@@ -121,6 +121,11 @@ class EvalLog:
         except FileNotFoundError:
             return []
         if self.path.suffix == ".gz":
+            if not data:
+                raise DatabaseError(
+                    f"{self.path}: an empty file, not a gzip recording; restore it (git checkout) or record "
+                    "the sweep again"
+                )
             try:
                 data = gzip.decompress(data)
             except (OSError, EOFError) as exc:
@@ -132,6 +137,10 @@ class EvalLog:
             return []
         lines = data.split(b"\n")
         complete = lines[:-1]  # the element after the final newline is b"" or a torn tail
+        if complete:
+            self._check_header(complete[0])
+        elif not _HEADER.startswith(lines[-1]):  # one line, and not a header a writer was cut off in
+            self._check_header(lines[-1])
         if lines[-1]:
             log.warning(
                 "%s: skipping a torn last line (%d bytes, no newline): a writer was interrupted",
@@ -140,7 +149,6 @@ class EvalLog:
             )
         if not complete:
             return []
-        self._check_header(complete[0])
         records: list[EvalRecord] = []
         last = len(complete) - 1
         for index, raw in enumerate(complete[1:], start=1):

@@ -116,6 +116,16 @@ def test_missing_header_raises(tmp_path: Path, first: str) -> None:
         EvalLog(path).read()
 
 
+@pytest.mark.parametrize("text", ['{"name": "not a log"}', "hello"])
+def test_one_line_of_something_else_is_not_taken_for_a_torn_header(tmp_path: Path, text: str) -> None:
+    """A JSON file written without a final newline was read as an empty log with a torn-line warning."""
+    path = tmp_path / "other.json"
+    path.write_text(text)
+    with pytest.raises(DatabaseError, match="not a tunebox evaluation log header"):
+        EvalLog(path).read()
+    assert path.read_text() == text
+
+
 def _append_many(path: str, worker: int, count: int) -> None:
     log = EvalLog(path)
     for i in range(count):
@@ -167,4 +177,12 @@ def test_a_truncated_compressed_log_is_damaged(tmp_path: Path) -> None:
     compressed = tmp_path / "log.jsonl.gz"
     compressed.write_bytes(gzip.compress(plain.path.read_bytes())[:-12])
     with pytest.raises(DatabaseError, match="not a complete gzip file"):
+        EvalLog(compressed).read()
+
+
+def test_an_empty_compressed_log_is_damaged(tmp_path: Path) -> None:
+    """A zero-byte recording read as an empty one: a replay then missed every configuration."""
+    compressed = tmp_path / "log.jsonl.gz"
+    compressed.write_bytes(b"")
+    with pytest.raises(DatabaseError, match="an empty file, not a gzip recording"):
         EvalLog(compressed).read()
