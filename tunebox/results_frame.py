@@ -37,9 +37,9 @@ def results(
     ``tunebox report`` use.
 
     Columns: trial, family, problem (the sweep file's name, else ``k=v`` pairs), problem_key, template,
-    one column per configuration parameter, status, median_ms, noise, bandwidth_gbps (GB/s), tflops (TFLOP/s), intensity
-    (FLOP/byte), flops, bytes_moved, phase ("screen" or "final"), baseline (the library call timed,
-    "" for variants), kind, replayed, device, config, config_key, message (see
+    one column per configuration parameter, status, median_ms, noise, bandwidth_gbps (GB/s), tflops
+    (TFLOP/s), intensity (FLOP/byte), flops, bytes_moved, phase ("screen" or "final"), baseline (the
+    library call timed, "" for variants), kind, replayed, device, config, config_key, message (see
     ``tunebox.report.results_frame``). Raises ``SpaceError`` when there is no such log.
     """
     from .records import canonical_json
