@@ -28,7 +28,7 @@ def tile_columns() -> Any:
 
 
 def pipeline_stages() -> Any:
-    return choice(1, 2, 3, 4, doc="shared-memory buffers in the cp.async pipeline")
+    return choice(1, 2, 3, 4, doc="shared-memory buffers in the load pipeline (cp.async, or TMA with wgmma)")
 
 
 def bounds_choice() -> Any:
