@@ -286,6 +286,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "kernel, render, geometry or argument changed",
     "d98087e": "Family.source_files lists the device sources, then the modules, each in path order (the order a "
     "checkout's sorted paths had; an installed package's differed): only the order the hash reads, no result",
+    "dfb51b6": "gemm.common.pipeline_stages: only its doc= text (shown by tunebox families); no rule, render or value",
 }
 
 
