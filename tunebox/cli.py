@@ -231,12 +231,14 @@ def parser() -> argparse.ArgumentParser:
         help="benchmark search strategies on replayed exhaustive recordings (CPU only): evaluations to a "
         "near-optimal target against random search's expectation",
     )
-    st.add_argument("--seeds", type=int, default=20, help="seeds per strategy and problem (default 20)")
+    st.add_argument(
+        "--seeds", type=_at_least(int, 2), default=20, help="seeds per strategy and problem, 2 or more (default 20)"
+    )
     st.add_argument(
         "--out",
         type=Path,
-        default=Path("results/benchmarks/search.json"),
-        help="benchmark file (JSON) to write (default results/benchmarks/search.json)",
+        required=True,
+        help="benchmark file (JSON) to write (the committed one is results/benchmarks/search.json)",
     )
     st.add_argument(
         "--plot", type=Path, help="best found versus evaluations per problem, a PNG (e.g. reports/search.png)"
@@ -272,11 +274,11 @@ def parser() -> argparse.ArgumentParser:
     )
     st.add_argument(
         "--budget-factor",
-        type=float,
+        type=_at_least(float, 1),
         default=10.0,
-        help="each seed evaluates at most this many times random's expected evaluations (default 10)",
+        help="each seed evaluates at most this many times random's expected evaluations, 1 or more (default 10)",
     )
-    st.add_argument("--jobs", type=int, help="worker processes (default: the CPU count)")
+    st.add_argument("--jobs", type=_at_least(int, 1), help="worker processes (default: the CPU count)")
     st.add_argument("--quiet", action="store_true", help="no progress lines (one per problem and strategy)")
     st.set_defaults(run=commands.strategies)
     return top

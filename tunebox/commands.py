@@ -7,12 +7,11 @@ import argparse
 import json
 import math
 import os
-import re
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import DeviceUnavailable, SpaceError
+from .errors import SpaceError
 from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from .progress import Progress
 from .records import EvalRecord, Status
@@ -201,10 +200,7 @@ def ceilings(args: argparse.Namespace) -> int:
     from .ceilings import measure, write_ceilings
 
     sizes = {"copy_bytes": args.copy_bytes, "matmul_size": args.matmul_size}
-    try:
-        ceilings = measure(**{k: v for k, v in sizes.items() if v is not None})
-    except DeviceUnavailable as exc:  # ceilings has no replay: drop the engine's hint to use one
-        raise DeviceUnavailable(_BACKEND_HINT.sub("", str(exc))) from exc
+    ceilings = measure(**{k: v for k, v in sizes.items() if v is not None})
     write_ceilings(ceilings, args.out, args.command)
     for c in (ceilings.copy, ceilings.matmul):
         print(
@@ -213,9 +209,6 @@ def ceilings(args: argparse.Namespace) -> int:
         )
     print(f"wrote {args.out}")
     return 0
-
-
-_BACKEND_HINT = re.compile(r"\s*[^.;()]*--backend[^.;()]*\.?")
 
 
 def families(args: argparse.Namespace) -> int:

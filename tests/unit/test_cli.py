@@ -134,21 +134,21 @@ def test_a_closed_stdout_ends_quietly(argv):
 
 
 def test_ceilings_never_suggests_an_option_it_lacks(capsys, monkeypatch):
-    """The GPU worker's start-up error suggests `--backend replay`, which ceilings does not have."""
+    """The GPU worker's start-up error suggested `--backend replay`, which ceilings does not have (a
+    regular expression cut it out, leaving a doubled period)."""
+    import functools
+
+    from stand_in_workers import failing_canary
+
     import tunebox.ceilings
-    from tunebox.errors import DeviceUnavailable
 
-    def no_gpu(**sizes):
-        raise DeviceUnavailable(
-            "tunebox ceilings measures the GPU of the host it runs on (no usable GPU: "
-            "CUDA_ERROR_NO_DEVICE. Use --backend replay on a machine without a GPU.); "
-            "run it on a GPU host"
-        )
-
-    monkeypatch.setattr(tunebox.ceilings, "measure", no_gpu)
+    monkeypatch.setattr(tunebox.ceilings, "measure", functools.partial(tunebox.ceilings.measure, target=failing_canary))
     code, out, err = run(capsys, "ceilings", "--out", "c.json", "--command", "x")
-    assert code == 2 and out == "" and "CUDA_ERROR_NO_DEVICE" in err and "run it on a GPU host" in err
-    assert "--backend" not in err
+    assert code == 2 and out == ""
+    assert err == (
+        "tunebox: error: tunebox ceilings measures the GPU of the host it runs on (no usable GPU: canary: the "
+        "compare kernel found differences in equal buffers); run it on a GPU host\n"
+    )
     top = parser()
     subcommands = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     ceilings_options = {o for a in subcommands.choices["ceilings"]._actions for o in a.option_strings}
@@ -352,6 +352,23 @@ def test_tune_refuses_negative_pace_and_heartbeat(capsys, option, value, fragmen
         parser().parse_args(["tune", "x.toml", option, value])
     assert refused.value.code == 2 and fragment in capsys.readouterr().err
     assert parser().parse_args(["tune", "x.toml", "--replay-pace", "0"]).replay_pace == 0.0
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["--seeds", "1"], "argument --seeds: must be 2 or more, got 1"),
+        (["--jobs", "0"], "argument --jobs: must be 1 or more, got 0"),
+        (["--budget-factor", "0"], "argument --budget-factor: must be 1 or more, got 0"),
+        ([], "the following arguments are required: --out"),
+    ],
+)
+def test_strategies_refuses_what_it_cannot_run(capsys, argv, fragment):
+    """--out is required: its old default overwrote the committed results/benchmarks/search.json."""
+    out = [] if not argv else ["--out", "s.json"]
+    with pytest.raises(SystemExit) as refused:
+        parser().parse_args(["strategies", *out, *argv])
+    assert refused.value.code == 2 and fragment in capsys.readouterr().err
 
 
 def one_error_line(code: int, out: str, err: str) -> str:

@@ -23,6 +23,7 @@ from typing import Any, cast, overload
 from ..errors import DeviceUnavailable
 from ..records import DeviceInfo, Status
 from . import worker
+from .probe import unavailable_reason
 from .protocol import CeilingsJob, EvaluateJob, Outcome, PrepareJob, RetimeJob, failed_reply
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,7 @@ class GpuRunner:
             kind, payload = "failed", "the GPU worker exited during start-up"
         if kind != "ready":
             self._kill()
-            raise DeviceUnavailable(f"no usable GPU: {payload}. Use --backend replay on a machine without a GPU.")
+            raise DeviceUnavailable(f"no usable GPU: {unavailable_reason(str(payload))}")
         return cast(DeviceInfo, payload)  # the worker's ("ready", DeviceInfo)
 
     @overload

@@ -79,6 +79,10 @@ class Launcher:
     ) -> None:
         if tune not in POLICIES:
             raise InvalidProblem(f"tune must be one of {POLICIES}, got {tune!r}")
+        if not (isinstance(race_samples, int) and race_samples >= 1):
+            raise InvalidProblem(f"race_samples must be a whole number of 1 or more, got {race_samples!r}")
+        if not (isinstance(race_budget_s, int | float) and race_budget_s > 0):
+            raise InvalidProblem(f"race_budget_s must be a positive number of seconds, got {race_budget_s!r}")
         self.db_path = Path(default_db() if db is None else db)
         self._lookup = Lookup(self.db_path)
         self._cache_dir = cache_dir
@@ -370,7 +374,7 @@ def workspace_of(family: Family[Any], problem: Problem, config: Config) -> tuple
 def _problem_of(family: Family[Any], arrays: Mapping[str, DeviceArray], options: Mapping[str, Any]) -> Problem:
     """The problem ``arrays`` and ``options`` describe; a missing array is an InvalidProblem naming it."""
     try:
-        return family.problem_from_arrays(arrays, **options)
+        problem: Problem = family.problem_from_arrays(arrays, **options)
     except KeyError as exc:
         missing = exc.args[0] if exc.args else None
         if not isinstance(missing, str) or missing in arrays:
@@ -379,6 +383,7 @@ def _problem_of(family: Family[Any], arrays: Mapping[str, DeviceArray], options:
             f"{family.name} needs an array named {missing!r} (got {sorted(arrays) or 'none'}): pass each "
             "input and output by its buffer name, as the README's launch examples do"
         ) from exc
+    return problem
 
 
 def _check_buffers(family: Family[Any], problem: Problem, described: Mapping[str, DeviceArray]) -> None:

@@ -95,3 +95,21 @@ def test_an_unknown_policy_is_refused() -> None:
 
     with pytest.raises(InvalidProblem, match="tune must be one of"):
         Launcher(Path("absent.sqlite"), tune="always")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "option, fragment",
+    [
+        ({"race_samples": 0}, "race_samples must be a whole number of 1 or more, got 0"),
+        ({"race_samples": 2.5}, "race_samples must be a whole number"),
+        ({"race_budget_s": -1}, "race_budget_s must be a positive number of seconds, got -1"),
+        ({"race_budget_s": float("nan")}, "race_budget_s must be a positive number of seconds, got nan"),
+    ],
+)
+def test_a_race_that_cannot_run_is_refused_when_the_launcher_is_made(option: dict, fragment: str) -> None:
+    """A negative budget was accepted and every first-use race ended before its first candidate."""
+    from tunebox.errors import InvalidProblem
+    from tunebox.runtime.launch import Launcher
+
+    with pytest.raises(InvalidProblem, match=fragment):
+        Launcher(Path("absent.sqlite"), tune="first_call", **option)
