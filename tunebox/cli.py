@@ -8,7 +8,6 @@ import argparse
 import errno
 import faulthandler
 import functools
-import json
 import logging
 import os
 import signal
@@ -326,9 +325,6 @@ def _main(argv: list[str] | None) -> int:
         return run(args)
     except TuneboxError as exc:
         print(f"tunebox: error: {exc}", file=sys.stderr)
-        return 2
-    except json.JSONDecodeError as exc:
-        print(f"tunebox: error: the problem is not valid JSON ({exc})", file=sys.stderr)
         return 2
     except OSError as exc:
         if exc.filename is None:  # not a file operation (a closed pipe, a socket): not the user's to fix

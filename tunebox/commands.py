@@ -9,9 +9,9 @@ import math
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from .errors import SpaceError
+from .errors import InvalidProblem, SpaceError
 from .limits import BF16_TENSOR_TFLOPS, COPY_LIMIT_GBPS
 from .progress import Progress
 from .records import EvalRecord, Status
@@ -126,10 +126,31 @@ def _figure(value: float) -> str:
     return f"{value:.{1 - math.floor(math.log10(abs(value)))}f}"
 
 
+def problem_json(text: str) -> Any:
+    """The problem a command line gives as JSON; ``InvalidProblem`` for text that is not JSON, repeats a
+    key, or holds an integer too long for Python to read."""
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        keys = [k for k, _ in pairs]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        if repeated:
+            raise InvalidProblem(
+                f"the problem gives {', '.join(map(repr, repeated))} more than once; give each field once"
+            )
+        return dict(pairs)
+
+    try:
+        return json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise InvalidProblem(f"the problem is not valid JSON ({exc})") from exc
+    except ValueError as exc:  # an integer past Python's limit on digits
+        raise InvalidProblem(f"the problem holds a number too long to read ({exc})") from exc
+
+
 def query(args: argparse.Namespace) -> int:
     from . import query  # the run-time path: no search or plotting imports
 
-    answer = query(args.family, json.loads(args.problem), db=args.db, device=args.device)
+    answer = query(args.family, problem_json(args.problem), db=args.db, device=args.device)
     print(
         json.dumps(
             {

@@ -100,6 +100,9 @@ class Clocks:
         return cls(tuple(ClockSample(**s) for s in data["samples"]), int(data["retakes"]), bool(data["throttled"]))
 
 
+MIN_SAMPLE_MS = 1e-6  # 1 ns: no measured time is shorter (a CUDA event resolves about 0.5 us)
+
+
 @dataclass(frozen=True)
 class Timing:
     """Samples of one timed kernel, in milliseconds, each with the L2 flushed before it; ``clocks``:
@@ -122,8 +125,12 @@ class Timing:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Timing:
+        """Raises ValueError unless there are samples, each finite and at least ``MIN_SAMPLE_MS``."""
         clocks = data.get("clocks")
-        return cls(tuple(float(x) for x in data["samples_ms"]), Clocks.from_dict(clocks) if clocks else None)
+        samples = tuple(float(x) for x in data["samples_ms"])
+        if not samples or not all(math.isfinite(x) and x >= MIN_SAMPLE_MS for x in samples):
+            raise ValueError(f"samples_ms must be finite times of at least {MIN_SAMPLE_MS:g} ms, got {samples[:4]}")
+        return cls(samples, Clocks.from_dict(clocks) if clocks else None)
 
 
 @dataclass(frozen=True)
@@ -178,7 +185,11 @@ class EvalRecord:
 
     @classmethod
     def from_json(cls, line: str) -> EvalRecord:
+        """Raises ValueError (or KeyError, TypeError) for a line that is not a valid record."""
         data = json.loads(line)
+        for name in ("problem", "config"):
+            if not isinstance(data.get(name), dict):
+                raise ValueError(f"{name} is not a JSON object")
         timing = data.pop("timing")
         metrics = data.pop("metrics")
         device = data.pop("device")

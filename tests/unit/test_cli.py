@@ -70,6 +70,8 @@ def test_shipped_winners_answer_the_benchmark_problem(capsys):
     [
         (["query", "no_such_family", "{}"], "unknown family"),
         (["query", "tile_copy", "{not json"], "not valid JSON"),
+        (["query", "tile_copy", '{"dtype": "float32", "dtype": "float16"}'], "gives 'dtype' more than once"),
+        (["query", "tile_copy", '{"src": [1' + "0" * 5000 + "]}"], "a number too long to read"),
         (["query", "tile_copy", '{"dtype": "float32", "src": [-4, 4], "dst": [4, 4]}'], "src"),
         (["query", "tile_copy", '{"dtype": "float64", "src": [4, 4], "dst": [4, 4]}'], "unknown dtype"),
         (["tune", "no/such/file.toml", "--backend", "replay"], "no such sweep file"),

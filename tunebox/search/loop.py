@@ -35,7 +35,7 @@ from ..runner.protocol import Outcome, harness_checked, variant_of
 from ..runner.sanitizer import Sanitizer
 from ..store.evallog import EvalLog, RecordLog, check_log_family
 from ..store.winner_rows import WinnerStore, refuse_mixing
-from ..store.winners import WinnersDB
+from ..store.winners import EmptyDatabase, WinnersDB, check_writable
 from ..sweep_spec import NamedProblem, SweepSpec
 from .candidates import among, candidates, valid_for
 from .compile_pool import without_ctrl_c
@@ -158,12 +158,18 @@ class Sweep:
     def _check_winners(self) -> None:
         """Before any work: a damaged winners database, or one holding winners of the other kind (replayed
         where this sweep measures, or the reverse), raises ``DatabaseError``. A missing one is made by the
-        first winner. An empty one (a sweep killed while making it) is opened for writing, which completes it."""
+        first winner, and so is an empty one (a sweep killed while SQLite made it), which nothing else
+        changes before then: a failed sweep leaves the file as it was. A folder or file that cannot be
+        written raises ``DatabaseError`` saying so."""
+        check_writable(self.db_path)
         if not self.db_path.exists():
             return
         replayed = self.backend.replayed
-        with WinnersDB(self.db_path) as db:  # opening checks the file
-            others = db.kind_count(not replayed)
+        try:
+            with WinnersDB(self.db_path, read_only=True) as db:  # opening checks the file
+                others = db.kind_count(not replayed)
+        except EmptyDatabase:
+            return
         if others:
             refuse_mixing(str(self.db_path), not replayed, replayed, others)
 

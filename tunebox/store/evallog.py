@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
 _HEADER_KEY = "tunebox_evallog"
 _HEADER = (json.dumps({_HEADER_KEY: SCHEMA_VERSION}) + "\n").encode()
+_DAMAGED_RECORDING = "the recording is damaged: restore it (git checkout) or record the sweep again"
 
 
 class RecordLog(Protocol):
@@ -122,17 +123,11 @@ class EvalLog:
             return []
         if self.path.suffix == ".gz":
             if not data:
-                raise DatabaseError(
-                    f"{self.path}: an empty file, not a gzip recording; restore it (git checkout) or record "
-                    "the sweep again"
-                )
+                raise DatabaseError(f"{self.path}: an empty file, not a gzip recording; {_DAMAGED_RECORDING}")
             try:
                 data = gzip.decompress(data)
             except (OSError, EOFError) as exc:
-                raise DatabaseError(
-                    f"{self.path}: not a complete gzip file ({exc}); the recording is damaged: restore it "
-                    "(git checkout) or record the sweep again"
-                ) from exc
+                raise DatabaseError(f"{self.path}: not a complete gzip file ({exc}); {_DAMAGED_RECORDING}") from exc
         if not data:
             return []
         lines = data.split(b"\n")
@@ -163,11 +158,13 @@ class EvalLog:
                         exc,
                     )
                     continue
-                raise DatabaseError(
-                    f"{self.path}: line {index + 1} is not a valid record ({exc}); the log is "
-                    "damaged. Move it aside (e.g. rename it to *.damaged) and start a new log; "
+                advice = (
+                    _DAMAGED_RECORDING
+                    if self.path.suffix == ".gz"
+                    else "the log is damaged. Move it aside (e.g. rename it to *.damaged) and start a new log; "
                     "records before that line can still be read from the moved file."
-                ) from exc
+                )
+                raise DatabaseError(f"{self.path}: line {index + 1} is not a valid record ({exc}); {advice}") from exc
         return records
 
     def _check_header(self, raw: bytes) -> None:

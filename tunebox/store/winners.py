@@ -40,7 +40,6 @@ _SELECT = f"SELECT {', '.join(KEY_COLUMNS + VALUE_COLUMNS)} FROM winners"
 _SELECT_V1 = _SELECT.replace("library, library_ms", "NULL, NULL")  # a version-1 file read as it is
 _LIBRARY_COLUMNS = ("library TEXT", "library_ms REAL CHECK (library_ms IS NULL OR library_ms > 0)")
 _KEY_WHERE = " AND ".join(f"{c} = ?" for c in KEY_COLUMNS)
-_SELECT_MEDIAN = f"SELECT median_ms, replayed FROM winners WHERE {_KEY_WHERE}"
 _UPSERT = (
     f"INSERT OR REPLACE INTO winners ({', '.join(KEY_COLUMNS + VALUE_COLUMNS)}) "
     f"VALUES ({', '.join('?' * (len(KEY_COLUMNS) + len(VALUE_COLUMNS)))})"
@@ -54,6 +53,23 @@ _SCHEMA = (
     " replayed INTEGER NOT NULL CHECK (replayed IN (0, 1)), record_json TEXT NOT NULL,"
     f" created_at TEXT NOT NULL, {', '.join(_LIBRARY_COLUMNS)}, PRIMARY KEY ({', '.join(KEY_COLUMNS)}))",
 )
+
+
+def check_writable(path: Path) -> None:
+    """Raise ``DatabaseError`` unless winners can be stored at ``path``: not a directory, the file (if
+    any) and its folder writable (SQLite writes its journal files beside it)."""
+    if path.is_dir():
+        raise DatabaseError(f"{path} is a directory: give the winners database's file (e.g. {path / 'winners.sqlite'})")
+    if not (os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))):
+        raise DatabaseError(
+            f"{path}: winners cannot be stored there (a read-only file, folder or file system); give a winners "
+            "database where they can (--db); nothing was changed."
+        )
+
+
+class EmptyDatabase(DatabaseError):
+    """A database file without tables, opened read-only (a writable open makes the schema): SQLite made
+    the file and nothing more, or it was never a database."""
 
 
 class WinnersDB:
@@ -151,7 +167,7 @@ class WinnersDB:
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables:
             if self.read_only:
-                raise DatabaseError(f"{self.path}: the winners database is empty; tune first.")
+                raise EmptyDatabase(f"{self.path}: the winners database is empty; tune first.")
             return None
         if not {"meta", "winners"} <= tables:
             raise DatabaseError(
@@ -246,16 +262,17 @@ class WinnersDB:
         Returns whether it was stored. Raises ValueError for a record that is not OK, has no timing,
         a non-finite time, or belongs to another family or device than ``key``, or a library record
         that is not a baseline's; ``DatabaseError`` where the stored row is replayed and the record
-        measured, or the reverse (``refuse_mixing``).
+        measured, or the reverse (``refuse_mixing``), or damaged (``validated_winner``).
         """
         row = winner_row(key, record, library)
         median = row[len(KEY_COLUMNS) + 1]
 
         def compare_and_set(conn: sqlite3.Connection) -> bool:
-            old = conn.execute(_SELECT_MEDIAN, astuple(key)).fetchone()
-            if old is not None:
-                refuse_mixing(str(self.path), bool(old[1]), record.replayed)
-                if old[0] <= median:
+            stored_row = conn.execute(f"{self._select} WHERE {_KEY_WHERE}", astuple(key)).fetchone()
+            if stored_row is not None:
+                old = validated_winner(str(self.path), stored_row)  # a damaged row is never compared with
+                refuse_mixing(str(self.path), old.replayed, record.replayed)
+                if old.median_ms <= median:
                     return False
             conn.execute(_UPSERT, row)
             return True

@@ -15,7 +15,8 @@ import pytest
 from sweep_fixtures import DEVICE, fake_ms, replay_argv, write_recording, write_sweep
 
 from tunebox.api import tune
-from tunebox.records import EvalRecord, Status, Timing, canonical_json
+from tunebox.errors import DatabaseError
+from tunebox.records import EvalRecord, Status, Timing, WinnerKey, canonical_json
 from tunebox.search.loop import SweepAborted
 from tunebox.store.evallog import EvalLog
 from tunebox.store.winners import WinnersDB
@@ -90,6 +91,38 @@ def test_a_winners_database_left_empty_by_a_kill_is_completed_on_resume(sweep_fi
         conn.execute("PRAGMA journal_mode = WAL")
     result = tune(sweep_file, backend="replay", recording=recording, results=results)
     assert all(p.stored for p in result.problems)
+
+
+def test_a_winners_database_that_cannot_be_written_is_refused_before_any_work(
+    sweep_file, recording, tmp_path, monkeypatch
+):
+    """A read-only folder was reported as a damaged file ('restore it from a backup'); a directory
+    as a disk I/O error."""
+    with pytest.raises(DatabaseError, match="is a directory: give the winners database's file"):
+        tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r", db=tmp_path)
+    folder = tmp_path / "mounted"
+    folder.mkdir()
+    real = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == folder else real(p, mode))
+    with pytest.raises(DatabaseError, match="winners cannot be stored there .*--db"):
+        tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r", db=folder / "w.sqlite")
+    assert not (tmp_path / "r" / "sweeps" / "small-replay" / "evals.jsonl").exists()
+
+
+def test_a_refused_sweep_leaves_an_old_winners_database_as_it_was(sweep_file, recording, tmp_path):
+    """Opening it for writing upgraded a version-1 file that an older tunebox could then no longer read,
+    though the sweep stored nothing."""
+    db = tmp_path / "measured.sqlite"
+    with WinnersDB(db) as winners:  # one measured winner: a replayed sweep is refused beside it
+        rec = EvalRecord("tile_copy", {"n": 1}, {}, Status.OK, timing=Timing((1.0,)), device=DEVICE)
+        winners.put(WinnerKey.of(rec, "h", '{"n":1}', "float32"), rec)
+    with sqlite3.connect(db) as raw:
+        raw.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    raw.close()
+    before = db.read_bytes()
+    with pytest.raises(DatabaseError, match="measured winner"):
+        tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r", db=db)
+    assert db.read_bytes() == before
 
 
 def test_systematic_failures_trip_the_breaker(sweep_file, tmp_path):

@@ -186,3 +186,30 @@ def test_an_empty_compressed_log_is_damaged(tmp_path: Path) -> None:
     compressed.write_bytes(b"")
     with pytest.raises(DatabaseError, match="an empty file, not a gzip recording"):
         EvalLog(compressed).read()
+
+
+@pytest.mark.parametrize(
+    "field, value, fragment",
+    [
+        ("timing", {"samples_ms": [-1.0, 1.0]}, "samples_ms must be finite times"),
+        ("timing", {"samples_ms": [0.0]}, "samples_ms must be finite times"),
+        ("timing", {"samples_ms": [1e-300]}, "samples_ms must be finite times"),
+        ("timing", {"samples_ms": []}, "samples_ms must be finite times"),
+        ("config", "BM=8", "config is not a JSON object"),
+        ("problem", [4096, 4096], "problem is not a JSON object"),
+    ],
+)
+def test_a_record_no_sweep_could_write_is_damage(tmp_path: Path, field: str, value: object, fragment: str) -> None:
+    """A recording with a negative timing was replayed into the user's log, whose every later read then
+    failed to store a winner; a config given as text crashed the search with an AttributeError."""
+    import json
+
+    log = EvalLog(tmp_path / "log.jsonl")
+    log.append_all([record(0), record(1)])
+    lines = log.path.read_text().splitlines()
+    tampered = json.loads(lines[1])
+    tampered[field] = value
+    lines[1] = json.dumps(tampered)
+    log.path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DatabaseError, match=f"line 2 is not a valid record \\({fragment}"):
+        log.read()

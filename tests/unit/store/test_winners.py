@@ -415,3 +415,20 @@ def test_a_problem_key_that_is_no_json_object_is_refused(tmp_path: Path) -> None
     rec = record(1024)
     with WinnersDB(tmp_path / "w.sqlite") as db, pytest.raises(ValueError, match="not a JSON object"):
         db.put(key_of(rec, problem_key="{bad"), rec)
+
+
+@pytest.mark.parametrize("column, value", [("median_ms", "fast"), ("median_ms", b"\x00"), ("config_json", "{not json")])
+def test_a_damaged_stored_winner_is_refused_not_compared_with(tmp_path: Path, column: str, value: object) -> None:
+    """A text median raised a TypeError from the comparison; a damaged config was 'kept as the better
+    stored winner', the new one thrown away and the row still unreadable."""
+    path = tmp_path / "w.sqlite"
+    fill(path)
+    with sqlite3.connect(path) as raw:
+        raw.execute("PRAGMA ignore_check_constraints = ON")
+        raw.execute(f"UPDATE winners SET {column} = ?", (value,))
+    raw.close()
+    before = digest(path)
+    faster = record(1024, median=0.5)
+    with WinnersDB(path) as db, pytest.raises(DatabaseError, match="bad winner row .*Restore it or move it aside"):
+        db.put(key_of(faster), faster)
+    assert digest(path) == before
