@@ -103,6 +103,13 @@ class Clocks:
 MIN_SAMPLE_MS = 1e-6  # 1 ns: no measured time is shorter (a CUDA event resolves about 0.5 us)
 
 
+def check_samples(samples: tuple[float, ...]) -> None:
+    """Raise ValueError unless there are samples, each finite and at least ``MIN_SAMPLE_MS``: what a
+    log or database read back, or a winner stored, must hold."""
+    if not samples or not all(math.isfinite(x) and x >= MIN_SAMPLE_MS for x in samples):
+        raise ValueError(f"samples_ms must be finite times of at least {MIN_SAMPLE_MS:g} ms, got {samples[:4]}")
+
+
 @dataclass(frozen=True)
 class Timing:
     """Samples of one timed kernel, in milliseconds, each with the L2 flushed before it; ``clocks``:
@@ -125,11 +132,10 @@ class Timing:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Timing:
-        """Raises ValueError unless there are samples, each finite and at least ``MIN_SAMPLE_MS``."""
+        """Raises ValueError for samples no measurement gives (``check_samples``)."""
         clocks = data.get("clocks")
         samples = tuple(float(x) for x in data["samples_ms"])
-        if not samples or not all(math.isfinite(x) and x >= MIN_SAMPLE_MS for x in samples):
-            raise ValueError(f"samples_ms must be finite times of at least {MIN_SAMPLE_MS:g} ms, got {samples[:4]}")
+        check_samples(samples)
         return cls(samples, Clocks.from_dict(clocks) if clocks else None)
 
 

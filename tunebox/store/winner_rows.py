@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ..errors import DatabaseError
-from ..records import EvalRecord, Status, WinnerKey
+from ..records import EvalRecord, Status, WinnerKey, check_samples
 
 KEY_COLUMNS = (
     "family",
@@ -97,6 +97,7 @@ def winner_row(key: WinnerKey, record: EvalRecord, library: EvalRecord | None = 
         raise ValueError(f"only OK records can become winners, not {record.status.value}")
     if record.timing is None:
         raise ValueError("a winner needs a timing")
+    check_samples(record.timing.samples_ms)
     median, noise = record.timing.median_ms, record.timing.noise
     if not (math.isfinite(median) and median > 0 and math.isfinite(noise) and noise >= 0):
         raise ValueError(f"a winner needs a finite positive median and noise, got {median}, {noise}")

@@ -113,7 +113,7 @@ def put(
         {"n": n},
         blocks(block),
         Status.OK,
-        timing=Timing((median - 0.1, median, median + 0.1)),
+        timing=Timing((median * 0.9, median, median * 1.1)),
         device=device,
         replayed=replayed,
     )
