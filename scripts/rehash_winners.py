@@ -287,6 +287,10 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "d98087e": "Family.source_files lists the device sources, then the modules, each in path order (the order a "
     "checkout's sorted paths had; an installed package's differed): only the order the hash reads, no result",
     "dfb51b6": "gemm.common.pipeline_stages: only its doc= text (shown by tunebox families); no rule, render or value",
+    "f524681": "records.py: EvalRecord.from_json and Timing.from_dict refuse records no sweep writes (read-side "
+    "validation; all 37,365 records of the committed logs and recordings read the same); no kernel, rule or render",
+    "007fa04": "records.py: check_samples, the same read-side check of f524681 shared with winner_row; no kernel, rule "
+    "or render",
 }
 
 
