@@ -504,3 +504,12 @@ def test_a_small_problems_rate_never_reads_as_zero(sweep_file, monkeypatch, caps
     out = run(capsys, "tune", str(sweep_file), "--quiet")[1]
     assert "copy: 0.0090 ms, 102 GFLOP/s (0.010% of the bf16 peak)" in out
     assert "transpose: 1.0000 ms, 1.0 GB/s (0.024% of copy limit)" in out
+
+
+def test_a_shared_sweep_without_psycopg_says_what_to_install(capsys, monkeypatch):
+    """The install hint was raised, then storage_error's own import of psycopg ended in a traceback."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # import psycopg raises ImportError
+    code, out, err = run(
+        capsys, "tune", str(REPO / "spaces/tile_copy.toml"), "--storage", "postgresql://u@localhost:1/db"
+    )
+    assert one_error_line(code, out, err) and "needs psycopg: pip install 'tunebox[distributed]'" in err

@@ -97,8 +97,12 @@ def redacted(url: str) -> str:
 
 def storage_error(url: str, exc: BaseException) -> DatabaseError | None:
     """What to tell the user of a PostgreSQL or SQLAlchemy (Optuna's storage) error of a shared sweep on
-    ``url``: a missing right, a lost server (resumable) or another refusal; None for any other exception."""
-    import psycopg
+    ``url``: a missing right, a lost server (resumable) or another refusal; None for any other exception
+    (without psycopg installed, every exception: ``connect`` says to install it)."""
+    try:
+        import psycopg
+    except ImportError:
+        return None
     from sqlalchemy.exc import SQLAlchemyError  # Optuna's RDB storage: an Optuna dependency
 
     if not isinstance(exc, psycopg.Error | SQLAlchemyError):
