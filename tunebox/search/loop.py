@@ -132,6 +132,8 @@ class Sweep:
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         self.deadline = start + self.spec.search.seconds
         self._check_winners()
+        for named in self.spec.problems:  # a problem a recording never saw: refused before any work
+            self.backend.answerable(self.family, named.problem)
         history = self.log.read()
         check_log_family(self.log_path or self.out_dir, history, self.family.name)
         outcomes = []

@@ -15,7 +15,7 @@ import pytest
 from sweep_fixtures import DEVICE, fake_ms, replay_argv, write_recording, write_sweep
 
 from tunebox.api import tune
-from tunebox.errors import DatabaseError
+from tunebox.errors import DatabaseError, ReplayMiss
 from tunebox.records import EvalRecord, Status, Timing, WinnerKey, canonical_json
 from tunebox.search.loop import SweepAborted
 from tunebox.store.evallog import EvalLog
@@ -123,6 +123,18 @@ def test_a_refused_sweep_leaves_an_old_winners_database_as_it_was(sweep_file, re
     with pytest.raises(DatabaseError, match="measured winner"):
         tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r", db=db)
     assert db.read_bytes() == before
+
+
+def test_a_problem_the_recording_never_saw_is_refused_before_any_work(sweep_file, recording, tmp_path):
+    """The problems before it ran and stored their winners first, where the README says at once."""
+    text = sweep_file.read_text()
+    sweep_file.write_text(
+        text + '[[problems]]\nname = "new"\ndtype = "float32"\nsrc = [1000, 1001]\ndst = [1000, 1001]\n'
+    )
+    with pytest.raises(ReplayMiss, match='tile_copy .*"src":\\[1000,1001\\].* is not in the recording'):
+        tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r")
+    assert not (tmp_path / "r" / "winners-replay.sqlite").exists()
+    assert not (tmp_path / "r" / "sweeps" / "small-replay" / "evals.jsonl").exists()
 
 
 def test_systematic_failures_trip_the_breaker(sweep_file, tmp_path):
