@@ -540,7 +540,11 @@ class Sweep:
             with self._winners() as db:
                 stored = db.put(key, winner, library=baseline)
         default_key = canonical_json(self.family.default_config(problem).as_dict())
-        default = next((r for r in records if canonical_json(r.config) == default_key), None)
+        # timed as the winner was: the default's re-timing where it was a finalist, else its screening
+        default = next(
+            (r for r in [*final, *records] if not r.baseline and r.timing and canonical_json(r.config) == default_key),
+            None,
+        )
         counts: dict[str, int] = {}
         for r in records:
             counts[r.status.value] = counts.get(r.status.value, 0) + 1

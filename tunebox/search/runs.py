@@ -23,7 +23,7 @@ class ProblemOutcome:
     problem: Problem
     winner: EvalRecord | None
     baseline: EvalRecord | None  # the fastest torch form re-timed with the finalists
-    default: EvalRecord | None
+    default: EvalRecord | None  # the default config's re-timing where it was a finalist, else its screening
     stored: bool
     counts: dict[str, int]
     sanitized: tuple[Check, ...] = ()  # the finalists checked under compute-sanitizer, fastest first
