@@ -191,11 +191,18 @@ class Lookup:
         if info is not None:
             return info
         with self._lock:
-            seen = [d for d in self._open().devices(family) if name is None or d.name == name]
+            holding = self._open().devices(family)
+            seen = [d for d in holding if name is None or d.name == name]
+            names = ", ".join(sorted({repr(d.name) for d in holding}))
+            if holding and not seen:  # a name no winner of the family has: a typo, not an untuned device
+                raise SpaceError(
+                    f"{self.db_path} holds no winner of {family} on {name!r}; its winners are of {names}: "
+                    "name one of those, or none"
+                )
             if len(seen) > 1:
                 raise SpaceError(
-                    f"{self.db_path} holds winners of {family} from several devices/toolchains "
-                    f"({', '.join(sorted({d.name for d in seen}))}); name one with --device"
+                    f"{self.db_path} holds winners of {family} from several devices/toolchains ({names}); "
+                    "name one with --device"
                 )
             info = seen[0] if seen else DeviceInfo(name or "unknown device", "0.0", "none", "none")
             self._devices[(family, name)] = info

@@ -139,8 +139,10 @@ def test_the_device_comes_from_the_database_and_several_need_a_name(tmp_path: Pa
     assert tunebox.query("tile_copy", data, db=path).source == "exact"
     with WinnersDB(path) as db:
         store(db, data, device=DeviceInfo("NVIDIA A100", "8.0", "13000", "13.0"))
-    with pytest.raises(SpaceError, match="several devices.*NVIDIA A100, NVIDIA H200.*--device"):
+    with pytest.raises(SpaceError, match="several devices.*'NVIDIA A100', 'NVIDIA H200'.*--device"):
         tunebox.query("tile_copy", data, db=path)
+    with pytest.raises(SpaceError, match="no winner of tile_copy on 'NVIDIA H20'; its winners are of 'NVIDIA A100', "):
+        tunebox.query("tile_copy", data, db=path, device="NVIDIA H20")  # a typo answered the family default
     assert tunebox.query("tile_copy", data, db=path, device="NVIDIA A100").explanation.startswith(
         "exact match tuned on NVIDIA A100"
     )
