@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from .build.nvrtc import NvrtcBuilder
-from .errors import DeviceUnavailable, SpaceError
+from .errors import DatabaseError, DeviceUnavailable, SpaceError
 from .families import get as get_family
 from .records import DeviceInfo, EvalRecord
 from .report import ReportFiles
@@ -291,6 +291,8 @@ def report(
     names = {p.problem.key(): p.name for p in spec.problems}
     defaults = {p.problem.key(): spec.family.default_config(p.problem).as_dict() for p in spec.problems}
     stored = results / ("winners.sqlite" if path == live else "winners-replay.sqlite")  # where tune stores
+    if db is not None and not Path(db).is_file():  # named: a typo must not report an empty coverage
+        raise DatabaseError(f"no winners database at {db}: give the one the sweep stored into (--db), or none")
     db = stored if db is None else Path(db)
     covered = tuple(coverage(db, spec.family.name)) if db.is_file() else ()
     inputs = ReportInputs(spec.family.name, records, defaults, names, coverage=covered)

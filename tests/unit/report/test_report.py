@@ -683,6 +683,10 @@ def test_paths_given_as_text_and_the_database_a_sweep_was_given(
     assert len(_md_rows(section)) == 2
     default = tunebox.report(str(sweep_file), results=str(tmp_path / "r"), out=str(tmp_path / "d"), replay=True)
     assert "holds no tile_copy winner" in default.markdown.read_text("utf-8")
+    with pytest.raises(DatabaseError, match="no winners database at .*nosuch.sqlite"):  # was an empty coverage
+        tunebox.report(
+            sweep_file, results=tmp_path / "r", out=tmp_path / "n", replay=True, db=tmp_path / "nosuch.sqlite"
+        )
 
 
 def test_a_log_of_another_family_is_refused_by_tune_report_and_results(
