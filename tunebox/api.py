@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 DEFAULT_RESULTS = Path("results")
 PathText = str | os.PathLike[str]  # a path as the caller gives it
 DEFAULT_LOOP = LoopSettings()
+DEFAULT_HEARTBEAT_S = 10  # a shared sweep's worker beats this often (s); silent for 3x that, its trials re-queue
 
 
 def make_backend(spec: SweepSpec, backend: str, recording: Path | None) -> Backend:
@@ -85,7 +86,7 @@ def tune(
     progress: Callable[[SweepProgress], None] | None = None,
     storage: str | None = None,
     replay_pace: float | None = None,
-    heartbeat_s: int = 10,
+    heartbeat_s: int = DEFAULT_HEARTBEAT_S,
     sanitize: bool | None = None,
 ) -> SweepResult:
     """Run (or resume) a sweep. Evaluations go to ``results/sweeps/<name>[-replay]/``, winners to

@@ -143,7 +143,6 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument(
         "--heartbeat",
         type=_at_least(int, 1),
-        default=10,
         help="with --storage: seconds between a worker's heartbeats; a worker silent for 3x that has its "
         "running trials queued again (default 10)",
     )

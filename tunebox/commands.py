@@ -21,9 +21,11 @@ if TYPE_CHECKING:
 
 
 def tune(args: argparse.Namespace) -> int:
-    from .api import tune
+    from .api import DEFAULT_HEARTBEAT_S, tune
     from .sweep_spec import load_sweep
 
+    if args.heartbeat is not None and not args.storage:
+        raise SpaceError("--heartbeat paces the workers of a shared sweep: give --storage postgresql://... too")
     if args.devices is not None:
         from .search.per_device import parse_devices, run_per_device
 
@@ -47,7 +49,7 @@ def tune(args: argparse.Namespace) -> int:
             progress=progress,
             storage=args.storage,
             replay_pace=args.replay_pace,
-            heartbeat_s=args.heartbeat,
+            heartbeat_s=DEFAULT_HEARTBEAT_S if args.heartbeat is None else args.heartbeat,
             sanitize=args.sanitize,
         )
     finally:

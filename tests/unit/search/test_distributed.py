@@ -337,7 +337,11 @@ def test_devices_start_one_worker_per_gpu_sharing_the_sweep(url, tmp_path):
 
 @pytest.mark.parametrize(
     ("extra", "message"),
-    [(["--devices", "0,1"], "give --storage"), (["--devices", "0,x"], "distinct GPU indices")],
+    [
+        (["--devices", "0,1"], "give --storage"),
+        (["--devices", "0,x"], "distinct GPU indices"),
+        (["--heartbeat", "5"], "--heartbeat paces the workers of a shared sweep: give --storage"),  # was ignored
+    ],
 )
 def test_devices_needs_storage_and_indices(tmp_path, extra, message, capsys):
     from tunebox.cli import main
