@@ -5,6 +5,7 @@ print."""
 from __future__ import annotations
 
 import argparse
+import difflib
 import errno
 import faulthandler
 import functools
@@ -14,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from . import commands
 from .errors import TuneboxError
@@ -299,6 +300,17 @@ def main(argv: list[str] | None = None) -> int:
         return 1
 
 
+def _refuse_unknown(top: argparse.ArgumentParser, command: str, unknown: list[str]) -> NoReturn:
+    """Exit as argparse does, with the subcommand's usage and the closest option it has to a mistyped one."""
+    sub: argparse.ArgumentParser = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction)).choices[
+        command
+    ]
+    options = [o for a in sub._actions for o in a.option_strings]
+    close = difflib.get_close_matches(unknown[0].split("=")[0], options, n=1)
+    hint = f" (did you mean {close[0]}?)" if close else ""
+    sub.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
+
+
 def dump_stacks_on_sigusr1() -> None:
     """``kill -USR1 <pid>`` makes the command print every thread's stack to stderr and go on: where a
     sweep that seems stuck is waiting (POSIX only; not where the process's stderr has no file
@@ -313,7 +325,10 @@ def dump_stacks_on_sigusr1() -> None:
 
 def _main(argv: list[str] | None) -> int:
     dump_stacks_on_sigusr1()
-    args = parser().parse_args(argv)
+    top = parser()
+    args, unknown = top.parse_known_args(argv)
+    if unknown:  # argparse's own message would come from the top parser, with its usage
+        _refuse_unknown(top, args.command, unknown)
     args.argv = list(sys.argv[1:] if argv is None else argv)  # for commands that start workers
     logging.basicConfig(
         level=logging.DEBUG if getattr(args, "verbose", False) else logging.WARNING,

@@ -513,3 +513,12 @@ def test_a_shared_sweep_without_psycopg_says_what_to_install(capsys, monkeypatch
         capsys, "tune", str(REPO / "spaces/tile_copy.toml"), "--storage", "postgresql://u@localhost:1/db"
     )
     assert one_error_line(code, out, err) and "needs psycopg: pip install 'tunebox[distributed]'" in err
+
+
+def test_a_mistyped_option_gets_the_subcommand_usage_and_the_closest_option(capsys):
+    """argparse answered with the top-level usage, which lists no option of tune."""
+    with pytest.raises(SystemExit) as refused:
+        main(["tune", "x.toml", "--trails", "10"])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and err.startswith("usage: tunebox tune ")
+    assert err.endswith("tunebox tune: error: unrecognized arguments: --trails 10 (did you mean --trials?)\n")
