@@ -216,10 +216,10 @@ def coverage_section(family: str, coverage: Sequence[Covered]) -> Section:
             ),
         )
     columns = [
-        Column("Problem", False, lambda c: short(" ".join(f"{k}={v}" for k, v in c["problem"].items()), 90)),
+        Column("Problem", False, lambda c: " ".join(f"{k}={v}" for k, v in c["problem"].items())),  # whole: the key
         Column("Device", False, lambda c: str(c["device"])),
         Column("Winner (ms)", True, lambda c: fmt(c["median_ms"], ".4f")),
-        Column("Library", False, lambda c: short(c["library"] or "not timed", 40)),
+        Column("Library", False, lambda c: c["library"] or "not timed"),
         Column("Library (ms)", True, lambda c: fmt(c["library_ms"], ".4f") if c["library_ms"] else "-"),
         Column("× library", True, lambda c: fmt(c["ratio"], ".2f", "×") if c["ratio"] else "-"),
         Column("Tuned by", False, lambda c: "first-use race" if c["raced"] else "sweep"),

@@ -620,6 +620,17 @@ def test_the_coverage_section_lists_the_databases_problems(tmp_path: Path) -> No
     assert rows[1]["Current"].startswith("stale") and "2 tuned problem(s), 1 stored under other sources" in section
     empty = build_report(_inputs(), tmp_path / "empty", "t").markdown.read_text("utf-8")
     assert f"holds no {FAMILY} winner" in empty
+    # two problems that differ in their last field only: cut at 90 characters, their rows read the same
+    wide = {"dst": [16384, 16384], "dtype": "float32", "origin": [0, 0], "padding": "zero", "src": [16384, 16384]}
+    pair = [
+        Covered(FAMILY, "NVIDIA H200", {**wide, "transpose": t}, 0.5, None, None, False, False, True) for t in (0, 1)
+    ]
+    rows = _md_rows(
+        _md_section(
+            build_report(_inputs(coverage=tuple(pair)), tmp_path / "w", "t").markdown.read_text("utf-8"), COVERAGE
+        )
+    )
+    assert [r["Problem"].endswith(f"transpose={t}") for r, t in zip(rows, (0, 1), strict=True)] == [True, True]
 
 
 def test_a_sweeps_report_shows_the_coverage_of_the_database_it_stored_into(
