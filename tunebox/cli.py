@@ -68,7 +68,7 @@ def _at_least(kind: Callable[[str], float], low: float) -> Callable[[str], float
 
     def parse(text: str) -> float:
         value = kind(text)
-        if value < low:
+        if not value >= low:  # NaN too
             raise argparse.ArgumentTypeError(f"must be {low:g} or more, got {text}")
         return value
 
@@ -126,8 +126,12 @@ def parser() -> argparse.ArgumentParser:
         help="winners database to store into (default <results>/winners.sqlite; on the replay "
         "backend <results>/winners-replay.sqlite); with --storage, where the shared sweep's winners are copied",
     )
-    t.add_argument("--trials", type=int, help="evaluated variants per problem (default: the sweep file's)")
-    t.add_argument("--seconds", type=float, help="wall-clock budget of the sweep (default: the sweep file's)")
+    t.add_argument(
+        "--trials", type=_at_least(int, 1), help="evaluated variants per problem (default: the sweep file's)"
+    )
+    t.add_argument(
+        "--seconds", type=_at_least(float, 1), help="wall-clock budget of the sweep, s (default: the sweep file's)"
+    )
     t.add_argument("--strategy", choices=STRATEGIES, help="search strategy (default: the sweep file's)")
     t.add_argument("--quiet", action="store_true", help="no progress line")
     t.add_argument(

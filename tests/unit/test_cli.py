@@ -347,6 +347,8 @@ def test_verbose_is_taken_before_or_after_the_subcommand(argv):
         ("--heartbeat", "-1", "argument --heartbeat: must be 1 or more, got -1"),
         ("--heartbeat", "0", "argument --heartbeat: must be 1 or more, got 0"),
         ("--heartbeat", "ten", "argument --heartbeat: invalid int value: 'ten'"),
+        ("--trials", "0", "argument --trials: must be 1 or more, got 0"),  # was worded as the sweep file's key
+        ("--seconds", "nan", "argument --seconds: must be 1 or more, got nan"),
     ],
 )
 def test_tune_refuses_negative_pace_and_heartbeat(capsys, option, value, fragment):
