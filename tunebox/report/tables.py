@@ -188,6 +188,14 @@ def headline_of(events: pd.DataFrame, tally: dict[str, int], inputs: ReportInput
             f" {len(missing)} of the sweep's {len(inputs.problem_names)} problems have no evaluation yet ({shown}):"
             " the sweep is unfinished, and running `tunebox tune` on its file again resumes it."
         )
+    ok = events[(events["kind"] == SCREENED) & (events["status"] == "ok")]
+    retimed = set(events.loc[events["kind"] == RETIMED, "problem_key"])
+    partial = sorted({name for key, name in zip(ok["problem_key"], ok["name"], strict=True) if key not in retimed})
+    if partial:
+        counted += (
+            f" {len(partial)} problem(s) searched in part, their finalists not yet re-timed ({', '.join(partial[:5])}"
+            f"{' and more' if len(partial) > 5 else ''}): their winners are provisional until the sweep resumes."
+        )
     if inputs.arithmetic:
         basis = (
             f"Rates in TFLOP/s (the problem's floating-point operations per median time) against the dense "

@@ -661,6 +661,11 @@ def test_an_unfinished_sweep_is_reported_as_such_naming_the_problems_not_evaluat
     assert "the sweep is unfinished, and running `tunebox tune` on its file again resumes it." in markdown
     complete = build_report(_inputs(), tmp_path / "all", "copy").markdown.read_text(encoding="utf-8")
     assert "no evaluation yet" not in complete
+    # stopped inside a problem: its winner was listed as final (the small copy has no finalist re-timing)
+    assert "1 problem(s) searched in part, their finalists not yet re-timed (copy 1K): their winners are" in complete
+    retimed = (*_records(), _rec(SMALL, {"tile": 128, "vec": 4}, samples=(0.5,), phase="final"))
+    done = build_report(_inputs(retimed), tmp_path / "done", "copy").markdown.read_text(encoding="utf-8")
+    assert "searched in part" not in done
 
 
 def test_two_sweeps_of_one_family_write_two_reports(tmp_path: Path) -> None:
