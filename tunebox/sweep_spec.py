@@ -193,12 +193,11 @@ def check_problem(family: str, data: object) -> dict[str, Any]:
             )
         if isinstance(value, float | np.floating):
             if not math.isfinite(value):
-                raise InvalidProblem(
-                    f"{family}: {path} is {float(value)!r}; problems take finite numbers only ({PADDING_HINT})"
-                )
+                hint = f" ({PADDING_HINT})" if path == "pad_value" else ""
+                raise InvalidProblem(f"{family}: {path} is {float(value)!r}; problems take finite numbers only{hint}")
         elif type(value) is int and not -(2**63) <= value < 2**63:
             raise InvalidProblem(
-                f"{family}: {path} is an integer of {value.bit_length()} bits; problems take 64-bit integers at most"
+                f"{family}: {path} is {value}, outside the signed 64-bit range (-2**63 to 2**63 - 1) problems take"
             )
         elif isinstance(value, np.ndarray):
             if value.dtype.kind in "fc" and not np.isfinite(value).all():
