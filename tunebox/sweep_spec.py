@@ -196,8 +196,9 @@ def check_problem(family: str, data: object) -> dict[str, Any]:
                 hint = f" ({PADDING_HINT})" if path == "pad_value" else ""
                 raise InvalidProblem(f"{family}: {path} is {float(value)!r}; problems take finite numbers only{hint}")
         elif type(value) is int and not -(2**63) <= value < 2**63:
+            shown = value if value.bit_length() <= 128 else f"an integer of {value.bit_length()} bits"
             raise InvalidProblem(
-                f"{family}: {path} is {value}, outside the signed 64-bit range (-2**63 to 2**63 - 1) problems take"
+                f"{family}: {path} is {shown}, outside the signed 64-bit range (-2**63 to 2**63 - 1) problems take"
             )
         elif isinstance(value, np.ndarray):
             if value.dtype.kind in "fc" and not np.isfinite(value).all():
