@@ -53,6 +53,11 @@ def results(
         log = path / LOG_NAME
     elif path.suffix in (".jsonl", ".json") or path.name.endswith(COMPRESSED):
         log = path
+    elif path.suffix != ".toml":
+        raise SpaceError(
+            f"{path}: results() reads a sweep file (.toml), an evaluation log (.jsonl, {COMPRESSED}) or a sweep's "
+            "directory (results/sweeps/<name>/)"
+        )
     else:
         from .api import DEFAULT_RESULTS
         from .sweep_spec import load_sweep

@@ -56,10 +56,8 @@ _SCHEMA = (
 
 
 def check_writable(path: Path) -> None:
-    """Raise ``DatabaseError`` unless winners can be stored at ``path``: not a directory, the file (if
-    any) and its folder writable (SQLite writes its journal files beside it)."""
-    if path.is_dir():
-        raise DatabaseError(f"{path} is a directory: give the winners database's file (e.g. {path / 'winners.sqlite'})")
+    """Raise ``DatabaseError`` unless winners can be stored at ``path``: the file (if any) and its folder
+    writable (SQLite writes its journal files beside it)."""
     if not (os.access(path.parent, os.W_OK) and (not path.exists() or os.access(path, os.W_OK))):
         raise DatabaseError(
             f"{path}: winners cannot be stored there (a read-only file, folder or file system); give a winners "
@@ -91,6 +89,10 @@ class WinnersDB:
         """Connect and check the file (see module doc); creates the schema when writable and new."""
         if self._conn is not None:
             return self
+        if self.path.is_dir():
+            raise DatabaseError(
+                f"{self.path} is a directory: give the winners database's file (e.g. {self.path / 'winners.sqlite'})"
+            )
         try:
             if self.read_only:
                 # a reader may serve several threads (``Lookup`` serialises its use of the connection)

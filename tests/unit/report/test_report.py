@@ -722,3 +722,11 @@ def test_a_log_of_another_family_is_refused_by_tune_report_and_results(
     with pytest.raises(DatabaseError, match="holds records of gather"):
         tunebox.results(sweep_file, results=tmp_path / "r", replay=True)
     assert log.read_bytes() == before
+
+
+def test_results_of_a_file_it_cannot_read_says_what_it_reads(tmp_path: Path) -> None:
+    """A winners database given to results() was read as a sweep file: 'not valid TOML (utf-8 codec ...)'."""
+    db = tmp_path / "winners.sqlite"
+    db.write_bytes(b"SQLite format 3\x00")
+    with pytest.raises(SpaceError, match=r"results\(\) reads a sweep file \(.toml\), an evaluation log"):
+        tunebox.results(db)

@@ -432,3 +432,10 @@ def test_a_damaged_stored_winner_is_refused_not_compared_with(tmp_path: Path, co
     with WinnersDB(path) as db, pytest.raises(DatabaseError, match="bad winner row .*Restore it or move it aside"):
         db.put(key_of(faster), faster)
     assert digest(path) == before
+
+
+@pytest.mark.parametrize("read_only", [True, False])
+def test_a_directory_is_not_taken_for_a_damaged_database(tmp_path: Path, read_only: bool) -> None:
+    """It was 'cannot open the winners database (disk I/O error)'."""
+    with pytest.raises(DatabaseError, match="is a directory: give the winners database's file"):
+        WinnersDB(tmp_path, read_only=read_only).open()
