@@ -20,6 +20,7 @@ import logging
 import os
 import random
 import sqlite3
+import textwrap
 import time
 from collections.abc import Callable
 from dataclasses import astuple
@@ -150,7 +151,7 @@ class WinnersDB:
             ) from exc
         if problems != ["ok"]:
             raise DatabaseError(
-                f"{self.path}: integrity check failed ({'; '.join(map(str, problems))[:300]}); the "
+                f"{self.path}: integrity check failed ({textwrap.shorten('; '.join(map(str, problems)), 300)}); the "
                 "file is damaged. Restore it from a backup or move it aside; nothing was changed."
             )
         if self.read_only:
