@@ -27,7 +27,8 @@ def describe(p: SweepProgress) -> str:
     left = p.seconds_left
     return (
         f"[{p.index}/{p.problems} {p.problem}] {p.done}/{p.budget} variants (sweep {p.sweep_done}/"
-        f"{p.sweep_budget}), {rate}, {best}, {'~' + _duration(left) if left is not None else '?'} left"
+        f"{'~' if p.sweep_estimated else ''}{p.sweep_budget}), {rate}, {best}, "
+        f"{'~' + _duration(left) if left is not None else '?'} left"
     )
 
 

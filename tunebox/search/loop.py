@@ -194,6 +194,7 @@ class Sweep:
                 budget=budget,
                 sweep_done=sum(known[:-1]) + min(done, budget),
                 sweep_budget=sum(known) + round(each * to_come),
+                sweep_estimated=to_come > 0,
                 run_done=self._run_done,
                 elapsed_s=now - self.started,
                 best_ms=best,
@@ -230,6 +231,14 @@ class Sweep:
         evaluated = len(done)
         exhaustive = self.spec.search.strategy == "exhaustive"
         budget = len(valid) if exhaustive else min(self.spec.search.trials, len(valid))
+        if budget < self.spec.search.trials and not exhaustive:
+            log.warning(
+                "%s: %s %d configurations, fewer than the %d trials asked: every one is evaluated",
+                named.name,
+                "its recording holds" if self.backend.replayed else "the space holds",
+                budget,
+                self.spec.search.trials,
+            )
         self._budgets.append(budget)
         timed = [r.timing.median_ms for r in done.values() if r.status is Status.OK and r.timing]
         best = min(timed, default=None)

@@ -97,6 +97,7 @@ class SweepProgress:
     best_ms: float | None  # this problem's best verified median so far
     deadline_s: float  # seconds left of the sweep's time budget
     record: EvalRecord | None = None
+    sweep_estimated: bool = False  # problems are to come, whose budgets are estimated (sweep_budget)
 
     @property
     def rate(self) -> float | None:

@@ -137,6 +137,15 @@ def test_a_problem_the_recording_never_saw_is_refused_before_any_work(sweep_file
     assert not (tmp_path / "r" / "sweeps" / "small-replay" / "evals.jsonl").exists()
 
 
+def test_more_trials_than_the_recording_holds_says_so(sweep_file, recording, tmp_path, caplog):
+    """The problem's budget was capped to what the recording holds without a word."""
+    with caplog.at_level("WARNING", logger="tunebox.search.loop"):
+        result = tune(sweep_file, backend="replay", recording=recording, results=tmp_path / "r", trials=100_000)
+    held = [m for m in caplog.messages if "fewer than the 100000 trials asked: every one is evaluated" in m]
+    assert len(held) == 2 and held[0].startswith("copy: its recording holds ")
+    assert result.evaluated == len(screen_configs(tmp_path / "r"))
+
+
 def test_systematic_failures_trip_the_breaker(sweep_file, tmp_path):
     recording = write_recording(sweep_file, tmp_path / "rec.jsonl", lambda c: Status.RUNTIME_ERROR)
     with pytest.raises(SweepAborted, match="runtime_error"):
