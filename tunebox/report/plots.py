@@ -54,15 +54,16 @@ def plot_history(history: pd.DataFrame, path: Path) -> Path:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ok = group[group["median_ms"].notna()]
         failed = group[group["status"] != Status.OK.value]
-        ax.plot(
-            failed["problem_trial"],
-            [0.03] * len(failed),
-            "x",
-            color="tab:red",
-            markersize=4,
-            transform=ax.get_xaxis_transform(),
-            label="failed",
-        )
+        if not failed.empty:
+            ax.plot(
+                failed["problem_trial"],
+                [0.03] * len(failed),
+                "x",
+                color="tab:red",
+                markersize=4,
+                transform=ax.get_xaxis_transform(),
+                label="failed",
+            )
         if ok.empty:
             ax.text(0.5, 0.5, NO_VALID, ha="center", va="center", transform=ax.transAxes)
             ax.set_yticks([])
@@ -84,12 +85,12 @@ def plot_bandwidth(winners: pd.DataFrame, limit_gbps: float, path: Path) -> Path
     ax.axvline(limit_gbps, color="tab:red", linestyle="--", label=f"copy limit {limit_gbps:,.0f} GB/s")
     for y, (bw, frac) in enumerate(zip(gbps, winners["copy_fraction"], strict=True)):
         text = NO_VALID if math.isnan(frac) else f"{frac:.0%} of limit"
-        ax.text(bw + limit_gbps * 0.01, y, text, va="center", fontsize=8)
+        ax.text(bw + limit_gbps * 0.01, y, text, va="center", fontsize=8, bbox={"color": "white", "pad": 1}, zorder=3)
     ax.set_xlim(0, max(limit_gbps, float(gbps.max())) * 1.25)
     ax.invert_yaxis()
     ax.set_xlabel("achieved bandwidth of the winner (GB/s, read + write)")
     ax.set_title("Winner bandwidth vs device copy limit")
-    ax.legend(loc="lower right", fontsize=8)
+    fig.legend(loc="outside lower center", fontsize=8)  # inside, it covered a bar's label
     return save(fig, path)
 
 
@@ -116,20 +117,21 @@ def plot_roofline(
     events: pd.DataFrame, winners: pd.DataFrame, limit_gbps: float, peak_tflops: float, path: Path
 ) -> Path:
     """Every OK variant, baseline and winner at its arithmetic intensity (log-log) under both ceilings."""
-    from matplotlib import colormaps
 
     timed = events[(events["status"] == Status.OK.value) & events["tflops"].notna() & events["intensity"].notna()]
     ridge = peak_tflops * 1e3 / limit_gbps  # FLOP/byte where the two ceilings meet
     spots = [ridge, *events["intensity"].dropna()]
     low, high = min(spots) / 4, max(spots) * 4
-    fig = figure(9, 6)
+    groups = list(timed.groupby("problem_key", sort=False))
+    columns = math.ceil((len(groups) + 5) / 24)  # legend columns beside the axes: a problem an entry
+    fig = figure(9 + 2.6 * columns, 6)
     ax = fig.add_subplot()
     ax.set_xscale("log")
     ax.set_yscale("log")
     roof(ax, low, high, limit_gbps, peak_tflops)
-    colors = colormaps["tab10"]
-    for i, (key, group) in enumerate(timed.groupby("problem_key", sort=False)):
-        color = colors(i % 10)
+    labelled = len(groups) <= ANNOTATED_PROBLEMS  # more, and the winners' labels cover each other
+    for i, (key, group) in enumerate(groups):
+        color = problem_color(i, len(groups))
         variants = group[group["kind"] != BASELINE]
         ax.plot(
             variants["intensity"],
@@ -145,6 +147,8 @@ def plot_roofline(
         win = winners[(winners["problem_key"] == key) & winners["tflops"].notna()]
         for w in win.to_dict("records"):
             ax.plot([w["intensity"]], [w["tflops"]], "*", color=color, markersize=13, markeredgecolor="black")
+            if not labelled:
+                continue
             ax.annotate(
                 pct(w["peak_fraction"]),
                 (w["intensity"], w["tflops"]),
@@ -154,7 +158,8 @@ def plot_roofline(
             )
     if timed.empty:
         ax.text(0.5, 0.5, "no timed variant", ha="center", va="center", transform=ax.transAxes)
-    ax.plot([], [], "*", color="grey", markersize=11, markeredgecolor="black", label="winner (% of bf16 peak)")
+    winner = "winner (% of bf16 peak)" if labelled else "winner (% of bf16 peak: the Winners table)"
+    ax.plot([], [], "*", color="grey", markersize=11, markeredgecolor="black", label=winner)
     ax.plot([], [], "x", color="grey", markersize=7, label="library baseline")
     ax.set_xlim(low, high)
     top = max([peak_tflops, *timed["tflops"]])
@@ -163,29 +168,46 @@ def plot_roofline(
     ax.set_ylabel("achieved rate (TFLOP/s)")
     ax.set_title("Roofline: every variant against the copy limit and the bf16 tensor peak")
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower right")
+    fig.legend(fontsize=7, loc="outside right upper", ncols=columns)  # over the axes it hid the data
     return save(fig, path)
+
+
+ANNOTATED_PROBLEMS = 12  # a roofline labels each winner with its % of peak up to this many problems
+
+
+def problem_color(index: int, count: int) -> tuple[float, ...]:
+    """A colour (RGBA) per problem, distinct for any ``count`` (tab10, tab20, then evenly along turbo)."""
+    from matplotlib import colormaps
+
+    if count <= 10:
+        return tuple(colormaps["tab10"](index))
+    if count <= 20:
+        return tuple(colormaps["tab20"](index))
+    return tuple(colormaps["turbo"](index / (count - 1)))
 
 
 def plot_speedup(winners: pd.DataFrame, path: Path) -> Path | None:
     """Grouped bars of both speed-ups; None (nothing written) when neither was measured."""
     import numpy as np
 
-    columns = {"speedup_vs_default": "vs default variant", "speedup_vs_baseline": "vs library baseline"}
-    data = winners[winners[list(columns)].notna().any(axis=1)]
+    both = {"speedup_vs_default": "vs default variant", "speedup_vs_baseline": "vs library baseline"}
+    columns = {c: legend for c, legend in both.items() if winners[c].notna().any()}  # a series never measured: none
+    data = winners[winners[list(both)].notna().any(axis=1)]
     if data.empty:
         return None
-    x = np.arange(len(data))
-    fig = figure(max(6.0, 1.3 * len(data)), 4)
+    y = np.arange(len(data))
+    width = 0.8 / len(columns)
+    fig = figure(8, 1.4 + 0.32 * len(data) * len(columns))  # a row per problem: any number stays readable
     ax = fig.add_subplot()
     for i, (column, legend) in enumerate(columns.items()):
         values = data[column]
-        bars = ax.bar(x + (i - 0.5) * 0.38, values.fillna(0.0), 0.38, label=legend)
-        ax.bar_label(bars, labels=[fmt(v, ".2f", "×") for v in values], fontsize=8)
-    ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xlim(-1, len(data))
+        bars = ax.barh(y + (i - (len(columns) - 1) / 2) * width, values.fillna(0.0), width, label=legend)
+        ax.bar_label(bars, labels=[fmt(v, ".2f", "×") for v in values], fontsize=8, padding=2)
+    ax.axvline(1.0, color="grey", linewidth=0.8)
+    ax.set_ylim(len(data) - 0.5, -0.5)  # the first problem on top, as in the tables
     ax.set_title("Speed-up of the winner")
-    ax.set_xticks(x, [short(n, 25) for n in data["name"]], rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("speed-up of the winner (×)")
-    ax.legend(fontsize=8)
+    ax.set_yticks(y, [short(n, 40) for n in data["name"]], fontsize=8)
+    ax.set_xlabel("speed-up of the winner (×)")
+    ax.set_xlim(0, float(data[list(columns)].max().max()) * 1.2)
+    fig.legend(fontsize=8, loc="outside lower center", ncols=len(columns))
     return save(fig, path)
