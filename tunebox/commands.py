@@ -179,7 +179,7 @@ def coverage(args: argparse.Namespace) -> int:
     rows = coverage(db, args.family)
     print(f"{db}: {len(rows)} tuned problems" + (f" of {args.family}" if args.family else ""))
     for c in rows:
-        versus = f"{c.ratio:.2f}x {c.library}" if c.ratio is not None else "no library time"
+        versus = f"{c.library} {c.library_ms:.4g} ms ({c.ratio:.2f}x)" if c.ratio is not None else "no library time"
         origin = ("raced" if c.raced else "swept") + (", replayed" if c.replayed else "")
         stale = "" if c.current else "  [stale: the family's sources changed; never served as exact]"
         problem = json.dumps(c.problem, sort_keys=True, separators=(",", ":"))

@@ -80,4 +80,4 @@ def test_bad_arguments_say_what_to_do(tmp_path: Path, capsys: pytest.CaptureFixt
         coverage(SHIPPED, "nope")
     assert main(["coverage", "ragged3d", "--db", str(SHIPPED)]) == 0
     out = capsys.readouterr().out
-    assert "2 tuned problems of ragged3d" in out and "x torch" in out and "(swept)" in out
+    assert "2 tuned problems of ragged3d" in out and "torch: " in out and " ms (" in out and "(swept)" in out
