@@ -188,7 +188,7 @@ def headline_of(events: pd.DataFrame, tally: dict[str, int], inputs: ReportInput
             f" {len(missing)} of the sweep's {len(inputs.problem_names)} problems have no evaluation yet ({shown}):"
             " the sweep is unfinished, and running `tunebox tune` on its file again resumes it."
         )
-    ok = events[(events["kind"] == SCREENED) & (events["status"] == "ok")]
+    ok = events[(events["kind"] == SCREENED) & (events["status"] == Status.OK.value)]
     retimed = set(events.loc[events["kind"] == RETIMED, "problem_key"])
     partial = sorted({name for key, name in zip(ok["problem_key"], ok["name"], strict=True) if key not in retimed})
     if partial:
