@@ -25,6 +25,7 @@ from .search.runs import SweepProgress, SweepResult
 from .store.evallog import EvalLog, check_log_family
 from .store.lock import SweepLock
 from .store.recordings import shipped_recording
+from .store.winners import check_before_sweep
 from .sweep_spec import SweepSpec, check_problem, load_sweep, search_settings
 
 log = logging.getLogger(__name__)
@@ -194,6 +195,13 @@ def _tune_shared(
     if heartbeat_s < 1:
         raise SpaceError(f"the heartbeat interval is whole seconds, at least 1 (got {heartbeat_s})")
     chosen = backend_instance or _paced(make_backend(spec, backend, recording), replay_pace)
+    local = db or results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
+    try:
+        local.parent.mkdir(parents=True, exist_ok=True)
+        check_before_sweep(local, chosen.replayed)  # where the winners are copied at the end: checked first
+    except BaseException:
+        chosen.close()
+        raise
     builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s)
     try:
         heartbeat = Heartbeat(heartbeat_s, 3 * heartbeat_s)
@@ -221,14 +229,12 @@ def _tune_shared(
     from .store.postgres import PgWinnersDB
     from .store.winners import WinnersDB
 
-    local = db or results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
     keys = [
         WinnerKey.of(p.winner, spec.family.source_hash(), p.problem.key(), p.problem.dtype)
         for p in result.problems
         if p.winner is not None
     ]
     if keys:
-        local.parent.mkdir(parents=True, exist_ok=True)
         with PgWinnersDB(storage) as shared, WinnersDB(local) as mine:
             shared.copy_to(mine, keys)
     return replace(result, db_path=local)

@@ -42,6 +42,13 @@ class DeviceInfo:
     def from_dict(cls, data: dict[str, Any]) -> DeviceInfo:
         return cls(**{k: str(data[k]) for k in ("name", "compute_capability", "driver_version", "nvrtc_version")})
 
+    def describe(self) -> str:
+        """One line for messages and reports: the name, then the compute capability and toolchain."""
+        return (
+            f"{self.name} (compute capability {self.compute_capability}, driver {self.driver_version}, "
+            f"NVRTC {self.nvrtc_version})"
+        )
+
 
 # NVML clock-event reasons that make a timing untrustworthy: slowdowns imposed from outside the kernel
 # at that moment (the board too hot, an external power brake), which cut the clocks by large factors

@@ -92,12 +92,7 @@ def kind_of(record: EvalRecord) -> str:
 
 def describe(device: DeviceInfo | None) -> str:
     """One-line description of a device and its toolchain ("" when unknown)."""
-    if device is None:
-        return ""
-    return (
-        f"{device.name} (compute capability {device.compute_capability}, "
-        f"driver {device.driver_version}, NVRTC {device.nvrtc_version})"
-    )
+    return "" if device is None else device.describe()
 
 
 def _nan(value: float | None) -> float:

@@ -185,8 +185,8 @@ class ReplayBackend:
         """Raise ReplayMiss unless the recording was measured on ``device`` (that ``holder`` holds)."""
         if device != self.device:
             raise ReplayMiss(
-                f"{self.recording} was measured on {_device(self.device)}, but {holder} holds measurements "
-                f"of {_device(device)}: replay the recording it was made from, or give the sweep another "
+                f"{self.recording} was measured on {self.device.describe()}, but {holder} holds measurements "
+                f"of {device.describe()}: replay the recording it was made from, or give the sweep another "
                 "results directory (--results)"
             )
 
@@ -243,13 +243,6 @@ class ReplayBackend:
 
 def _names(families: Sequence[str]) -> str:
     return families[0] if len(families) == 1 else "the families " + ", ".join(families)
-
-
-def _device(device: DeviceInfo) -> str:
-    return (
-        f"{device.name} (compute capability {device.compute_capability}, driver {device.driver_version}, "
-        f"NVRTC {device.nvrtc_version})"
-    )
 
 
 def _outcome(record: EvalRecord) -> Outcome:

@@ -61,7 +61,7 @@ from ..records import EvalRecord, Status, canonical_json
 from ..runner.backends import Backend
 from ..runner.sanitizer import Sanitizer
 from ..store.postgres import ClaimResult, PgRecords, PgWinnersDB, connect, redacted, sqlalchemy_url
-from ..store.winner_rows import WinnerStore
+from ..store.winner_rows import WinnerStore, refuse_mixing
 from ..sweep_spec import NamedProblem, SweepSpec
 from .compiling import CompileQueue
 from .loop import Listener, Sweep, input_seed
@@ -130,6 +130,12 @@ def open_storage(url: str, heartbeat: Heartbeat) -> RDBStorage:
         conn.close()
 
 
+def space_digest(spec: SweepSpec) -> str:
+    """What a shared sweep's workers must agree on beside its name: the family and the conditional space."""
+    space = {name: {p.name: list(p.choices) for p in t.params} for name, t in spec.space.templates}
+    return hashlib.sha256(canonical_json({"family": spec.family.name, "space": space}).encode()).hexdigest()[:16]
+
+
 def worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
 
@@ -168,6 +174,30 @@ class DistributedSweep(Sweep):
         self._random = random.Random(f"{spec.search.seed}:{self.worker}")
 
     # -- the run ----------------------------------------------------------------------------------
+    def _check_shared(self) -> None:
+        """Before any work, ``DatabaseError`` where this worker would join what it must not: a sweep of
+        this name started from another space (another sweep file), records measured on another device or
+        toolchain, or winners of the other kind (replayed where this worker measures, or the reverse)."""
+        where, name = redacted(self.url), self.sweep_key
+        if self.pg.bind_space(space_digest(self.spec)) != space_digest(self.spec):
+            raise DatabaseError(
+                f"{where}: its sweep {name!r} was started from another sweep file (another family or space): "
+                "give this one another name (name = ... in the file) or another database (--storage); "
+                "nothing was changed"
+            )
+        others = sorted(d.describe() for d in self.pg.devices() - {self.backend.device})
+        if others:
+            raise DatabaseError(
+                f"{where}: sweep {name!r} there was measured on {', '.join(others)}, this "
+                f"worker's is {self.backend.device.describe()}: a shared sweep is measured on one device and "
+                "toolchain; give this worker's sweep another name or another database (--storage); nothing was changed"
+            )
+        replayed = self.backend.replayed
+        with PgWinnersDB(self.url) as winners:
+            mixed = winners.kind_count(not replayed)
+        if mixed:
+            refuse_mixing(f"{where} (tunebox_winners)", not replayed, replayed, mixed, "--storage")
+
     def _run(self) -> SweepResult:
         start = self.started = time.perf_counter()
         self.deadline = start + self.spec.search.seconds
@@ -175,6 +205,7 @@ class DistributedSweep(Sweep):
         self.pg = PgRecords(self.url, self.sweep_key, self.worker)
         self.log = self.pg
         try:
+            self._check_shared()
             with self._heartbeats():
                 states = []
                 for index, named in enumerate(self.spec.problems, start=1):

@@ -34,8 +34,8 @@ from ..runner.backends import Backend, Evaluation
 from ..runner.protocol import Outcome, harness_checked, variant_of
 from ..runner.sanitizer import Sanitizer
 from ..store.evallog import EvalLog, RecordLog, check_log_family
-from ..store.winner_rows import WinnerStore, refuse_mixing
-from ..store.winners import EmptyDatabase, WinnersDB, check_writable
+from ..store.winner_rows import WinnerStore
+from ..store.winners import WinnersDB, check_before_sweep
 from ..sweep_spec import NamedProblem, SweepSpec
 from .candidates import among, candidates, valid_for
 from .compile_pool import without_ctrl_c
@@ -131,7 +131,7 @@ class Sweep:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.db_path.parent.mkdir(parents=True, exist_ok=True)
         self.deadline = start + self.spec.search.seconds
-        self._check_winners()
+        check_before_sweep(self.db_path, self.backend.replayed)
         for named in self.spec.problems:  # a problem a recording never saw: refused before any work
             self.backend.answerable(self.family, named.problem)
         history = self.log.read()
@@ -156,24 +156,6 @@ class Sweep:
             {**result.summary(), "finished": datetime.now(UTC).isoformat(timespec="seconds")},
         )
         return result
-
-    def _check_winners(self) -> None:
-        """Before any work: a damaged winners database, or one holding winners of the other kind (replayed
-        where this sweep measures, or the reverse), raises ``DatabaseError``. A missing one is made by the
-        first winner, and so is an empty one (a sweep killed while SQLite made it), which nothing else
-        changes before then: a failed sweep leaves the file as it was. A folder or file that cannot be
-        written raises ``DatabaseError`` saying so."""
-        check_writable(self.db_path)
-        if not self.db_path.exists():
-            return
-        replayed = self.backend.replayed
-        try:
-            with WinnersDB(self.db_path, read_only=True) as db:  # opening checks the file
-                others = db.kind_count(not replayed)
-        except EmptyDatabase:
-            return
-        if others:
-            refuse_mixing(str(self.db_path), not replayed, replayed, others)
 
     def _report(self, name: str, done: int, best: float | None, record: EvalRecord | None) -> None:
         """Tell the progress callback where the sweep stands (``self._budgets[-1]``: this problem's)."""

@@ -25,6 +25,7 @@ Every value is bound as a parameter; no SQL text is built from data.
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -33,8 +34,16 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DatabaseError
-from ..records import EvalRecord, Status, Timing, WinnerKey, canonical_json
-from .winner_rows import KEY_COLUMNS, VALUE_COLUMNS, Winner, WinnerStore, validated_winner, winner_row
+from ..records import DeviceInfo, EvalRecord, Status, Timing, WinnerKey, canonical_json
+from .winner_rows import (
+    KEY_COLUMNS,
+    VALUE_COLUMNS,
+    Winner,
+    WinnerStore,
+    refuse_mixing,
+    validated_winner,
+    winner_row,
+)
 
 if TYPE_CHECKING:
     import psycopg
@@ -72,7 +81,8 @@ _WINNER_PUT = (
     f"INSERT INTO tunebox_winners ({_WINNER_COLUMNS}) VALUES ({', '.join(['%s'] * (len(KEY_COLUMNS) + 9))})"
     f" ON CONFLICT ({', '.join(KEY_COLUMNS)}) DO UPDATE SET "
     + ", ".join(f"{c} = EXCLUDED.{c}" for c in VALUE_COLUMNS)
-    + " WHERE tunebox_winners.median_ms > EXCLUDED.median_ms RETURNING 1"
+    + " WHERE tunebox_winners.median_ms > EXCLUDED.median_ms AND tunebox_winners.replayed = EXCLUDED.replayed"
+    " RETURNING 1"
 )
 
 
@@ -233,6 +243,26 @@ class PgRecords:
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise DatabaseError(f"{redacted(self.url)}: a record of sweep {self.sweep} is damaged ({exc})") from exc
 
+    def devices(self) -> set[DeviceInfo]:
+        """The devices (with their toolchains) the sweep's records were measured on."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT (record_json::jsonb -> 'device')::text FROM tunebox_evals WHERE sweep = %s"
+            " AND record_json::jsonb -> 'device' != 'null'::jsonb",
+            (self.sweep,),
+        ).fetchall()
+        try:
+            return {DeviceInfo.from_dict(json.loads(r[0])) for r in rows}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise DatabaseError(f"{redacted(self.url)}: a record of sweep {self.sweep} is damaged ({exc})") from exc
+
+    def bind_space(self, digest: str) -> str:
+        """The digest of the space the sweep was started with: ``digest`` where this is its first worker."""
+        key = f"space:{self.sweep}"
+        self.conn.execute("INSERT INTO tunebox_meta (key, value) VALUES (%s, %s) ON CONFLICT DO NOTHING", (key, digest))
+        row = self.conn.execute("SELECT value FROM tunebox_meta WHERE key = %s", (key,)).fetchone()
+        assert row is not None
+        return str(row[0])
+
     def read_since(self, family: str, problem_key: str, after: int) -> list[tuple[int, EvalRecord]]:
         """A problem's records stored after record id ``after``, with their ids, in order."""
         rows = self.conn.execute(
@@ -366,9 +396,19 @@ class PgWinnersDB:
         return self._conn
 
     def put(self, key: WinnerKey, record: EvalRecord, library: EvalRecord | None = None) -> bool:
-        """As ``WinnersDB.put`` (the same ValueErrors), atomic across workers."""
+        """As ``WinnersDB.put`` (the same ValueErrors, and ``refuse_mixing``), atomic across workers: a
+        stored winner of the other kind is never replaced, whatever runs between the check and the put."""
         row = winner_row(key, record, library)
+        stored = self.conn.execute(f"SELECT replayed FROM tunebox_winners WHERE {_WINNER_KEY_WHERE}", astuple(key))
+        kind = stored.fetchone()
+        if kind is not None:
+            refuse_mixing(f"{redacted(self.url)} (tunebox_winners)", bool(kind[0]), record.replayed, option="--storage")
         return self.conn.execute(_WINNER_PUT, row).fetchone() is not None
+
+    def kind_count(self, replayed: bool) -> int:
+        """How many winners of that kind (replayed, or measured) the table holds."""
+        row = self.conn.execute("SELECT count(*) FROM tunebox_winners WHERE replayed = %s", (int(replayed),)).fetchone()
+        return int(row[0]) if row else 0
 
     def get(self, key: WinnerKey) -> Winner | None:
         rows = self._query(f"{_WINNER_SELECT} WHERE {_WINNER_KEY_WHERE}", astuple(key))

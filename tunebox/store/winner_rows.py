@@ -74,15 +74,16 @@ class WinnerStore(Protocol):
     def all(self) -> list[Winner]: ...
 
 
-def refuse_mixing(where: str, stored_replayed: bool, replayed: bool, count: int = 1) -> None:
+def refuse_mixing(where: str, stored_replayed: bool, replayed: bool, count: int = 1, option: str = "--db") -> None:
     """Raise ``DatabaseError`` when winners of a replayed sweep would be stored beside measured ones, or
-    the reverse: a replayed winner must never answer as a measurement (nor replace one)."""
+    the reverse: a replayed winner must never answer as a measurement (nor replace one). ``option``: the
+    one that names another database."""
     if stored_replayed == replayed:
         return
     stored, new = ("replayed", "measured") if stored_replayed else ("measured", "replayed")
     raise DatabaseError(
         f"{where} holds {count} {stored} winner(s); {new} winners are never stored beside them (replayed ones "
-        "go to results/winners-replay.sqlite by default). Name another database (--db); nothing was stored."
+        f"go to results/winners-replay.sqlite by default). Name another database ({option}); nothing was stored."
     )
 
 

@@ -71,6 +71,23 @@ class EmptyDatabase(DatabaseError):
     the file and nothing more, or it was never a database."""
 
 
+def check_before_sweep(path: Path, replayed: bool) -> None:
+    """Before a sweep's work: a damaged winners database at ``path``, one holding winners of the other kind
+    (measured where the sweep replays, or the reverse), or one that cannot be written raises
+    ``DatabaseError``. A missing one is made by the first winner, and so is an empty one (a sweep killed
+    while SQLite made it), which nothing else changes before then: a failed sweep leaves the file as it was."""
+    check_writable(path)
+    if not path.exists():
+        return
+    try:
+        with WinnersDB(path, read_only=True) as db:  # opening checks the file
+            others = db.kind_count(not replayed)
+    except EmptyDatabase:
+        return
+    if others:
+        refuse_mixing(str(path), not replayed, replayed, others)
+
+
 class WinnersDB:
     """The winners database at ``path``. Use as a context manager or call ``open``/``close``."""
 

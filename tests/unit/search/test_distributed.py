@@ -376,3 +376,31 @@ def test_a_lost_server_is_one_line_saying_the_sweep_resumes():
     wrapped = sqlalchemy.exc.OperationalError("SELECT 1", {}, lost)  # as Optuna's storage raises it
     assert "lost the PostgreSQL server" in str(storage_error("postgresql://db/tune", wrapped))
     assert storage_error("postgresql://db/tune", ValueError("a bug")) is None
+
+
+def test_a_worker_joins_only_its_own_sweep_device_and_kind_of_winners(url, tmp_path, sweep_file, recording):
+    """Found by an audit: a sweep file of the same name but another space shared the claims and said its
+    time budget had run out; a recording of another device joined the sweep; replayed winners replaced
+    measured ones in tunebox_winners and were copied into a measured database."""
+    results = tmp_path / "r"
+    tune(sweep_file, backend="replay", recording=recording, results=results, storage=url, trials=3)
+    narrow = tmp_path / "other" / "small.toml"  # the same name, another space
+    narrow.parent.mkdir()
+    narrow.write_text(sweep_file.read_text().replace("threads = [64, 128]", "threads = [64]"))
+    before = stored(url)
+    with pytest.raises(DatabaseError, match="its sweep 'small-replay' was started from another sweep file"):
+        tune(narrow, backend="replay", recording=recording, results=results, storage=url, trials=3)
+    elsewhere = tmp_path / "h100.jsonl"
+    h100 = dataclasses.replace(DEVICE, name="NVIDIA H100 80GB HBM3")
+    EvalLog(elsewhere).append_all([dataclasses.replace(r, device=h100) for r in EvalLog(recording).read()])
+    with pytest.raises(DatabaseError, match="there was measured on NVIDIA H200 .* worker's is NVIDIA H100"):
+        tune(sweep_file, backend="replay", recording=elsewhere, results=results, storage=url, trials=3)
+    assert stored(url) == before  # nothing was changed
+    with PgWinnersDB(url) as db:
+        replayed = db.all()[0]
+        measured = dataclasses.replace(replayed.record, replayed=False)
+        with pytest.raises(
+            DatabaseError, match=r"holds 1 replayed winner\(s\); measured winners are never .*--storage"
+        ):
+            db.put(replayed.key, measured)
+        assert db.kind_count(True) == 2 and db.kind_count(False) == 0
