@@ -291,6 +291,7 @@ REVIEWED_COMMITS = {  # commits whose every changed file changes no result
     "validation; all 37,365 records of the committed logs and recordings read the same); no kernel, rule or render",
     "007fa04": "records.py: check_samples, the same read-side check of f524681 shared with winner_row; no kernel, rule "
     "or render",
+    "1f009de": "records.py: DeviceInfo.describe added (messages and reports); no kernel, rule or render",
 }
 
 
