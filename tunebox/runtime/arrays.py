@@ -40,7 +40,7 @@ class DeviceArray:
     shape: tuple[int, ...]
     dtype: str
     stream: int | None  # the producer's stream handle, if it has one
-    readonly: bool = False  # a DLPack producer exported it read-only: never an output
+    readonly: bool = False  # its producer exported it read-only (DLPack, or a CUDA array interface): never an output
 
 
 def device_array(obj: Any, stream: int | None = None) -> DeviceArray:
@@ -66,16 +66,37 @@ def device_array(obj: Any, stream: int | None = None) -> DeviceArray:
             f"{type(obj).__name__} is not a CUDA array (no __cuda_array_interface__ and no __dlpack__): pass "
             "torch tensors, CuPy arrays or DLPack producers on the GPU"
         )
-    shape = tuple(cai["shape"])
-    if cai["typestr"] not in _TYPESTR:
+    return _cai_array(cai)
+
+
+def _cai_array(cai: Any) -> DeviceArray:
+    """Describe a ``__cuda_array_interface__`` (its data's read-only flag kept: such an array is never an
+    output); InvalidProblem for one that is malformed, of another element type or not C-contiguous."""
+    try:
+        shape = tuple(int(n) for n in cai["shape"])
+        typestr, (pointer, readonly) = cai["typestr"], cai["data"]
+        pointer, strides = int(pointer), cai.get("strides")
+        strides = None if strides is None else tuple(int(n) for n in strides)
+    except (KeyError, TypeError, ValueError) as exc:
         raise InvalidProblem(
-            f"unsupported element type {cai['typestr']}; use one of {sorted(_TYPESTR.values())} "
+            f"a malformed __cuda_array_interface__ ({type(exc).__name__}: {exc}): it needs shape, typestr and "
+            "data = (pointer, read-only)"
+        ) from exc
+    if any(n < 0 for n in shape):
+        raise InvalidProblem(f"a __cuda_array_interface__ of shape {shape}: extents are never negative")
+    if typestr not in _TYPESTR:
+        raise InvalidProblem(
+            f"unsupported element type {typestr}; use one of {sorted(_TYPESTR.values())} "
             "(bfloat16 arrays: pass torch tensors)"
         )
-    contiguous = np.empty(shape, dtype=np.dtype(cai["typestr"]))  # never touches the device
-    if cai.get("strides") not in (None, contiguous.strides):
+    itemsize = np.dtype(typestr).itemsize
+    if strides is not None and (
+        len(strides) != len(shape)
+        or any(stride % itemsize for stride, extent in zip(strides, shape, strict=True) if extent != 1)
+        or not _c_contiguous(shape, tuple(n // itemsize for n in strides))
+    ):
         raise InvalidProblem("tunebox.launch needs C-contiguous arrays")
-    return DeviceArray(int(cai["data"][0]), shape, _TYPESTR[cai["typestr"]], cai.get("stream"))
+    return DeviceArray(pointer, shape, _TYPESTR[typestr], cai.get("stream"), readonly=bool(readonly))
 
 
 def misaligned(arrays: dict[str, DeviceArray]) -> tuple[str, ...]:
@@ -162,6 +183,8 @@ def dlpack_array(obj: Any, stream: int | None = None) -> DeviceArray:
         device_type, _ = obj.__dlpack_device__()
     except AttributeError:
         raise InvalidProblem(f"{type(obj).__name__} has __dlpack__ but no __dlpack_device__") from None
+    except (TypeError, ValueError):  # not a (device type, device id) pair
+        raise InvalidProblem(f"{type(obj).__name__}.__dlpack_device__() gave no (device type, id) pair") from None
     if device_type != KDL_CUDA:
         where = _DL_DEVICES.get(device_type, f"DLPack device type {device_type}")
         raise InvalidProblem(

@@ -41,3 +41,33 @@ def test_refusals_say_what_to_do() -> None:
     assert device_array(cai("<f4", strides=(12, 4))).shape == (4, 3)  # explicit C strides are fine
     with pytest.raises(InvalidProblem, match="no __cuda_array_interface__"):
         device_array(object())
+
+
+def test_the_read_only_flag_is_kept() -> None:
+    """It was dropped: a read-only array passed the check that outputs are writable (DLPack's kept it)."""
+    array = cai("<f4")
+    array.__cuda_array_interface__["data"] = (0x7F00_0000_1000, True)
+    assert device_array(array).readonly and not device_array(cai("<f4")).readonly
+
+
+def test_contiguity_is_worked_out_without_a_host_array() -> None:
+    """np.empty(shape) made the strides: a 37 GiB array raised MemoryError, a 2**40-square one ValueError."""
+    huge = device_array(cai("<f4", shape=(2**40, 2**40), strides=(4 * 2**40, 4)))
+    assert huge.shape == (2**40, 2**40)
+    assert device_array(cai("<f2", shape=(5, 1, 3), strides=(6, 999, 2))).shape == (5, 1, 3)  # extent 1: any stride
+    with pytest.raises(InvalidProblem, match="C-contiguous"):
+        device_array(cai("<f4", shape=(4, 3), strides=(12, 3)))  # not whole elements
+
+
+@pytest.mark.parametrize(
+    "interface, fragment",
+    [
+        ({}, "malformed __cuda_array_interface__ .*KeyError"),
+        (3, "malformed __cuda_array_interface__ .*TypeError"),
+        ({"shape": (4,), "typestr": "<f4", "data": None}, "malformed"),
+        ({"shape": (-1, 4), "typestr": "<f4", "data": (16, False)}, r"shape \(-1, 4\): extents are never negative"),
+    ],
+)
+def test_a_malformed_interface_is_refused_saying_what_it_needs(interface: object, fragment: str) -> None:
+    with pytest.raises(InvalidProblem, match=fragment):
+        device_array(SimpleNamespace(__cuda_array_interface__=interface))
