@@ -159,7 +159,15 @@ class Lookup:
     ) -> LookupResult:
         """``lookup`` from a family name and problem data (as ``Family.parse_problem`` takes them). Without
         ``device_info`` the device is the database's (see ``device``). A query seen before is answered
-        without parsing the problem again. The query is checked before the database."""
+        without parsing the problem again. The query is checked before the database; a ``device_info``
+        that is no ``DeviceInfo``, or a ``device`` that is no name, raises TypeError."""
+        if device_info is not None and not isinstance(device_info, DeviceInfo):
+            raise TypeError(
+                f"the device must be a tunebox.DeviceInfo (name, compute capability, driver, NVRTC; a Launcher's "
+                f"device_info() gives this machine's), not {type(device_info).__name__} {device_info!r:.60}"
+            )
+        if device is not None and not isinstance(device, str):
+            raise TypeError(f"device is a device's name (text), not {type(device).__name__} {device!r:.60}")
         key: Hashable | None
         try:
             key = (family_name, _frozen(problem_data), device, device_info)

@@ -183,3 +183,8 @@ def test_threads_share_one_lookup(tmp_path: Path) -> None:
 def test_a_device_given_by_name_is_refused_saying_what_to_give(winners: Path) -> None:
     with pytest.raises(TypeError, match="device must be a tunebox.DeviceInfo.*device_info"):
         tunebox.lookup("tile_copy", problem_data(*SIZES[137]), "NVIDIA H200", str(winners))  # type: ignore[arg-type]
+    # tunebox.query took it too, and failed inside: AttributeError: 'str' object has no attribute 'name'
+    with pytest.raises(TypeError, match="device must be a tunebox.DeviceInfo.*not str 'NVIDIA H200'"):
+        tunebox.query("tile_copy", problem_data(*SIZES[137]), db=winners, device_info="NVIDIA H200")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="device is a device's name"):
+        tunebox.query("tile_copy", problem_data(*SIZES[137]), db=winners, device=DEVICE)  # type: ignore[arg-type]
