@@ -9,28 +9,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .api import query, report, tune  # ``report`` the function: api loads the subpackage of that name first
 from .errors import (
     CompileError,
     DatabaseError,
     DeviceUnavailable,
+    HarnessError,
     InvalidConfig,
     InvalidProblem,
+    MeasurementError,
+    ReplayMiss,
     SpaceError,
     TuneboxError,
 )
 from .records import DeviceInfo, EvalRecord, Status
-from .report import render as _render  # noqa: F401  the subpackage first: ``report`` below is the function
+from .report import ReportFiles
+from .results_frame import results
 from .runtime.bound import BoundLaunch
 from .runtime.launch import Launcher, bind, launch
 from .runtime.lookup import Lookup, LookupResult, default_db, shared
+from .runtime.serving import Served
+from .search.runs import ProblemOutcome, SweepProgress, SweepResult
+from .store.lock import SweepLocked
 
 if TYPE_CHECKING:
     from os import PathLike
-
-    import pandas as pd
-
-    from .report import ReportFiles
-    from .search.runs import SweepResult
 
 __all__ = [
     "BoundLaunch",
@@ -39,13 +42,22 @@ __all__ = [
     "DeviceInfo",
     "DeviceUnavailable",
     "EvalRecord",
+    "HarnessError",
     "InvalidConfig",
     "InvalidProblem",
     "Launcher",
     "Lookup",
     "LookupResult",
+    "MeasurementError",
+    "ProblemOutcome",
+    "ReplayMiss",
+    "ReportFiles",
+    "Served",
     "SpaceError",
     "Status",
+    "SweepLocked",
+    "SweepProgress",
+    "SweepResult",
     "TuneboxError",
     "bind",
     "default_db",
@@ -56,26 +68,6 @@ __all__ = [
     "results",
     "tune",
 ]
-
-
-def tune(*args: Any, **kwargs: Any) -> SweepResult:
-    """Run or resume a sweep; see ``tunebox.api.tune``."""
-    from .api import tune as _tune
-
-    return _tune(*args, **kwargs)
-
-
-def query(
-    family: str,
-    problem: dict[str, Any],
-    *,
-    db: str | PathLike[str] | None = None,
-    device: str | None = None,
-    device_info: DeviceInfo | None = None,
-) -> LookupResult:
-    """Tuned configuration for a problem from the winners database, the device taken from the database
-    unless given; see ``tunebox.api.query``. Microseconds when warm."""
-    return shared(db).query(family, problem, device=device, device_info=device_info)
 
 
 def lookup(
@@ -89,20 +81,3 @@ def lookup(
     if device is None:  # query's "the database's device": lookup always names one
         raise TypeError("device must be a tunebox.DeviceInfo, not None")
     return shared(db).query(family, problem, device_info=device)
-
-
-def report(*args: Any, **kwargs: Any) -> ReportFiles:
-    """Write a sweep's HTML + Markdown report; see ``tunebox.api.report``."""
-    from .api import report as _report
-
-    return _report(*args, **kwargs)
-
-
-def results(
-    source: str | PathLike[str], *, results: str | PathLike[str] | None = None, replay: bool = False
-) -> pd.DataFrame:
-    """A sweep's evaluations as a pandas DataFrame, one row per evaluation (from a sweep file, an
-    evaluation log or a sweep's output directory); see ``tunebox.results_frame.results``."""
-    from .results_frame import results as _results
-
-    return _results(source, results=results, replay=replay)

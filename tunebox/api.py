@@ -1,4 +1,5 @@
-"""Composition root: turns names and paths into instances and runs the three user jobs."""
+"""Composition root: turns names and paths into instances and runs the three user jobs. Importing it loads
+neither Optuna nor matplotlib (a sweep and a report do)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ from typing import Any
 
 from .build.nvrtc import NvrtcBuilder
 from .errors import DatabaseError, DeviceUnavailable, SpaceError
-from .families import get as get_family
 from .records import DeviceInfo, EvalRecord
 from .report import ReportFiles
 from .runner.backends import Backend, GpuBackend, ReplayBackend
@@ -19,14 +19,13 @@ from .runner.paced import PacedReplay
 from .runner.probe import gpu_status
 from .runner.sanitizer import ComputeSanitizer, Sanitizer
 from .runtime.lookup import LookupResult, shared
-from .search.loop import Sweep
 from .search.loop_settings import LoopSettings
 from .search.runs import SweepProgress, SweepResult
 from .store.evallog import EvalLog, check_log_family
 from .store.lock import SweepLock
 from .store.recordings import shipped_recording
 from .store.winners import check_before_sweep
-from .sweep_spec import SweepSpec, check_problem, load_sweep, search_settings
+from .sweep_spec import SweepSpec, load_sweep, search_settings
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +93,13 @@ def tune(
     ``db`` (default ``results/winners.sqlite``, or ``results/winners-replay.sqlite`` on the replay
     backend, so replayed winners never mix with measured ones). One sweep per results directory
     at a time: another one running there (its lock ``sweep.lock`` held) makes this one raise
-    ``SweepLocked`` at once. ``progress`` is called with the sweep's totals as it goes.
+    ``SweepLocked`` at once. ``progress`` is called with the sweep's totals as it goes. ``results`` is
+    relative to the working directory (``tunebox.query`` reads ``default_db()``, the checkout's: give it
+    the returned ``db_path`` when the sweep ran elsewhere).
+
+    ``trials``, ``seconds`` and ``strategy`` override the sweep file's ``[search]``: ``trials`` variants
+    per problem; ``seconds`` one wall-clock budget (s) for the whole sweep, so that problems it does not
+    reach get no winner (a second run resumes them).
 
     ``storage`` (``postgresql://user:password@host/db``): this process is one worker of a sweep shared
     through that database (``tunebox.search.distributed``; needs ``tunebox[distributed]``): the
@@ -132,6 +137,8 @@ def tune(
             heartbeat_s,
             sanitize,
         )
+    from .search.loop import Sweep  # Optuna: imported by a sweep, not by ``import tunebox``
+
     replayed = backend_instance.replayed if backend_instance is not None else _replays(backend)
     out = results / "sweeps" / (spec.name + ("-replay" if replayed else ""))
     with SweepLock(out):
@@ -246,8 +253,8 @@ def _arch(backend: Backend) -> str:
 
 
 def query(
-    family_name: str,
-    problem_data: dict[str, Any],
+    family: str,
+    problem: dict[str, Any],
     *,
     db: str | os.PathLike[str] | None = None,
     device: str | None = None,
@@ -261,12 +268,10 @@ def query(
     only device that holds winners of this family (several need ``device``). Warm (the same
     process, the database unchanged) it takes microseconds.
 
-    The problem is checked first (``sweep_spec.check_problem``): a non-finite number in it (JSON
-    ``Infinity`` / ``NaN`` / ``1e999``) raises InvalidProblem saying what to give instead.
+    The family is checked first, then the problem (``sweep_spec.check_problem``): a non-finite number in
+    it (JSON ``Infinity`` / ``NaN`` / ``1e999``) raises InvalidProblem saying what to give instead.
     """
-    get_family(family_name)  # an unknown family is named as such, before its problem is looked at
-    check_problem(family_name, problem_data)
-    return shared(db).query(family_name, problem_data, device=device, device_info=device_info)
+    return shared(db).query(family, problem, device=device, device_info=device_info)
 
 
 def report(
