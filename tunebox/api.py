@@ -10,6 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .build.nvrtc import NvrtcBuilder
 from .errors import DatabaseError, DeviceUnavailable, SpaceError
 from .records import DeviceInfo, EvalRecord
@@ -111,10 +113,12 @@ def tune(
     before a winner is stored, passing over any it reports on (default off: see ``_sanitizer``)."""
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(Path(sweep))
     results, db, recording = Path(results), _path(db), _path(recording)
-    overrides = {k: v for k, v in (("trials", trials), ("seconds", seconds), ("strategy", strategy)) if v is not None}
+    given = (("trials", trials), ("seconds", seconds), ("strategy", strategy))
+    overrides = {k: v.item() if isinstance(v, np.generic) else v for k, v in given if v is not None}  # numpy's too
     if overrides:
         settings_now = {**spec.search.__dict__, **overrides}
-        spec = replace(spec, search=search_settings(settings_now, str(spec.source)))
+        shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+        spec = replace(spec, search=search_settings(settings_now, f"tune({shown}) over {spec.source}"))
         if trials is not None and spec.search.strategy == "exhaustive":
             raise SpaceError(
                 f"{spec.source}: trials={trials} does not apply to the exhaustive strategy, which evaluates every "

@@ -122,7 +122,8 @@ def search_settings(data: Mapping[str, Any], where: str) -> SearchSettings:
         # an int is finite however large (math.isfinite would overflow converting it to a float)
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if type(value) not in kinds or type(value) is float and not math.isfinite(value) or value < low:
-            raise SpaceError(f"{where}: search.{field} must be a number >= {low}, got {_shown(value)}")
+            what = "a whole number" if kind is int else "a finite number"
+            raise SpaceError(f"{where}: search.{field} must be {what} >= {low}, got {_shown(value)}")
     cutoff = settings.cutoff
     finite = type(cutoff) is int or type(cutoff) is float and math.isfinite(cutoff)
     if not finite or not (cutoff == 0 or cutoff >= 1):

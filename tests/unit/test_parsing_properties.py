@@ -319,7 +319,7 @@ def test_integers_too_large_to_print_are_refused_with_a_tunebox_error() -> None:
                 parse_problem(family, {**BASES.get(family.name, {}), field: HUGE})
         with pytest.raises(SpaceError, match="too large to print"):
             space_slice(family, {family.space.templates[0][1].params[0].name: [HUGE]}, "sweep.toml")
-    with pytest.raises(SpaceError, match="search.seed must be a number >= 0, got int too large to print"):
+    with pytest.raises(SpaceError, match="search.seed must be a whole number >= 0, got int too large to print"):
         search_settings({"seed": -HUGE}, "sweep.toml")
 
 
