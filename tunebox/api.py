@@ -111,6 +111,12 @@ def tune(
     ``replay_pace``: on replay, each answer waits that many times its recorded verify + time seconds.
     ``sanitize``: run each problem's finalists under compute-sanitizer (memcheck, racecheck, synccheck)
     before a winner is stored, passing over any it reports on (default off: see ``_sanitizer``)."""
+    if replay_pace is not None and not (isinstance(replay_pace, int | float) and replay_pace >= 0):
+        raise SpaceError(
+            f"replay_pace is a number of 0 or more (a factor of the recorded seconds), not {replay_pace!r}"
+        )
+    if progress is not None and not callable(progress):
+        raise SpaceError(f"progress is a function of a SweepProgress, not {type(progress).__name__}")
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(Path(sweep))
     results, db, recording = Path(results), _path(db), _path(recording)
     given = (("trials", trials), ("seconds", seconds), ("strategy", strategy))

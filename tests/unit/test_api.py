@@ -39,3 +39,18 @@ def test_numpy_numbers_are_the_numbers_they_hold(tmp_path: Path) -> None:
 
     result = api.tune(REPO / "spaces" / "tile_copy.toml", backend="replay", results=tmp_path, trials=np.int64(2))
     assert result.evaluated == 2 * len(result.problems)
+
+
+@pytest.mark.parametrize(
+    "given, fragment",
+    [
+        ({"replay_pace": -1}, "replay_pace is a number of 0 or more"),
+        ({"replay_pace": float("nan")}, "replay_pace is a number of 0 or more"),
+        ({"progress": 3}, "progress is a function of a SweepProgress, not int"),
+    ],
+)
+def test_arguments_the_sweep_cannot_use_are_refused_first(tmp_path: Path, given: dict, fragment: str) -> None:
+    """A negative or NaN pace was accepted; a progress that is no function failed inside the loop."""
+    with pytest.raises(SpaceError, match=fragment):
+        api.tune(REPO / "spaces" / "tile_copy.toml", backend="replay", results=tmp_path, **given)
+    assert list(tmp_path.iterdir()) == []

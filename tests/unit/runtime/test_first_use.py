@@ -102,6 +102,7 @@ def test_an_unknown_policy_is_refused() -> None:
     [
         ({"race_samples": 0}, "race_samples must be a whole number of 1 or more, got 0"),
         ({"race_samples": 2.5}, "race_samples must be a whole number"),
+        ({"race_samples": True}, "race_samples must be a whole number"),
         ({"race_budget_s": -1}, "race_budget_s must be a positive number of seconds, got -1"),
         ({"race_budget_s": float("nan")}, "race_budget_s must be a positive number of seconds, got nan"),
     ],

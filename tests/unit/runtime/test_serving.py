@@ -85,3 +85,31 @@ def test_misaligned_arrays_get_the_library_call_or_a_refusal_that_says_what_to_p
         decide(EXACT, IN_PLACE, False, "auto", ("dst",))  # no torch tensors: no library call either
     with pytest.raises(InvalidProblem, match="dst is not 16-byte aligned"):
         decide(EXACT, None, True, "auto", ("dst",))
+
+
+@pytest.mark.parametrize(
+    "call, fragment",
+    [
+        (lambda launch: launch("tile_copy", None), "arrays is a dict of buffer name -> GPU array, not NoneType"),
+        (lambda launch: launch("tile_copy", {}, stream="s"), "stream is a CUDA stream handle"),
+        (
+            lambda launch: launch("faults", {}),
+            "faults cannot be launched on caller arrays: it is tuned and tested only",
+        ),
+    ],
+)
+def test_a_launch_that_cannot_be_described_is_refused_before_cuda(call, fragment: str) -> None:
+    """AttributeError, ValueError and NotImplementedError from inside before."""
+    launcher = Launcher()
+    with pytest.raises(InvalidProblem, match=fragment):
+        call(launcher)
+    assert launcher.info is None  # CUDA never started
+
+
+def test_a_bad_first_use_policy_in_the_environment_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tunebox.runtime import launch as launch_module
+
+    monkeypatch.setattr(launch_module, "_default", None)
+    monkeypatch.setenv("TUNEBOX_TUNE", "first-call")
+    with pytest.raises(InvalidProblem, match="environment variable TUNEBOX_TUNE='first-call' is not one of"):
+        launch_module.default_launcher()
