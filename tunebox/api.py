@@ -205,10 +205,11 @@ def _tune_shared(
     end the sweep's winners are copied from the database into the local winners database ``db`` (the
     default one otherwise), where ``tunebox query`` and ``tunebox.lookup`` find them."""
     from .search.distributed import DistributedSweep, Heartbeat
-    from .store.postgres import is_postgres_url, storage_error
+    from .store.postgres import is_postgres_url, redacted, storage_error
 
     if not is_postgres_url(storage):
-        raise SpaceError(f"--storage takes a PostgreSQL URL (postgresql://user:password@host/db), not {storage!r}")
+        shown = redacted(storage)  # a password in another scheme's URL is never printed either
+        raise SpaceError(f"--storage takes a PostgreSQL URL (postgresql://user:password@host/db), not {shown!r}")
     if heartbeat_s < 1:
         raise SpaceError(f"the heartbeat interval is whole seconds, at least 1 (got {heartbeat_s})")
     chosen = backend_instance or _paced(make_backend(spec, backend, recording), replay_pace)

@@ -59,8 +59,14 @@ def load_problems(sweep: Path, recording: Path | None = None) -> list[ReplayProb
     spec = load_sweep(sweep)
     path = recording or shipped_recording(spec.source, spec.name)
     if not path.exists():
-        raise SpaceError(f"{sweep}: no recording at {path} (record the sweep on a GPU host, or pass its recording)")
+        raise SpaceError(
+            f"{sweep}: no recording at {path} (record the sweep on a GPU host, or give the folder holding "
+            "<sweep name>.jsonl.gz with --recordings)"
+        )
     records = EvalLog(path).read()
+    others = sorted({r.family for r in records} - {spec.family.name})
+    if others:
+        raise SpaceError(f"{path} is a recording of {', '.join(others)}, not of {spec.family.name}: give {sweep}'s own")
     problems = []
     for named in spec.problems:
         key = named.problem.key()

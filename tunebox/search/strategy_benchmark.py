@@ -221,8 +221,13 @@ def benchmark(
         strategies(names, kernel_tuner)
     except ValueError as exc:
         raise TuneboxError(str(exc)) from None
-    if kernel_tuner and not _kernel_tuner_available():
+    named_kt = any(n.startswith("kernel_tuner:") for n in names or ())
+    if (kernel_tuner or named_kt) and not _kernel_tuner_available():
         raise TuneboxError("Kernel Tuner is not installed: pip install '.[bench]'")
+    if named_kt and kernel_tuner is False:
+        raise TuneboxError("--kernel-tuner no, but Kernel Tuner strategies are named in --strategies")
+    _check_outputs(out, plot_path)
+    sweeps = list({Path(s).resolve(): s for s in reversed(sweeps)}.values())[::-1]  # a sweep named twice: once
     problems: list[ReplayProblem] = []
     for sweep in sweeps:
         recording = recording_in(recordings, load_sweep(sweep).name) if recordings else None
@@ -242,6 +247,20 @@ def benchmark(
     if plot_path is not None:
         plot(doc, plot_path)
     return doc
+
+
+def _check_outputs(out: Path, plot_path: Path | None) -> None:
+    """Before the benchmark runs (an hour by default): the files it writes can be written."""
+    if plot_path is not None and plot_path.suffix.lower() != ".png":
+        raise TuneboxError(f"--plot {plot_path}: the plot is a PNG; give a path ending in .png")
+    for path in (out, plot_path):
+        if path is None:
+            continue
+        if path.is_dir():
+            raise TuneboxError(f"{path} is a directory: give the file to write")
+        path.parent.mkdir(parents=True, exist_ok=True)  # an OSError says what stands in the way
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
 
 
 def _kernel_tuner_available() -> bool:

@@ -6,14 +6,17 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tunebox.cli import main
+from tunebox.errors import SpaceError
 from tunebox.families import get as get_family
 from tunebox.params import Config, Param, Space, TemplateSpaces
 from tunebox.records import DeviceInfo, EvalRecord, KernelMetrics, Status, Timing, canonical_json
@@ -244,6 +247,37 @@ def test_strategies_command_writes_the_benchmark_and_plot(tmp_path, capsys):
     missing = tmp_path / "elsewhere"
     assert main(["strategies", "--sweeps", str(sweep), "--out", str(out), "--recordings", str(missing)]) == 2
     assert "no recording at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "extra, fragment",
+    [
+        (["--plot", "search.txt"], "the plot is a PNG; give a path ending in .png"),  # was a ValueError after the run
+        (["--out", "/proc/nope/s.json"], "/proc/nope: no such file or directory"),  # found after the benchmark
+        (["--strategies", "kernel_tuner:pso", "--kernel-tuner", "no"], "--kernel-tuner no, but Kernel Tuner"),
+    ],
+)
+def test_what_the_benchmark_cannot_finish_is_refused_before_it_runs(tmp_path, capsys, extra, fragment):
+    sweep = write_tiny(tmp_path)
+    argv = ["strategies", "--sweeps", str(sweep), "--out", str(tmp_path / "s.json"), "--seeds", "2", *extra]
+    started = time.perf_counter()
+    assert main(argv) == 2
+    assert fragment in capsys.readouterr().err and time.perf_counter() - started < 5
+
+
+def test_a_sweep_named_twice_is_benchmarked_once(tmp_path):
+    sweep = write_tiny(tmp_path)
+    doc = sb.benchmark([sweep, sweep], tmp_path / "s.json", None, "x", names=["tunebox:random"], seeds=2)
+    assert len(doc["problems"]) == 1
+
+
+def test_a_recording_of_another_family_is_named_so(tmp_path):
+    sweep = write_tiny(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(REPO / "results" / "recordings" / "scatter.jsonl.gz", other / f"{load_sweep(sweep).name}.jsonl.gz")
+    with pytest.raises(SpaceError, match="is a recording of scatter, not of tile_copy"):
+        rp.load_problems(sweep, other / f"{load_sweep(sweep).name}.jsonl.gz")
 
 
 # --- Kernel Tuner's cache format -----------------------------------------------------------------
