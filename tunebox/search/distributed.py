@@ -60,7 +60,7 @@ from ..params import Config, Value
 from ..records import EvalRecord, Status, canonical_json
 from ..runner.backends import Backend
 from ..runner.sanitizer import Sanitizer
-from ..store.postgres import ClaimResult, PgRecords, PgWinnersDB, connect, redacted, sqlalchemy_url
+from ..store.postgres import ClaimResult, PgRecords, PgWinnersDB, connect, redacted, sqlalchemy_url, storage_error
 from ..store.winner_rows import WinnerStore, refuse_mixing
 from ..sweep_spec import NamedProblem, SweepSpec
 from .compiling import CompileQueue
@@ -249,7 +249,8 @@ class DistributedSweep(Sweep):
                     try:
                         self.storage.record_heartbeat(trial_id)
                     except Exception as exc:  # a lost connection: the next beat tries again
-                        log.warning("heartbeat of trial %d failed: %s", trial_id, exc)
+                        told = storage_error(self.url, exc)  # SQLAlchemy's own text blames the data
+                        log.warning("heartbeat of trial %d failed: %s", trial_id, told or exc)
 
         thread = threading.Thread(target=beat, name="tunebox-heartbeat", daemon=True)
         thread.start()
