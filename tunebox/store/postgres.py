@@ -117,7 +117,7 @@ def storage_error(url: str, exc: BaseException) -> DatabaseError | None:
 
     if not isinstance(exc, psycopg.Error | SQLAlchemyError):
         return None
-    cause = getattr(exc, "orig", None) or exc  # SQLAlchemy's wraps the driver's
+    cause = _driver_error(exc, psycopg.Error) or exc  # SQLAlchemy's wraps the driver's
     first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
     where = redacted(url)
     if isinstance(cause, psycopg.errors.InsufficientPrivilege):
@@ -131,6 +131,19 @@ def storage_error(url: str, exc: BaseException) -> DatabaseError | None:
             "back, run the same command again to resume"
         )
     return DatabaseError(f"{where}: PostgreSQL refused the sweep's request ({first})")
+
+
+def _driver_error(exc: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """The first ``kind`` error behind ``exc``: SQLAlchemy's ``orig``, or a cause or context (Optuna's
+    storage re-raises a failed commit as its own error, the driver's behind it)."""
+    seen: set[int] = set()
+    at: BaseException | None = exc
+    while at is not None and id(at) not in seen:
+        seen.add(id(at))
+        if isinstance(at, kind):
+            return at
+        at = getattr(at, "orig", None) or at.__cause__ or at.__context__
+    return None
 
 
 def connect(url: str) -> psycopg.Connection[Any]:

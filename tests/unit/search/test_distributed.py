@@ -376,6 +376,15 @@ def test_a_lost_server_is_one_line_saying_the_sweep_resumes():
     wrapped = sqlalchemy.exc.OperationalError("SELECT 1", {}, lost)  # as Optuna's storage raises it
     assert "lost the PostgreSQL server" in str(storage_error("postgresql://db/tune", wrapped))
     assert storage_error("postgresql://db/tune", ValueError("a bug")) is None
+    # a failed commit, re-raised by Optuna's storage with the driver's error as its cause: a heartbeat
+    # warned "invalid data in the commit, e.g. exceeding max length"
+    try:
+        try:
+            raise wrapped
+        except sqlalchemy.exc.OperationalError as inner:
+            raise sqlalchemy.exc.StatementError("An exception is raised during the commit", None, {}, None) from inner
+    except sqlalchemy.exc.StatementError as commit:
+        assert "lost the PostgreSQL server" in str(storage_error("postgresql://db/tune", commit))
 
 
 def test_a_worker_joins_only_its_own_sweep_device_and_kind_of_winners(url, tmp_path, sweep_file, recording):
