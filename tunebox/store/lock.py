@@ -88,7 +88,7 @@ def _read(fd: int) -> dict[str, Any]:
 def _describe(holder: dict[str, Any]) -> str:
     pid = holder.get("pid")
     if not isinstance(pid, int):
-        return "another process (it is still starting)"
+        return "a sweep still starting (in this process or another: its details are not written yet)"
     parts = [f"pid {pid}"]
     if holder.get("started"):
         parts.append(f"since {holder['started']}")

@@ -31,7 +31,7 @@ def test_a_second_holder_is_refused_at_once_naming_the_lock_and_the_holder(tmp_p
 def test_a_holder_still_starting_is_named_as_such(tmp_path: Path) -> None:
     lock = SweepLock(tmp_path).acquire()
     (tmp_path / "sweep.lock").write_text("")  # the holder has not written its pid yet
-    with pytest.raises(SweepLocked, match="held by another process .it is still starting."):
+    with pytest.raises(SweepLocked, match="held by a sweep still starting .in this process or another"):
         SweepLock(tmp_path).acquire()
     lock.release()
     lock.release()  # twice is harmless
