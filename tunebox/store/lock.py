@@ -22,7 +22,7 @@ LOCK_NAME = "sweep.lock"
 
 
 class SweepLocked(TuneboxError):
-    """Another process holds the results directory's sweep lock."""
+    """Another sweep (another process, or a thread of this one) holds the results directory's sweep lock."""
 
 
 class SweepLock:
