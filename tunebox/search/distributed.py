@@ -172,6 +172,7 @@ class DistributedSweep(Sweep):
         self._running: set[int] = set()
         self._running_lock = threading.Lock()
         self._random = random.Random(f"{spec.search.seed}:{self.worker}")
+        self._first_done: int | None = None  # the shared sweep's progress when this worker first reported
 
     # -- the run ----------------------------------------------------------------------------------
     def _check_shared(self) -> None:
@@ -235,6 +236,13 @@ class DistributedSweep(Sweep):
 
     def _winners(self) -> WinnerStore:
         return PgWinnersDB(self.url)
+
+    def _paced_by(self, sweep_done: int) -> int:
+        """Every worker's variants since this one started: with N workers, this one's alone made the time
+        left N times too long."""
+        if self._first_done is None:
+            self._first_done = sweep_done
+        return max(self._run_done, sweep_done - self._first_done)
 
     @contextmanager
     def _heartbeats(self) -> Iterator[None]:

@@ -92,7 +92,7 @@ class SweepProgress:
     sweep_done: int
     sweep_budget: int  # finished problems' counts, this one's budget, the trials (or, exhaustive, the
     # mean budget so far) of each problem to come
-    run_done: int  # variants evaluated by this invocation
+    run_done: int  # variants evaluated by this invocation (a shared sweep: by every worker since this one started)
     elapsed_s: float  # since this invocation started
     best_ms: float | None  # this problem's best verified median so far
     deadline_s: float  # seconds left of the sweep's time budget
@@ -101,7 +101,7 @@ class SweepProgress:
 
     @property
     def rate(self) -> float | None:
-        """Variants per second in this invocation."""
+        """Variants per second in this invocation (a shared sweep's worker: every worker's since it started)."""
         return self.run_done / self.elapsed_s if self.run_done and self.elapsed_s > 0 else None
 
     @property
