@@ -222,10 +222,10 @@ def benchmark(
     except ValueError as exc:
         raise TuneboxError(str(exc)) from None
     named_kt = any(n.startswith("kernel_tuner:") for n in names or ())
-    if (kernel_tuner or named_kt) and not _kernel_tuner_available():
-        raise TuneboxError("Kernel Tuner is not installed: pip install '.[bench]'")
     if named_kt and kernel_tuner is False:
         raise TuneboxError("--kernel-tuner no, but Kernel Tuner strategies are named in --strategies")
+    if (kernel_tuner or named_kt) and not _kernel_tuner_available():
+        raise TuneboxError("Kernel Tuner is not installed: pip install '.[bench]'")
     _check_outputs(out, plot_path)
     sweeps = list({Path(s).resolve(): s for s in reversed(sweeps)}.values())[::-1]  # a sweep named twice: once
     problems: list[ReplayProblem] = []

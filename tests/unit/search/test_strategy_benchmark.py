@@ -326,3 +326,13 @@ def test_tunebox_imports_no_kernel_tuner():
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_kernel_tuner_strategies_without_kernel_tuner_are_refused_before_the_run(tmp_path, capsys, monkeypatch):
+    """They ran, each 'failed: ModuleNotFoundError', and the command wrote them with exit 0."""
+    monkeypatch.setattr(sb, "_kernel_tuner_available", lambda: False)
+    sweep = write_tiny(tmp_path)
+    argv = ["strategies", "--sweeps", str(sweep), "--out", str(tmp_path / "s.json"), "--strategies", "kernel_tuner:pso"]
+    assert main(argv) == 2
+    assert "Kernel Tuner is not installed: pip install '.[bench]'" in capsys.readouterr().err
+    assert not (tmp_path / "s.json").exists()
