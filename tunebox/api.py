@@ -4,6 +4,7 @@ neither Optuna nor matplotlib (a sweep and a report do)."""
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Callable
 from dataclasses import replace
@@ -111,9 +112,12 @@ def tune(
     ``replay_pace``: on replay, each answer waits that many times its recorded verify + time seconds.
     ``sanitize``: run each problem's finalists under compute-sanitizer (memcheck, racecheck, synccheck)
     before a winner is stored, passing over any it reports on (default off: see ``_sanitizer``)."""
-    if replay_pace is not None and not (isinstance(replay_pace, int | float) and replay_pace >= 0):
+    replay_pace = replay_pace.item() if isinstance(replay_pace, np.generic) else replay_pace
+    if replay_pace is not None and not (
+        isinstance(replay_pace, int | float) and math.isfinite(replay_pace) and replay_pace >= 0
+    ):
         raise SpaceError(
-            f"replay_pace is a number of 0 or more (a factor of the recorded seconds), not {replay_pace!r}"
+            f"replay_pace is a finite number of 0 or more (a factor of the recorded seconds), not {replay_pace!r}"
         )
     if progress is not None and not callable(progress):
         raise SpaceError(f"progress is a function of a SweepProgress, not {type(progress).__name__}")

@@ -10,6 +10,7 @@ import errno
 import faulthandler
 import functools
 import logging
+import math
 import os
 import signal
 import sys
@@ -68,8 +69,8 @@ def _at_least(kind: Callable[[str], float], low: float) -> Callable[[str], float
 
     def parse(text: str) -> float:
         value = kind(text)
-        if not value >= low:  # NaN too
-            raise argparse.ArgumentTypeError(f"must be {low:g} or more, got {text}")
+        if not (math.isfinite(value) and value >= low):  # NaN and infinity too
+            raise argparse.ArgumentTypeError(f"must be a finite number of {low:g} or more, got {text}")
         return value
 
     parse.__name__ = kind.__name__  # argparse names the type in its "invalid ... value" message

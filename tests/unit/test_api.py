@@ -44,8 +44,8 @@ def test_numpy_numbers_are_the_numbers_they_hold(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "given, fragment",
     [
-        ({"replay_pace": -1}, "replay_pace is a number of 0 or more"),
-        ({"replay_pace": float("nan")}, "replay_pace is a number of 0 or more"),
+        ({"replay_pace": -1}, "replay_pace is a finite number of 0 or more"),
+        ({"replay_pace": float("nan")}, "replay_pace is a finite number of 0 or more"),
         ({"progress": 3}, "progress is a function of a SweepProgress, not int"),
     ],
 )

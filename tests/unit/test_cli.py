@@ -346,12 +346,16 @@ def test_verbose_is_taken_before_or_after_the_subcommand(argv):
 @pytest.mark.parametrize(
     "option, value, fragment",
     [
-        ("--replay-pace", "-1", "argument --replay-pace: must be 0 or more, got -1"),
-        ("--heartbeat", "-1", "argument --heartbeat: must be 1 or more, got -1"),
-        ("--heartbeat", "0", "argument --heartbeat: must be 1 or more, got 0"),
+        ("--replay-pace", "-1", "argument --replay-pace: must be a finite number of 0 or more, got -1"),
+        ("--heartbeat", "-1", "argument --heartbeat: must be a finite number of 1 or more, got -1"),
+        ("--heartbeat", "0", "argument --heartbeat: must be a finite number of 1 or more, got 0"),
         ("--heartbeat", "ten", "argument --heartbeat: invalid int value: 'ten'"),
-        ("--trials", "0", "argument --trials: must be 1 or more, got 0"),  # was worded as the sweep file's key
-        ("--seconds", "nan", "argument --seconds: must be 1 or more, got nan"),
+        (
+            "--trials",
+            "0",
+            "argument --trials: must be a finite number of 1 or more, got 0",
+        ),  # was worded as the sweep file's key
+        ("--seconds", "nan", "argument --seconds: must be a finite number of 1 or more, got nan"),
     ],
 )
 def test_tune_refuses_negative_pace_and_heartbeat(capsys, option, value, fragment):
@@ -364,9 +368,9 @@ def test_tune_refuses_negative_pace_and_heartbeat(capsys, option, value, fragmen
 @pytest.mark.parametrize(
     "argv, fragment",
     [
-        (["--seeds", "1"], "argument --seeds: must be 2 or more, got 1"),
-        (["--jobs", "0"], "argument --jobs: must be 1 or more, got 0"),
-        (["--budget-factor", "0"], "argument --budget-factor: must be 1 or more, got 0"),
+        (["--seeds", "1"], "argument --seeds: must be a finite number of 2 or more, got 1"),
+        (["--jobs", "0"], "argument --jobs: must be a finite number of 1 or more, got 0"),
+        (["--budget-factor", "0"], "argument --budget-factor: must be a finite number of 1 or more, got 0"),
         ([], "the following arguments are required: --out"),
     ],
 )

@@ -172,7 +172,8 @@ class DistributedSweep(Sweep):
         self._running: set[int] = set()
         self._running_lock = threading.Lock()
         self._random = random.Random(f"{spec.search.seed}:{self.worker}")
-        self._first_done: int | None = None  # the shared sweep's progress when this worker first reported
+        self._first_done: dict[str, int] = {}  # each problem's count when this worker first reported it
+        self._since: dict[str, int] = {}  # each problem's variants stored (by any worker) since then
 
     # -- the run ----------------------------------------------------------------------------------
     def _check_shared(self) -> None:
@@ -180,7 +181,8 @@ class DistributedSweep(Sweep):
         this name started from another space (another sweep file), records measured on another device or
         toolchain, or winners of the other kind (replayed where this worker measures, or the reverse)."""
         where, name = redacted(self.url), self.sweep_key
-        if self.pg.bind_space(space_digest(self.spec)) != space_digest(self.spec):
+        digest = space_digest(self.spec)
+        if self.pg.bind_space(digest) != digest:
             raise DatabaseError(
                 f"{where}: its sweep {name!r} was started from another sweep file (another family or space): "
                 "give this one another name (name = ... in the file) or another database (--storage); "
@@ -237,12 +239,12 @@ class DistributedSweep(Sweep):
     def _winners(self) -> WinnerStore:
         return PgWinnersDB(self.url)
 
-    def _paced_by(self, sweep_done: int) -> int:
-        """Every worker's variants since this one started: with N workers, this one's alone made the time
-        left N times too long."""
-        if self._first_done is None:
-            self._first_done = sweep_done
-        return max(self._run_done, sweep_done - self._first_done)
+    def _paced_by(self, problem: str, done: int) -> int:
+        """Every worker's variants since this one started, problem by problem (each counted from its first
+        report here): with N workers, this one's alone made the time left N times too long."""
+        first = self._first_done.setdefault(problem, done)
+        self._since[problem] = done - first
+        return max(self._run_done, sum(self._since.values()))
 
     @contextmanager
     def _heartbeats(self) -> Iterator[None]:

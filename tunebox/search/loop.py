@@ -167,7 +167,6 @@ class Sweep:
         to_come = len(self.spec.problems) - len(known)
         each = sum(known) / len(known) if search.strategy == "exhaustive" else search.trials
         now = time.perf_counter()
-        sweep_done = sum(known[:-1]) + min(done, budget)
         self.progress(
             SweepProgress(
                 problem=name,
@@ -175,10 +174,10 @@ class Sweep:
                 problems=len(self.spec.problems),
                 done=min(done, budget),
                 budget=budget,
-                sweep_done=sweep_done,
+                sweep_done=sum(known[:-1]) + min(done, budget),
                 sweep_budget=sum(known) + round(each * to_come),
                 sweep_estimated=to_come > 0,
-                run_done=self._paced_by(sweep_done),
+                run_done=self._paced_by(name, done),
                 elapsed_s=now - self.started,
                 best_ms=best,
                 deadline_s=max(0.0, self.deadline - now),
@@ -186,8 +185,9 @@ class Sweep:
             )
         )
 
-    def _paced_by(self, sweep_done: int) -> int:
-        """The variants the progress line's rate (and so its time left) counts: this invocation's."""
+    def _paced_by(self, problem: str, done: int) -> int:
+        """The variants the progress line's rate (and so its time left) counts: this invocation's
+        (``done``: the problem's count, as reported)."""
         return self._run_done
 
     # -- one problem ------------------------------------------------------------------------------

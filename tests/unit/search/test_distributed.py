@@ -422,7 +422,10 @@ def test_a_workers_time_left_counts_every_workers_progress():
 
     from tunebox.search.distributed import DistributedSweep
 
-    worker = SimpleNamespace(_first_done=None, _run_done=0)
-    assert DistributedSweep._paced_by(worker, 12) == 0  # its first report: the sweep's progress so far
+    worker = SimpleNamespace(_first_done={}, _since={}, _run_done=0)
+    assert DistributedSweep._paced_by(worker, "copy", 12) == 0  # its first report: the sweep's progress so far
     worker._run_done = 2
-    assert DistributedSweep._paced_by(worker, 18) == 6  # others stored 4 more meanwhile
+    assert DistributedSweep._paced_by(worker, "copy", 18) == 6  # others stored 4 more meanwhile
+    # moving on to a problem others had screened already adds nothing (a review: it added that whole problem)
+    assert DistributedSweep._paced_by(worker, "transpose", 40) == 6
+    assert DistributedSweep._paced_by(worker, "transpose", 43) == 9
