@@ -107,13 +107,14 @@ def redacted(url: str) -> str:
 
 def storage_error(url: str, exc: BaseException) -> DatabaseError | None:
     """What to tell the user of a PostgreSQL or SQLAlchemy (Optuna's storage) error of a shared sweep on
-    ``url``: a missing right, a lost server (resumable) or another refusal; None for any other exception
-    (without psycopg installed, every exception: ``connect`` says to install it)."""
+    ``url``: a missing right, or a lost server or connection (resumable). None for any other exception, a
+    bug in tunebox's SQL included (re-raised with its traceback), and, without psycopg installed, for every
+    exception (``connect`` says to install it)."""
     try:
         import psycopg
     except ImportError:
         return None
-    from sqlalchemy.exc import SQLAlchemyError  # Optuna's RDB storage: an Optuna dependency
+    from sqlalchemy.exc import OperationalError, SQLAlchemyError  # Optuna's RDB storage: an Optuna dependency
 
     if not isinstance(exc, psycopg.Error | SQLAlchemyError):
         return None
@@ -125,12 +126,12 @@ def storage_error(url: str, exc: BaseException) -> DatabaseError | None:
             f"{where}: the user may not create or use tunebox's tables ({first}); a shared sweep needs them: "
             "GRANT CREATE ON SCHEMA public TO that user, or give a database it owns"
         )
-    if isinstance(cause, psycopg.OperationalError):
+    if isinstance(cause, psycopg.OperationalError | OperationalError):
         return DatabaseError(
             f"{where}: lost the PostgreSQL server ({first}); every evaluation stored there is kept: once it is "
             "back, run the same command again to resume"
         )
-    return DatabaseError(f"{where}: PostgreSQL refused the sweep's request ({first})")
+    return None
 
 
 def _driver_error(exc: BaseException, kind: type[BaseException]) -> BaseException | None:

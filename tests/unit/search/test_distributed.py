@@ -429,3 +429,8 @@ def test_a_workers_time_left_counts_every_workers_progress():
     # moving on to a problem others had screened already adds nothing (a review: it added that whole problem)
     assert DistributedSweep._paced_by(worker, "transpose", 40) == 6
     assert DistributedSweep._paced_by(worker, "transpose", 43) == 9
+
+
+def test_a_bug_in_tunebox_sql_is_not_told_as_the_servers_refusal():
+    """Any psycopg error became 'PostgreSQL refused the sweep's request' without a traceback (a review)."""
+    assert storage_error("postgresql://db/tune", psycopg.errors.UndefinedColumn('column "x" does not exist')) is None
