@@ -27,7 +27,7 @@ from .report import ReportFiles
 from .results_frame import results
 from .runtime.bound import BoundLaunch
 from .runtime.launch import Launcher, bind, launch
-from .runtime.lookup import Lookup, LookupResult, default_db, shared
+from .runtime.lookup import Lookup, LookupResult, check_device_info, default_db, shared
 from .runtime.serving import Served
 from .search.runs import ProblemOutcome, SweepProgress, SweepResult
 from .store.lock import SweepLocked
@@ -78,6 +78,5 @@ def lookup(
     environment variable, else the checkout's (or installed package's) ``results/winners.sqlite``;
     a database that does not exist raises ``DatabaseError``; a ``device`` that is no ``DeviceInfo``
     raises TypeError."""
-    if device is None:  # query's "the database's device": lookup always names one
-        raise TypeError("device must be a tunebox.DeviceInfo, not None")
+    check_device_info("device", device)  # None too: query's "the database's device", which lookup never takes
     return shared(db).query(family, problem, device_info=device)

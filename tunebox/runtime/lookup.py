@@ -151,8 +151,8 @@ class Lookup:
 
     def query(
         self,
-        family_name: str,
-        problem_data: dict[str, Any],
+        family: str,
+        problem: dict[str, Any],
         *,
         device: str | None = None,
         device_info: DeviceInfo | None = None,
@@ -161,16 +161,13 @@ class Lookup:
         ``device_info`` the device is the database's (see ``device``). A query seen before is answered
         without parsing the problem again. The query is checked before the database; a ``device_info``
         that is no ``DeviceInfo``, or a ``device`` that is no name, raises TypeError."""
-        if device_info is not None and not isinstance(device_info, DeviceInfo):
-            raise TypeError(
-                f"the device must be a tunebox.DeviceInfo (name, compute capability, driver, NVRTC; a Launcher's "
-                f"device_info() gives this machine's), not {type(device_info).__name__} {device_info!r:.60}"
-            )
+        if device_info is not None:
+            check_device_info("device_info", device_info)
         if device is not None and not isinstance(device, str):
             raise TypeError(f"device is a device's name (text), not {type(device).__name__} {device!r:.60}")
         key: Hashable | None
         try:
-            key = (family_name, _frozen(problem_data), device, device_info)
+            key = (family, _frozen(problem), device, device_info)
         except TypeError:  # an unhashable value: answered, not kept
             key = None
         if key is not None and self._answers:
@@ -181,10 +178,10 @@ class Lookup:
         from ..families import get as get_family
         from ..sweep_spec import parse_problem
 
-        family = get_family(family_name)
-        problem = parse_problem(family, problem_data)
+        operation = get_family(family)
+        parsed = parse_problem(operation, problem)
         generation = self._generation
-        result = self.lookup(family, problem, device_info or self.device(family.name, device))
+        result = self.lookup(operation, parsed, device_info or self.device(operation.name, device))
         with self._lock:
             if key is not None and generation == self._generation and len(self._answers) < _MAX_ANSWERS:
                 self._answers[key] = result
@@ -201,16 +198,21 @@ class Lookup:
         with self._lock:
             holding = self._open().devices(family)
             seen = [d for d in holding if name is None or d.name == name]
-            names = ", ".join(sorted({repr(d.name) for d in holding}))
             if holding and not seen:  # a name no winner of the family has: a typo, not an untuned device
+                names = ", ".join(sorted({repr(d.name) for d in holding}))
                 raise SpaceError(
                     f"{self.db_path} holds no winner of {family} on {name!r}; its winners are of {names}: "
                     "name one of those, or none"
                 )
             if len(seen) > 1:
+                which = (
+                    "give the whole device (device_info, a tunebox.DeviceInfo)"
+                    if name is not None  # one name, several toolchains
+                    else "name one (--device, or device= in Python)"
+                )
                 raise SpaceError(
-                    f"{self.db_path} holds winners of {family} from several devices/toolchains ({names}); "
-                    "name one with --device"
+                    f"{self.db_path} holds winners of {family} from several devices/toolchains "
+                    f"({'; '.join(sorted(d.describe() for d in seen))}): {which}"
                 )
             info = seen[0] if seen else DeviceInfo(name or "unknown device", "0.0", "none", "none")
             self._devices[(family, name)] = info
@@ -360,6 +362,15 @@ class Lookup:
     def _default(family: Family[Any], problem: Problem, problem_key: str, reason: str) -> LookupResult:
         config = family.default_config(problem).as_dict()
         return LookupResult(family.name, problem_key, config, "default", None, None, False, f"family default: {reason}")
+
+
+def check_device_info(argument: str, device: object) -> None:
+    """TypeError unless ``device`` (given as ``argument``) is a ``DeviceInfo``."""
+    if not isinstance(device, DeviceInfo):
+        raise TypeError(
+            f"{argument} must be a tunebox.DeviceInfo (name, compute capability, driver, NVRTC; a Launcher's "
+            f"device_info() gives this machine's), not {type(device).__name__} {device!r:.60}"
+        )
 
 
 def _copy(r: LookupResult) -> LookupResult:

@@ -139,7 +139,7 @@ def test_the_device_comes_from_the_database_and_several_need_a_name(tmp_path: Pa
     assert tunebox.query("tile_copy", data, db=path).source == "exact"
     with WinnersDB(path) as db:
         store(db, data, device=DeviceInfo("NVIDIA A100", "8.0", "13000", "13.0"))
-    with pytest.raises(SpaceError, match="several devices.*'NVIDIA A100', 'NVIDIA H200'.*--device"):
+    with pytest.raises(SpaceError, match=r"several devices.*\(NVIDIA A100 \(.*; NVIDIA H200 \(.*name one \(--device"):
         tunebox.query("tile_copy", data, db=path)
     with pytest.raises(SpaceError, match="no winner of tile_copy on 'NVIDIA H20'; its winners are of 'NVIDIA A100', "):
         tunebox.query("tile_copy", data, db=path, device="NVIDIA H20")  # a typo answered the family default
@@ -147,6 +147,10 @@ def test_the_device_comes_from_the_database_and_several_need_a_name(tmp_path: Pa
         "exact match tuned on NVIDIA A100"
     )
     assert shared(path).device("tile_copy", "NVIDIA H200") == DEVICE
+    with WinnersDB(path) as db:  # the same name, another driver: naming the device cannot choose
+        store(db, data, device=DeviceInfo("NVIDIA H200", "9.0", "12000", "13.0"))
+    with pytest.raises(SpaceError, match=r"driver 12000.*driver 13000.*give the whole device \(device_info"):
+        tunebox.query("tile_copy", data, db=path, device="NVIDIA H200")
 
 
 def test_a_bad_query_is_refused_every_time(winners: Path) -> None:
@@ -184,7 +188,7 @@ def test_a_device_given_by_name_is_refused_saying_what_to_give(winners: Path) ->
     with pytest.raises(TypeError, match="device must be a tunebox.DeviceInfo.*device_info"):
         tunebox.lookup("tile_copy", problem_data(*SIZES[137]), "NVIDIA H200", str(winners))  # type: ignore[arg-type]
     # tunebox.query took it too, and failed inside: AttributeError: 'str' object has no attribute 'name'
-    with pytest.raises(TypeError, match="device must be a tunebox.DeviceInfo.*not str 'NVIDIA H200'"):
+    with pytest.raises(TypeError, match="device_info must be a tunebox.DeviceInfo.*not str 'NVIDIA H200'"):
         tunebox.query("tile_copy", problem_data(*SIZES[137]), db=winners, device_info="NVIDIA H200")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="device is a device's name"):
         tunebox.query("tile_copy", problem_data(*SIZES[137]), db=winners, device=DEVICE)  # type: ignore[arg-type]
