@@ -17,6 +17,7 @@ from .build.nvrtc import NvrtcBuilder
 from .errors import DatabaseError, DeviceUnavailable, SpaceError
 from .records import DeviceInfo, EvalRecord
 from .report import ReportFiles
+from .results_frame import sweep_log
 from .runner.backends import Backend, GpuBackend, ReplayBackend
 from .runner.paced import PacedReplay
 from .runner.probe import gpu_status
@@ -165,7 +166,7 @@ def tune(
             _arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s
         )
         try:
-            winners = db or results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
+            winners = db or default_winners(results, chosen.replayed)
             sanitizer = _sanitizer(sanitize, chosen)
             return Sweep(
                 spec, chosen, builder, out, winners, listeners, settings, progress=progress, sanitizer=sanitizer
@@ -173,6 +174,11 @@ def tune(
         finally:
             builder.close(abandon=True)  # compiles still running are spare asks: unwanted
             chosen.close()
+
+
+def default_winners(results: Path, replayed: bool) -> Path:
+    """Where a sweep stores its winners without ``db``: measured and replayed ones never in one file."""
+    return results / ("winners-replay.sqlite" if replayed else "winners.sqlite")
 
 
 def _sanitizer(sanitize: bool | None, backend: Backend) -> Sanitizer | None:
@@ -217,7 +223,7 @@ def _tune_shared(
     if heartbeat_s < 1:
         raise SpaceError(f"the heartbeat interval is whole seconds, at least 1 (got {heartbeat_s})")
     chosen = backend_instance or _paced(make_backend(spec, backend, recording), replay_pace)
-    local = db or results / ("winners-replay.sqlite" if chosen.replayed else "winners.sqlite")
+    local = db or default_winners(results, chosen.replayed)
     try:
         local.parent.mkdir(parents=True, exist_ok=True)
         check_before_sweep(local, chosen.replayed)  # where the winners are copied at the end: checked first
@@ -305,9 +311,7 @@ def report(
     from .runtime.coverage import coverage
 
     spec, results, out = load_sweep(Path(sweep)), Path(results), Path(out)
-    live = results / "sweeps" / spec.name / "evals.jsonl"
-    replayed = results / "sweeps" / f"{spec.name}-replay" / "evals.jsonl"
-    path = live if live.exists() and not replay else replayed
+    path = sweep_log(spec.name, results, replay)
     records = tuple(EvalLog(path).read())
     if not records:
         raise SpaceError(
@@ -317,7 +321,7 @@ def report(
     check_log_family(path, records, spec.family.name)
     names = {p.problem.key(): p.name for p in spec.problems}
     defaults = {p.problem.key(): spec.family.default_config(p.problem).as_dict() for p in spec.problems}
-    stored = results / ("winners.sqlite" if path == live else "winners-replay.sqlite")  # where tune stores
+    stored = default_winners(results, replayed=path.parent.name.endswith("-replay"))  # where tune stores
     if db is not None and not Path(db).is_file():  # named: a typo must not report an empty coverage
         raise DatabaseError(f"no winners database at {db}: give the one the sweep stored into (--db), or none")
     db = stored if db is None else Path(db)

@@ -538,7 +538,11 @@ class Sweep:
         default_key = canonical_json(self.family.default_config(problem).as_dict())
         # timed as the winner was: the default's re-timing where it was a finalist, else its screening
         default = next(
-            (r for r in [*final, *records] if not r.baseline and r.timing and canonical_json(r.config) == default_key),
+            (
+                r
+                for r in [*final, *records]
+                if not r.baseline and r.status is Status.OK and r.timing and canonical_json(r.config) == default_key
+            ),
             None,
         )
         counts: dict[str, int] = {}
