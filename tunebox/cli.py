@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from . import commands
+from .api import DEFAULT_HEARTBEAT_S
 from .errors import TuneboxError
 from .runtime.lookup import ENV_DB, shipped_db
 from .sweep_spec import STRATEGIES
@@ -150,7 +151,7 @@ def parser() -> argparse.ArgumentParser:
         "--heartbeat",
         type=_at_least(int, 1),
         help="with --storage: seconds between a worker's heartbeats; a worker silent for 3x that has its "
-        "running trials queued again (default 10)",
+        f"running trials queued again (default {DEFAULT_HEARTBEAT_S})",
     )
     t.add_argument(
         "--replay-pace",

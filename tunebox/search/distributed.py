@@ -61,7 +61,7 @@ from ..records import EvalRecord, Status, canonical_json
 from ..runner.backends import Backend
 from ..runner.sanitizer import Sanitizer
 from ..store.postgres import ClaimResult, PgRecords, PgWinnersDB, connect, redacted, sqlalchemy_url, storage_error
-from ..store.winner_rows import WinnerStore, refuse_mixing
+from ..store.winner_rows import WinnerStore, refuse_other_kind
 from ..sweep_spec import NamedProblem, SweepSpec
 from .compiling import CompileQueue
 from .loop import Listener, Sweep, input_seed
@@ -195,11 +195,8 @@ class DistributedSweep(Sweep):
                 f"worker's is {self.backend.device.describe()}: a shared sweep is measured on one device and "
                 "toolchain; give this worker's sweep another name or another database (--storage); nothing was changed"
             )
-        replayed = self.backend.replayed
         with PgWinnersDB(self.url) as winners:
-            mixed = winners.kind_count(not replayed)
-        if mixed:
-            refuse_mixing(f"{where} (tunebox_winners)", not replayed, replayed, mixed, "--storage")
+            refuse_other_kind(winners, f"{where} (tunebox_winners)", self.backend.replayed, "--storage")
 
     def _run(self) -> SweepResult:
         start = self.started = time.perf_counter()

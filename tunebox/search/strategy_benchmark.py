@@ -213,9 +213,9 @@ def benchmark(
     """``tunebox strategies``: load the sweeps' recordings (``recordings``/<sweep name>.jsonl, or each
     beside its sweep file), run the benchmark, write ``out`` (JSON: provenance, protocol, per problem
     and strategy, the aggregate) and the plot."""
-    if seeds < 2:
+    if not seeds >= 2:
         raise TuneboxError("--seeds must be at least 2 (the spread needs two)")
-    if budget_factor < 1:
+    if not budget_factor >= 1:  # NaN too
         raise TuneboxError("--budget-factor must be at least 1")
     try:
         strategies(names, kernel_tuner)

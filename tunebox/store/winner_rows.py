@@ -73,6 +73,8 @@ class WinnerStore(Protocol):
 
     def all(self) -> list[Winner]: ...
 
+    def kind_count(self, replayed: bool) -> int: ...
+
 
 def refuse_mixing(where: str, stored_replayed: bool, replayed: bool, count: int = 1, option: str = "--db") -> None:
     """Raise ``DatabaseError`` when winners of a replayed sweep would be stored beside measured ones, or
@@ -85,6 +87,14 @@ def refuse_mixing(where: str, stored_replayed: bool, replayed: bool, count: int 
         f"{where} holds {count} {stored} winner(s); {new} winners are never stored beside them (replayed ones "
         f"go to results/winners-replay.sqlite by default). Name another database ({option}); nothing was stored."
     )
+
+
+def refuse_other_kind(store: WinnerStore, where: str, replayed: bool, option: str = "--db") -> None:
+    """Before a sweep of that kind (``replayed`` or measured) stores into ``store``: ``refuse_mixing`` when
+    it holds winners of the other kind."""
+    others = store.kind_count(not replayed)
+    if others:
+        refuse_mixing(where, not replayed, replayed, others, option)
 
 
 def winner_row(key: WinnerKey, record: EvalRecord, library: EvalRecord | None = None) -> tuple[Any, ...]:

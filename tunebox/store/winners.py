@@ -29,7 +29,15 @@ from typing import Any, TypeVar
 
 from ..errors import DatabaseError
 from ..records import DeviceInfo, EvalRecord, WinnerKey
-from .winner_rows import KEY_COLUMNS, VALUE_COLUMNS, Winner, refuse_mixing, validated_winner, winner_row
+from .winner_rows import (
+    KEY_COLUMNS,
+    VALUE_COLUMNS,
+    Winner,
+    refuse_mixing,
+    refuse_other_kind,
+    validated_winner,
+    winner_row,
+)
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +89,9 @@ def check_before_sweep(path: Path, replayed: bool) -> None:
         return
     try:
         with WinnersDB(path, read_only=True) as db:  # opening checks the file
-            others = db.kind_count(not replayed)
+            refuse_other_kind(db, str(path), replayed)
     except EmptyDatabase:
         return
-    if others:
-        refuse_mixing(str(path), not replayed, replayed, others)
 
 
 class WinnersDB:
