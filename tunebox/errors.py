@@ -10,11 +10,13 @@ class TuneboxError(Exception):
 
 
 class SpaceError(TuneboxError):
-    """A sweep file (TOML) is malformed or names something that does not exist."""
+    """A sweep is malformed or names something that does not exist: its file (TOML), or the search settings
+    and options given with it (``tunebox.tune``'s arguments, the command line's)."""
 
 
 class InvalidProblem(TuneboxError):
-    """A problem description is impossible (negative extent, unknown dtype, ...)."""
+    """A problem description is impossible (negative extent, unknown dtype, ...), or so is how it is to be
+    served (``tunebox.launch``'s arrays, stream and options, a ``Launcher``'s race settings or policy)."""
 
 
 class InvalidConfig(TuneboxError):
@@ -30,7 +32,8 @@ class CompileError(TuneboxError):
 
 
 class DeviceUnavailable(TuneboxError):
-    """No usable CUDA device: use the replay backend (``--backend replay``) or a GPU host."""
+    """No usable CUDA device: a sweep can replay a recording instead (``--backend replay``); launching
+    and measuring need a GPU host."""
 
 
 class DatabaseError(TuneboxError):

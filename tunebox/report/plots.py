@@ -20,6 +20,10 @@ if TYPE_CHECKING:
 
 from .tables import fmt, pct, short
 
+ANNOTATED_PROBLEMS = 12  # a roofline labels each winner with its % of peak up to this many problems
+LEGEND_ROWS = 24  # entries per column of the roofline's legend
+ROOF_ENTRIES = 5  # its entries that are no problem: both ceilings, the attainable line, winner, baseline
+
 
 def figure(width: float, height: float) -> Figure:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -117,13 +121,12 @@ def plot_roofline(
     events: pd.DataFrame, winners: pd.DataFrame, limit_gbps: float, peak_tflops: float, path: Path
 ) -> Path:
     """Every OK variant, baseline and winner at its arithmetic intensity (log-log) under both ceilings."""
-
     timed = events[(events["status"] == Status.OK.value) & events["tflops"].notna() & events["intensity"].notna()]
     ridge = peak_tflops * 1e3 / limit_gbps  # FLOP/byte where the two ceilings meet
     spots = [ridge, *events["intensity"].dropna()]
     low, high = min(spots) / 4, max(spots) * 4
     groups = list(timed.groupby("problem_key", sort=False))
-    columns = math.ceil((len(groups) + 5) / 24)  # legend columns beside the axes: a problem an entry
+    columns = math.ceil((len(groups) + ROOF_ENTRIES) / LEGEND_ROWS)  # legend columns beside the axes
     fig = figure(9 + 2.6 * columns, 6)
     ax = fig.add_subplot()
     ax.set_xscale("log")
@@ -172,9 +175,6 @@ def plot_roofline(
     return save(fig, path)
 
 
-ANNOTATED_PROBLEMS = 12  # a roofline labels each winner with its % of peak up to this many problems
-
-
 def problem_color(index: int, count: int) -> tuple[float, ...]:
     """A colour (RGBA) per problem, distinct for any ``count`` (tab10, tab20, then evenly along turbo)."""
     from matplotlib import colormaps
@@ -187,7 +187,8 @@ def problem_color(index: int, count: int) -> tuple[float, ...]:
 
 
 def plot_speedup(winners: pd.DataFrame, path: Path) -> Path | None:
-    """Grouped bars of both speed-ups; None (nothing written) when neither was measured."""
+    """Horizontal bars of the speed-ups, a row per problem (a series never measured left out); None
+    (nothing written) when neither was measured."""
     import numpy as np
 
     both = {"speedup_vs_default": "vs default variant", "speedup_vs_baseline": "vs library baseline"}

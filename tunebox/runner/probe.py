@@ -31,7 +31,7 @@ def gpu_status() -> tuple[bool, str]:
 
 
 def unavailable_reason(error: str) -> str:
-    """Why CUDA could not start, in words, from the error it raised (its last line)."""
+    """Why CUDA could not start, in words, from the text of the error it raised."""
     if any(sign in error for sign in ("DynamicLibNotFoundError", "libcuda", "NVIDIA driver library")):
         return "no NVIDIA driver on this machine"
     return error[:200]

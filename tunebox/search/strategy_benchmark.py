@@ -210,9 +210,10 @@ def benchmark(
     caches: Path | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """``tunebox strategies``: load the sweeps' recordings (``recordings``/<sweep name>.jsonl, or each
-    beside its sweep file), run the benchmark, write ``out`` (JSON: provenance, protocol, per problem
-    and strategy, the aggregate) and the plot."""
+    """``tunebox strategies``: load the sweeps' recordings (``recordings``/<sweep name>.jsonl.gz or .jsonl,
+    else each sweep's shipped one, ``results/recordings/``), run the benchmark, write ``out`` (JSON:
+    provenance, protocol, per problem and strategy, the aggregate) and the plot. The outputs' folders are
+    made, and checked writable, before the run."""
     if not seeds >= 2:
         raise TuneboxError("--seeds must be at least 2 (the spread needs two)")
     if not budget_factor >= 1:  # NaN too
@@ -227,7 +228,10 @@ def benchmark(
     if (kernel_tuner or named_kt) and not _kernel_tuner_available():
         raise TuneboxError("Kernel Tuner is not installed: pip install '.[bench]'")
     _check_outputs(out, plot_path)
-    sweeps = list({Path(s).resolve(): s for s in reversed(sweeps)}.values())[::-1]  # a sweep named twice: once
+    firsts: dict[Path, Path] = {}
+    for given in sweeps:  # a sweep named twice runs once, where it was first named
+        firsts.setdefault(Path(given).resolve(), given)
+    sweeps = list(firsts.values())
     problems: list[ReplayProblem] = []
     for sweep in sweeps:
         recording = recording_in(recordings, load_sweep(sweep).name) if recordings else None
@@ -250,7 +254,8 @@ def benchmark(
 
 
 def _check_outputs(out: Path, plot_path: Path | None) -> None:
-    """Before the benchmark runs (an hour by default): the files it writes can be written."""
+    """Before the benchmark runs (an hour by default): the files it writes can be written (their folders
+    are made here)."""
     if plot_path is not None and plot_path.suffix.lower() != ".png":
         raise TuneboxError(f"--plot {plot_path}: the plot is a PNG; give a path ending in .png")
     for path in (out, plot_path):
