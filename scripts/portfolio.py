@@ -54,6 +54,8 @@ def main(argv: list[str]) -> None:
     if keep:
         kept = json.loads(out.read_text())["families"]
         families.update({family: kept[family] for family in sorted(keep)})
+        for family in sorted(keep):  # the learned line above is not what is written for it
+            print(f"{family}: kept as {out} has it ({len(kept[family]['configs'])} configurations)")
     options = "".join(f" --keep {family}" for family in sorted(keep))
     doc = {
         "about": f"per family, the fewest configurations within {WITHIN:.0%} of every recorded problem's best",

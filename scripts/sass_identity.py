@@ -27,7 +27,9 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -97,6 +99,8 @@ def fingerprint(family_name: str, out: Path, recordings: list[Path], per_templat
             chosen.setdefault(template, []).extend(from_space(family_name, problems, template, space))
     builder = NvrtcBuilder("sm_90", None, workers=int(os.environ.get("SASS_WORKERS", os.cpu_count() or 1)))
     nvdisasm = os.environ.get("NVDISASM", "nvdisasm")
+    if shutil.which(nvdisasm) is None:
+        sys.exit(f"{nvdisasm} not found: pip install nvidia-cuda-nvdisasm (or name it with NVDISASM=...)")
     futures = {
         f"{problem}|{config}": builder.submit(
             family.render(family.parse_problem(json.loads(problem)), family.config(json.loads(config)))

@@ -314,9 +314,11 @@ def report(
     path = sweep_log(spec.name, results, replay)
     records = tuple(EvalLog(path).read())
     if not records:
+        recorded = shipped_recording(spec.source, spec.name)
+        where = "" if recorded.exists() else f" on a GPU host (no recording of it to replay: {recorded})"
         raise SpaceError(
-            f"no evaluations in {path}: run `tunebox tune {sweep}` first (a sweep shared through --storage "
-            "keeps its evaluations in PostgreSQL, which reports do not read)"
+            f"no evaluations in {path}: run `tunebox tune {sweep}` first{where} (a sweep shared through "
+            "--storage keeps its evaluations in PostgreSQL, which reports do not read)"
         )
     check_log_family(path, records, spec.family.name)
     names = {p.problem.key(): p.name for p in spec.problems}
