@@ -98,6 +98,8 @@ def _outcome(p: ProblemOutcome, budget: int | None, seconds: float) -> str:
     lines = [f"  {p.name}: {ms:.4f} ms, {_rate(winner)}{extra}; {stored}", f"    {config}", f"    statuses: {counts}"]
     if cut:
         lines.append(f"    picked from the {evaluated} variants evaluated of its {budget}: {ran_out}")
+    elif budget is not None and evaluated > budget:  # a resumed sweep asked for fewer than its log holds
+        lines.append(f"    picked from the {evaluated} variants its log holds ({budget} asked this run)")
     lines += [f"    compute-sanitizer: {check.describe()}" for check in p.sanitized]
     return "\n".join(lines)
 

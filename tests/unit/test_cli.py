@@ -531,3 +531,11 @@ def test_a_mistyped_option_gets_the_subcommand_usage_and_the_closest_option(caps
     err = capsys.readouterr().err
     assert refused.value.code == 2 and err.startswith("usage: tunebox tune ")
     assert err.endswith("tunebox tune: error: unrecognized arguments: --trails 10 (did you mean --trials?)\n")
+
+
+def test_a_resume_asking_fewer_trials_says_what_the_winner_was_picked_from(sweep_file, recording, tmp_path, capsys):
+    """It showed '3/3 variants' beside 'statuses: ok 8' and nothing else (an audit)."""
+    argv = replay_argv(sweep_file, recording, tmp_path / "r", "--quiet")
+    assert run(capsys, *argv, "--trials", "8")[0] == 0
+    code, out, _ = run(capsys, *argv, "--trials", "3")
+    assert code == 0 and "picked from the 8 variants its log holds (3 asked this run)" in out
