@@ -1,6 +1,6 @@
-"""Issue 16's serving grid holds at least 60 shapes that no sweep file tunes: a sweep recorded after the grid
-was chosen (coverage_gemm.toml and four others tuned 13 of its shapes) makes a run serve those exact, no longer a test of
-serving at untuned shapes."""
+"""Issue 16's serving grid holds at least 60 shapes that no sweep file tunes: a sweep written after the grid
+was chosen (coverage_gemm.toml and four others tuned 13 of its shapes) makes a run serve those exact, no
+longer a test of serving at untuned shapes."""
 
 from __future__ import annotations
 
