@@ -181,13 +181,6 @@ class DistributedSweep(Sweep):
         this name started from another space (another sweep file), records measured on another device or
         toolchain, or winners of the other kind (replayed where this worker measures, or the reverse)."""
         where, name = redacted(self.url), self.sweep_key
-        digest = space_digest(self.spec)
-        if self.pg.bind_space(digest) != digest:
-            raise DatabaseError(
-                f"{where}: its sweep {name!r} was started from another sweep file (another family or space): "
-                "give this one another name (name = ... in the file) or another database (--storage); "
-                "nothing was changed"
-            )
         others = sorted(d.describe() for d in self.pg.devices() - {self.backend.device})
         if others:
             raise DatabaseError(
@@ -197,6 +190,13 @@ class DistributedSweep(Sweep):
             )
         with PgWinnersDB(self.url) as winners:
             refuse_other_kind(winners, f"{where} (tunebox_winners)", self.backend.replayed, "--storage")
+        digest = space_digest(self.spec)  # bound last: a refused worker leaves a new sweep unbound
+        if self.pg.bind_space(digest) != digest:
+            raise DatabaseError(
+                f"{where}: its sweep {name!r} was started from another sweep file (another family or space): "
+                "give this one another name (name = ... in the file) or another database (--storage); "
+                "nothing was changed"
+            )
 
     def _run(self) -> SweepResult:
         start = self.started = time.perf_counter()

@@ -15,7 +15,8 @@ never race on ``CREATE TABLE``):
 * ``tunebox_winners``: the winners, with the SQLite winners database's columns, key and
   compare-and-set (``PgWinnersDB``).
 * ``tunebox_meta``: ``schema_version`` of these tables (``SCHEMA_VERSION``); a worker refuses tables of
-  a newer version, or a damaged one, before it writes anything.
+  a newer version, or a damaged one, before it writes anything. Also ``space:<sweep>``: the digest of the
+  space a sweep was started with (``bind_space``), which every later worker of that sweep must share.
 
 A problem's finalists are re-timed by one worker at a time: ``finishing`` holds a session advisory
 lock, which PostgreSQL drops when its connection ends, however the worker ends (kill -9 included).
