@@ -75,34 +75,24 @@ def test_times_beside_the_torch_baseline(runner, builder):
     assert outcomes[1].status is Status.OK and outcomes[1].baseline.startswith("torch: "), outcomes[1].message
 
 
-def test_a_sabotaged_copy_is_caught(runner, builder):
-    """pad_rows's shift of a chunk that starts mid-word (odd rows of lda = 73) left out: wrong elements."""
-    problem = GEMM.parse_problem({"M": 65, "N": 97, "K": 73})
-    assert_sabotage_caught(
-        runner,
-        builder,
-        GEMM,
-        problem,
-        padded_persistent(),
-        "__funnelshift_r(w1, w2, 16)",
-        "w1",
-        expect="elements wrong",
-        header="tunebox/pad_rows.cuh",
-    )
-
-
-def test_a_sabotaged_staged_row_end_is_caught(runner, builder):
-    """The staged epilogue's lone last element of a chunk whose row starts mid-word (odd rows of ldd = 97)
-    left unwritten: D keeps its poison there."""
-    problem = GEMM.parse_problem({"M": 65, "N": 97, "K": 73})
-    assert_sabotage_caught(
-        runner,
-        builder,
-        GEMM,
-        problem,
-        padded_persistent(epilogue="staged"),
+SABOTAGES = {
+    # pad_rows's shift of a chunk that starts mid-word (odd rows of lda = 73) left out: wrong elements
+    "copy_shift": ({}, "tunebox/pad_rows.cuh", "__funnelshift_r(w1, w2, 16)", "w1", "elements wrong"),
+    # the staged epilogue's lone last element of a chunk whose row starts mid-word (odd rows of ldd = 97)
+    # left unwritten: D keeps its poison there
+    "staged_row_end": (
+        {"epilogue": "staged"},
+        "tunebox/persistent_gemm.cuh",
         "row[STAGED_COLS - 1] = staged[STAGED_COLS - 1];",
         ";",
-        expect="never written",
-        header="tunebox/persistent_gemm.cuh",
-    )
+        "never written",
+    ),
+}
+
+
+@pytest.mark.parametrize("sabotage", sorted(SABOTAGES))
+def test_a_sabotaged_kernel_is_caught(runner, builder, sabotage):
+    values, header, find, replace_with, expect = SABOTAGES[sabotage]
+    problem = GEMM.parse_problem({"M": 65, "N": 97, "K": 73})
+    config = padded_persistent(**values)
+    assert_sabotage_caught(runner, builder, GEMM, problem, config, find, replace_with, expect=expect, header=header)
