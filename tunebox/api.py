@@ -9,9 +9,7 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import Any, cast
 
 from .build.nvrtc import NvrtcBuilder
 from .errors import DatabaseError, DeviceUnavailable, SpaceError
@@ -29,7 +27,7 @@ from .store.evallog import EvalLog, check_log_family
 from .store.lock import SweepLock
 from .store.recordings import shipped_recording
 from .store.winners import check_before_sweep
-from .sweep_spec import SweepSpec, load_sweep, search_settings
+from .sweep_spec import SweepSpec, load_sweep, plain_numbers, search_settings
 
 log = logging.getLogger(__name__)
 
@@ -113,19 +111,18 @@ def tune(
     ``replay_pace``: on replay, each answer waits that many times its recorded verify + time seconds.
     ``sanitize``: run each problem's finalists under compute-sanitizer (memcheck, racecheck, synccheck)
     before a winner is stored, passing over any it reports on (default off: see ``_sanitizer``)."""
-    replay_pace = replay_pace.item() if isinstance(replay_pace, np.generic) else replay_pace
-    if replay_pace is not None and not (
-        isinstance(replay_pace, int | float) and math.isfinite(replay_pace) and replay_pace >= 0
-    ):
+    pace = plain_numbers(replay_pace)
+    if pace is not None and not (isinstance(pace, int | float) and math.isfinite(pace) and pace >= 0):
         raise SpaceError(
-            f"replay_pace is a finite number of 0 or more (a factor of the recorded seconds), not {replay_pace!r}"
+            f"replay_pace is a finite number of 0 or more (a factor of the recorded seconds), not {pace!r}"
         )
+    replay_pace = cast(float | None, pace)
     if progress is not None and not callable(progress):
         raise SpaceError(f"progress is a function of a SweepProgress, not {type(progress).__name__}")
     spec = sweep if isinstance(sweep, SweepSpec) else load_sweep(Path(sweep))
     results, db, recording = Path(results), _path(db), _path(recording)
     given = (("trials", trials), ("seconds", seconds), ("strategy", strategy))
-    overrides = {k: v.item() if isinstance(v, np.generic) else v for k, v in given if v is not None}  # numpy's too
+    overrides = {k: plain_numbers(v) for k, v in given if v is not None}  # numpy's numbers too
     if overrides:
         settings_now = {**spec.search.__dict__, **overrides}
         shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
@@ -222,14 +219,11 @@ def _tune_shared(
         raise SpaceError(f"--storage takes a PostgreSQL URL (postgresql://user:password@host/db), not {shown!r}")
     if heartbeat_s < 1:
         raise SpaceError(f"the heartbeat interval is whole seconds, at least 1 (got {heartbeat_s})")
+    replayed = backend_instance.replayed if backend_instance is not None else _replays(backend)
+    local = db or default_winners(results, replayed)
+    local.parent.mkdir(parents=True, exist_ok=True)
+    check_before_sweep(local, replayed)  # where the winners are copied at the end: checked before any work
     chosen = backend_instance or _paced(make_backend(spec, backend, recording), replay_pace)
-    local = db or default_winners(results, chosen.replayed)
-    try:
-        local.parent.mkdir(parents=True, exist_ok=True)
-        check_before_sweep(local, chosen.replayed)  # where the winners are copied at the end: checked first
-    except BaseException:
-        chosen.close()
-        raise
     builder = NvrtcBuilder(_arch(chosen), cache_dir=results / "cache" / "cubin", timeout_s=settings.compile_timeout_s)
     try:
         heartbeat = Heartbeat(heartbeat_s, 3 * heartbeat_s)
@@ -323,10 +317,11 @@ def report(
     check_log_family(path, records, spec.family.name)
     names = {p.problem.key(): p.name for p in spec.problems}
     defaults = {p.problem.key(): spec.family.default_config(p.problem).as_dict() for p in spec.problems}
-    stored = default_winners(results, replayed=path.parent.name.endswith("-replay"))  # where tune stores
-    if db is not None and not Path(db).is_file():  # named: a typo must not report an empty coverage
+    if db is None:  # where tune stored this log's winners
+        db = default_winners(results, replayed=any(r.replayed for r in records))
+    elif not Path(db).is_file():  # named: a typo must not report an empty coverage
         raise DatabaseError(f"no winners database at {db}: give the one the sweep stored into (--db), or none")
-    db = stored if db is None else Path(db)
+    db = Path(db)
     covered = tuple(coverage(db, spec.family.name)) if db.is_file() else ()
     inputs = ReportInputs(spec.family.name, records, defaults, names, coverage=covered)
     return build_report(inputs, out, f"tunebox sweep {spec.name}", stem=spec.name)

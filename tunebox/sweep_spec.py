@@ -208,19 +208,19 @@ def check_problem(family: str, data: object) -> dict[str, Any]:
             stack.extend((f"{path}[{i}]", v, depth + 1) for i, v in enumerate(value))
         elif isinstance(value, dict):
             stack.extend((f"{path}.{k}", v, depth + 1) for k, v in value.items())
-    plain = _plain(data)
+    plain = plain_numbers(data)
     assert isinstance(plain, dict)
     return plain
 
 
-def _plain(value: object) -> object:
+def plain_numbers(value: object) -> object:
     """``value`` with every numpy scalar inside it as the Python number it holds (arrays kept)."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain_numbers(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return type(value)(_plain(v) for v in value)
+        return type(value)(plain_numbers(v) for v in value)
     return value
 
 
