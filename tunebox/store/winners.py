@@ -294,9 +294,8 @@ class WinnersDB:
         median = row[len(KEY_COLUMNS) + 1]
 
         def compare_and_set(conn: sqlite3.Connection) -> bool:
-            stored_row = conn.execute(f"{self._select} WHERE {_KEY_WHERE}", astuple(key)).fetchone()
-            if stored_row is not None:
-                old = validated_winner(str(self.path), stored_row)  # a damaged row is never compared with
+            old = self.get(key)  # validated: a damaged row is never compared with
+            if old is not None:
                 refuse_mixing(str(self.path), old.replayed, record.replayed)
                 if old.median_ms <= median:
                     return False
