@@ -161,10 +161,6 @@ class Lookup:
         ``device_info`` the device is the database's (see ``device``). A query seen before is answered
         without parsing the problem again. The query is checked before the database; a ``device_info``
         that is no ``DeviceInfo``, or a ``device`` that is no name, raises TypeError."""
-        if device_info is not None:
-            check_device_info("device_info", device_info)
-        if device is not None and not isinstance(device, str):
-            raise TypeError(f"device is a device's name (text), not {type(device).__name__} {device!r:.60}")
         key: Hashable | None
         try:
             key = (family, _frozen(problem), device, device_info)
@@ -175,6 +171,11 @@ class Lookup:
             hit = self._answers.get(key)
             if hit is not None:
                 return _copy(hit)
+        # checked on a miss only (a refused query is never kept): the warm path stays a dict lookup
+        if device_info is not None:
+            check_device_info("device_info", device_info)
+        if device is not None and not isinstance(device, str):
+            raise TypeError(f"device is a device's name (text), not {type(device).__name__} {device!r:.60}")
         from ..families import get as get_family
         from ..sweep_spec import parse_problem
 
