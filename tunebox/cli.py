@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import errno
 import faulthandler
 import functools
 import logging
@@ -20,6 +19,7 @@ from typing import Any, NoReturn
 
 from . import commands
 from .api import DEFAULT_HEARTBEAT_S
+from .cli_errors import file_error, raised_by_json
 from .errors import TuneboxError
 from .runtime.lookup import ENV_DB, shipped_db
 from .sweep_spec import STRATEGIES
@@ -350,10 +350,10 @@ def _main(argv: list[str] | None) -> int:
         if exc.filename is None:  # not a file operation (a closed pipe, a socket): not the user's to fix
             raise
         log.debug("the failed file operation", exc_info=True)
-        print(f"tunebox: error: {_file_error(exc)}", file=sys.stderr)
+        print(f"tunebox: error: {file_error(exc)}", file=sys.stderr)
         return 2
     except RecursionError as exc:
-        if not _raised_by_json(exc):  # not the JSON reader's (a sweep file's TOML says so itself): a bug
+        if not raised_by_json(exc):  # not the JSON reader's (a sweep file's TOML says so itself): a bug
             raise
         what = "the problem" if args.command == "query" else "a JSON input"
         print(
@@ -365,41 +365,3 @@ def _main(argv: list[str] | None) -> int:
     except KeyboardInterrupt:
         print("tunebox: interrupted; run the same command again to resume", file=sys.stderr)
         return 130
-
-
-_NOT_ALLOWED = "give a path this user may read or write, or change its permissions"
-_WHAT_TO_DO = {
-    errno.EROFS: "give a path on a writable file system",
-    errno.EACCES: _NOT_ALLOWED,
-    errno.EPERM: _NOT_ALLOWED,
-    errno.ENOENT: "check the path",
-    errno.ENOSPC: "free some space, then run the same command again",
-}
-
-
-def _file_error(exc: OSError) -> str:
-    """``<path>: <what failed>; <what to do>`` for a failed file operation (``exc.filename`` set). A path
-    through a file (``NotADirectoryError``, or ``FileExistsError`` making a directory) names that file."""
-    path = Path(os.fsdecode(exc.filename))
-    if exc.errno in (errno.ENOTDIR, errno.EEXIST) and (blocker := _file_in_the_way(path)) is not None:
-        return f"{blocker}: a file where a directory is needed; give a directory's path, or move the file"
-    what = (exc.strerror or type(exc).__name__).lower()
-    return f"{path}: {what}; {_WHAT_TO_DO.get(exc.errno or 0, 'check the path, then run the same command again')}"
-
-
-def _file_in_the_way(path: Path) -> Path | None:
-    """The first existing part of ``path`` (itself last) that is not a directory, if any."""
-    for part in (*reversed(path.parents), path):
-        if part.exists() and not part.is_dir():
-            return part
-    return None
-
-
-def _raised_by_json(exc: RecursionError) -> bool:
-    """Whether ``exc`` was raised inside the json module (its input nested too deeply)."""
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return str(tb.tb_frame.f_globals.get("__name__", "")).split(".")[0] == "json"
